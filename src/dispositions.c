@@ -1,0 +1,338 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dispositions.c - the program's own SIGBUS disposition and mask.
+ *
+ * Once the library's handler is installed, the kernel's SIGBUS action is
+ * always ours and SIGBUS is never really blocked (a blocked synchronous
+ * SIGBUS is fatal: the kernel forces the default action).  What the
+ * program installed and blocked is kept here, and every SIGBUS we do not
+ * rescue is handed to it as the kernel would have (SPEC §6).
+ *
+ * The program's disposition lives in a small ring of immutable slots; the
+ * current one is named by an atomic index, so the handler can read it
+ * without a lock and SA_RESETHAND can reset it with one compare-and-swap.
+ *
+ * Signal context: nsb_disp_chain, nsb_disp_blocked and what they call.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "nsb.h"
+
+enum { SLOT_DFL, SLOT_IGN, SLOT_FIRST, SLOTS = 64 };
+
+static struct sigaction slots[SLOTS];
+static atomic_int current = SLOT_DFL;
+static int next_slot = SLOT_FIRST;
+static atomic_bool installed;
+static pthread_mutex_t disp_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The program's view of the SIGBUS bit in this thread's mask. */
+static __thread bool blocked __attribute__((tls_model("initial-exec")));
+
+/* A sent SIGBUS that arrived while the program had it blocked.  Standard
+ * signals do not queue, so one of each is all the kernel would keep. */
+enum { HELD_NONE, HELD_BUSY, HELD_READY };
+static atomic_int held_process;
+static siginfo_t held_process_info;
+static __thread int held_thread __attribute__((tls_model("initial-exec")));
+static __thread siginfo_t held_thread_info __attribute__((tls_model("initial-exec")));
+
+/* ---- the kernel side --------------------------------------------------- */
+
+/* [signal-safe] Our action, with the program's SA_RESTART and SA_ONSTACK
+ * so that interrupted system calls and stacks behave as it asked. */
+static void
+kernel_install(const struct sigaction *prog)
+{
+	struct sigaction ours;
+
+	memset(&ours, 0, sizeof(ours));
+	ours.sa_sigaction = nsb_rescue_handler;
+	ours.sa_flags = SA_SIGINFO | (prog->sa_flags & (SA_RESTART | SA_ONSTACK));
+	/* Asynchronous signals wait while we rescue; the program's own mask
+	 * is set explicitly before its handler runs. */
+	sigfillset(&ours.sa_mask);
+	nsb_sys_sigaction(SIGBUS, &ours, NULL);
+}
+
+/* [signal-safe] */
+static void
+kernel_default(void)
+{
+	struct sigaction dfl;
+
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	nsb_sys_sigaction(SIGBUS, &dfl, NULL);
+}
+
+/* [signal-safe] */
+static void
+current_action(struct sigaction *out)
+{
+	*out = slots[atomic_load(&current)];
+}
+
+/* Caller holds disp_lock. */
+static void
+publish(const struct sigaction *act)
+{
+	int slot;
+
+	if (act->sa_handler == SIG_DFL && !act->sa_flags && sigisemptyset(&act->sa_mask))
+		slot = SLOT_DFL;
+	else {
+		slot = next_slot;
+		next_slot = next_slot + 1 == SLOTS ? SLOT_FIRST : next_slot + 1;
+		slots[slot] = *act;
+	}
+	atomic_store(&current, slot);
+}
+
+bool
+nsb_disp_installed(void)
+{
+	return atomic_load(&installed);
+}
+
+void
+nsb_disp_install(void)
+{
+	struct sigaction prog;
+
+	if (atomic_load(&installed))
+		return;
+	pthread_mutex_lock(&disp_lock);
+	if (!atomic_load(&installed)) {
+		nsb_sys_sigaction(SIGBUS, NULL, &prog);
+		publish(&prog);
+		kernel_install(&prog);
+		atomic_store(&installed, true);
+	}
+	pthread_mutex_unlock(&disp_lock);
+}
+
+int
+nsb_disp_set(const struct sigaction *act, struct sigaction *old)
+{
+	struct sigaction prev;
+	int ret;
+
+	pthread_mutex_lock(&disp_lock);
+	if (!atomic_load(&installed)) {
+		/* Nothing of ours in the kernel yet: it keeps the program's. */
+		ret = nsb_sys_sigaction(SIGBUS, act, old);
+		pthread_mutex_unlock(&disp_lock);
+		return ret;
+	}
+	current_action(&prev);
+	if (act) {
+		publish(act);
+		kernel_install(act);
+	}
+	pthread_mutex_unlock(&disp_lock);
+	if (old)
+		*old = prev;
+	return 0;
+}
+
+/* ---- the mask ---------------------------------------------------------- */
+
+/* [signal-safe] */
+bool
+nsb_disp_blocked(void)
+{
+	return blocked;
+}
+
+void
+nsb_disp_set_blocked(bool b)
+{
+	if (b)
+		nsb_disp_install();	/* needed to hold a sent SIGBUS */
+	blocked = b;
+}
+
+bool
+nsb_disp_held(void)
+{
+	return held_thread == HELD_READY || atomic_load(&held_process) == HELD_READY;
+}
+
+/* [signal-safe] Sends si to this thread again, siginfo and all. */
+static void
+resend(const siginfo_t *si)
+{
+	siginfo_t copy = *si;
+
+	syscall(SYS_rt_tgsigqueueinfo, getpid(), (pid_t)syscall(SYS_gettid), SIGBUS, &copy);
+}
+
+/* [signal-safe] */
+static void
+hold(const siginfo_t *si)
+{
+	int expected = HELD_NONE;
+
+	if (si->si_code == SI_TKILL) {
+		held_thread_info = *si;
+		held_thread = HELD_READY;
+		return;
+	}
+	/* Already one pending: the kernel would have merged them. */
+	if (!atomic_compare_exchange_strong(&held_process, &expected, HELD_BUSY))
+		return;
+	held_process_info = *si;
+	atomic_store(&held_process, HELD_READY);
+}
+
+/* Delivers what was held, now that the program unblocked SIGBUS. */
+void
+nsb_disp_deliver_held(void)
+{
+	int expected = HELD_READY;
+	siginfo_t si;
+
+	if (blocked)
+		return;
+	if (held_thread == HELD_READY) {
+		si = held_thread_info;
+		held_thread = HELD_NONE;
+		resend(&si);
+	}
+	if (atomic_compare_exchange_strong(&held_process, &expected, HELD_BUSY)) {
+		si = held_process_info;
+		atomic_store(&held_process, HELD_NONE);
+		resend(&si);
+	}
+}
+
+/* ---- chaining ---------------------------------------------------------- */
+
+/* [signal-safe] Raised by the kernel for this thread's own access: the
+ * kernel forces these even when blocked or ignored.  BUS_MCEERR_AO and
+ * SI_KERNEL are sent like any other signal. */
+static bool
+is_fault(const siginfo_t *si)
+{
+	return si->si_code == BUS_ADRALN || si->si_code == BUS_ADRERR ||
+	       si->si_code == BUS_OBJERR || si->si_code == BUS_MCEERR_AR;
+}
+
+/* [signal-safe] */
+void
+nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
+{
+	ucontext_t *uc = ucv;
+	struct sigaction act;
+	sigset_t mask;
+	int slot;
+
+	if (!is_fault(si) && blocked) {
+		hold(si);
+		return;
+	}
+	slot = atomic_load(&current);
+	act = slots[slot];
+
+	if (is_fault(si) && (blocked || act.sa_handler == SIG_DFL ||
+			     act.sa_handler == SIG_IGN)) {
+		/* Return into the same fault with the default action: the
+		 * process dies of it exactly as without us, core and all. */
+		kernel_default();
+		return;
+	}
+	if (act.sa_handler == SIG_IGN)
+		return;
+	if (act.sa_handler == SIG_DFL) {
+		/* Sent, not a fault: it arrives again as soon as we return
+		 * (SIGBUS is blocked while we run), with its siginfo. */
+		kernel_default();
+		resend(si);
+		return;
+	}
+
+	if (act.sa_flags & SA_RESETHAND)
+		atomic_compare_exchange_strong(&current, &slot, SLOT_DFL);
+	/* The mask the kernel would have set; SIGBUS itself stays open. */
+	mask = uc->uc_sigmask;
+	sigorset(&mask, &mask, &act.sa_mask);
+	sigdelset(&mask, SIGBUS);
+	nsb_sys_sigmask(SIG_SETMASK, &mask, NULL);
+	if (act.sa_flags & SA_SIGINFO)
+		act.sa_sigaction(sig, si, ucv);
+	else
+		act.sa_handler(sig);
+}
+
+/* ---- exec -------------------------------------------------------------- */
+
+/* What an exec'd program inherits is what this one set: an ignored SIGBUS
+ * stays ignored and a blocked one stays blocked.  A handler is reset to the
+ * default by exec anyway, so ours can stay. */
+void
+nsb_disp_before_exec(void)
+{
+	struct sigaction act, ign;
+	sigset_t set;
+
+	if (!atomic_load(&installed))
+		return;
+	current_action(&act);
+	if (act.sa_handler == SIG_IGN) {
+		ign = act;
+		nsb_sys_sigaction(SIGBUS, &ign, NULL);
+	}
+	if (blocked) {
+		sigemptyset(&set);
+		sigaddset(&set, SIGBUS);
+		nsb_sys_sigmask(SIG_BLOCK, &set, NULL);
+	}
+}
+
+/* The exec failed: back to normal. */
+void
+nsb_disp_after_exec(void)
+{
+	struct sigaction act;
+	sigset_t set;
+
+	if (!atomic_load(&installed))
+		return;
+	pthread_mutex_lock(&disp_lock);
+	current_action(&act);
+	kernel_install(&act);
+	pthread_mutex_unlock(&disp_lock);
+	sigemptyset(&set);
+	sigaddset(&set, SIGBUS);
+	nsb_sys_sigmask(SIG_UNBLOCK, &set, NULL);
+}
+
+/* ---- start and fork ---------------------------------------------------- */
+
+static void
+after_fork_child(void)
+{
+	pthread_mutex_init(&disp_lock, NULL);
+}
+
+/* A process can start with SIGBUS blocked (inherited across exec): that is
+ * the program's mask, not the kernel's. */
+__attribute__((constructor(102))) static void
+disp_init(void)
+{
+	sigset_t set;
+
+	pthread_atfork(NULL, NULL, after_fork_child);
+	if (nsb_sys_sigmask(SIG_BLOCK, NULL, &set) == 0 && sigismember(&set, SIGBUS)) {
+		nsb_disp_set_blocked(true);
+		sigemptyset(&set);
+		sigaddset(&set, SIGBUS);
+		nsb_sys_sigmask(SIG_UNBLOCK, &set, NULL);
+	}
+}

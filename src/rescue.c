@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rescue.c - the SIGBUS handler.
+ *
+ * Everything in this file runs in signal context.  It finds the record,
+ * maps zero-filled private memory over the faulting page, and returns so
+ * that the instruction runs again (SPEC §5).  No locks, no malloc, no
+ * stdio; errno is preserved.  What is not rescued goes to
+ * nsb_disp_chain(), which behaves as if the library were absent.
+ */
+#include <errno.h>
+#include <sys/mman.h>
+
+#include "nsb.h"
+
+/* [signal-safe] Replaces [start, end) with zero pages at the recorded protection. */
+static bool
+replace(uintptr_t start, uintptr_t end, const struct nsb_range *r)
+{
+	int prot = (int)(r->meta & NSB_META_PROT);
+	int pkey = NSB_META_PKEY(r->meta);
+	void *p;
+
+	p = nsb_sys_mmap((void *)start, end - start, prot,
+			 MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return false;
+	if (pkey >= 0)
+		(void)nsb_sys_pkey_mprotect(p, end - start, prot, pkey);
+	return true;
+}
+
+/* [signal-safe] */
+static bool
+rescue(uintptr_t addr)
+{
+	struct nsb_range r;
+	uintptr_t start, end;
+	size_t unit;
+	bool ok;
+	int ticket;
+
+	if (!nsb_ranges_enter(addr, &r, &ticket))
+		return false;
+	/* A huge page cannot be split: replace the whole of it. */
+	unit = (size_t)1 << NSB_META_SHIFT(r.meta);
+	start = addr & ~(uintptr_t)(unit - 1);
+	if (start < r.start)
+		start = r.start;
+	end = nsb_config.fill == NSB_FILL_RANGE ? r.end : start + unit;
+	if (end > r.end)
+		end = r.end;
+
+	ok = replace(start, end, &r);
+	/* Out of VMAs (vm.max_map_count): one mapping for the rest of the
+	 * record needs none, and merges what earlier rescues split. */
+	if (!ok && errno == ENOMEM && end < r.end) {
+		end = r.end;
+		ok = replace(start, end, &r);
+	}
+	nsb_ranges_leave(ticket);
+
+	if (!ok) {
+		atomic_fetch_add(&nsb_counters.failures, 1);
+		nsb_log_failure(addr, errno);
+		return false;
+	}
+	atomic_fetch_add(&nsb_counters.rescues, 1);
+	atomic_fetch_add(&nsb_counters.pages, (end - start) / nsb_config.page_size);
+	nsb_log_rescue(addr, &r, (end - start) / nsb_config.page_size);
+	return true;
+}
+
+/* [signal-safe] The SIGBUS handler the library installs. */
+void
+nsb_rescue_handler(int sig, siginfo_t *si, void *uc)
+{
+	int saved_errno = errno;
+
+	/* Only a fault the kernel raised counts: si_code BUS_ADRERR cannot
+	 * be sent by another process (the kernel refuses si_code >= 0). */
+	if (si && si->si_code == BUS_ADRERR && rescue((uintptr_t)si->si_addr)) {
+		errno = saved_errno;
+		return;
+	}
+	errno = saved_errno;
+	nsb_disp_chain(sig, si, uc);
+}

@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Small helpers shared by the C test programs.  Header-only on purpose:
+ * each test is one .c file plus this.
+ *
+ * Conventions: a test prints what it checks, exits 0 on success, 1 on
+ * failure (after printing why), 77 to skip (after printing why).
+ * Anything that may kill a process runs in a child: nsbt_run().
+ */
+#ifndef NSBTEST_H
+#define NSBTEST_H
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nosigbus.h"
+
+static inline void __attribute__((noreturn, format(printf, 1, 2)))
+nsbt_fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fputs("FAIL: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+static inline void __attribute__((noreturn, format(printf, 1, 2)))
+nsbt_skip(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("SKIP: ", stdout);
+	va_start(ap, fmt);
+	vfprintf(stdout, fmt, ap);
+	va_end(ap);
+	fputc('\n', stdout);
+	exit(77);
+}
+
+#define NSBT_CHECK(cond, ...) \
+	do { \
+		if (!(cond)) \
+			nsbt_fail("%s:%d: %s: " "%s", __FILE__, __LINE__, #cond, \
+				  nsbt_fmt(__VA_ARGS__)); \
+	} while (0)
+
+static inline const char * __attribute__((format(printf, 1, 2)))
+nsbt_fmt(const char *fmt, ...)
+{
+	static char buf[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	return buf;
+}
+
+static inline size_t
+nsbt_page(void)
+{
+	return (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* True when libnosigbus is in the process (preloaded or linked). */
+static inline bool
+nsbt_have_library(void)
+{
+	return dlsym(RTLD_DEFAULT, "nosigbus_get_stats") != NULL;
+}
+
+/*
+ * Runs fn(arg) in a forked child; the child exits 0 when fn returns.
+ * Returns the raw wait status.
+ */
+static inline int
+nsbt_run(void (*fn)(void *), void *arg)
+{
+	int status;
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		nsbt_fail("fork: %s", strerror(errno));
+	if (pid == 0) {
+		fn(arg);
+		fflush(NULL);
+		_exit(0);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			nsbt_fail("waitpid: %s", strerror(errno));
+	return status;
+}
+
+static inline const char *
+nsbt_status_str(int status)
+{
+	static char buf[64];
+
+	if (WIFEXITED(status))
+		snprintf(buf, sizeof(buf), "exited %d", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(buf, sizeof(buf), "killed by %s%s",
+			 strsignal(WTERMSIG(status)),
+			 WCOREDUMP(status) ? " (core dumped)" : "");
+	else
+		snprintf(buf, sizeof(buf), "status 0x%x", status);
+	return buf;
+}
+
+static inline void
+nsbt_expect_exit(int status, int code, const char *what)
+{
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != code)
+		nsbt_fail("%s: expected exit %d, got %s", what, code,
+			  nsbt_status_str(status));
+	printf("ok: %s: exited %d\n", what, code);
+}
+
+static inline void
+nsbt_expect_signal(int status, int sig, const char *what)
+{
+	if (!WIFSIGNALED(status) || WTERMSIG(status) != sig)
+		nsbt_fail("%s: expected death by %s, got %s", what,
+			  strsignal(sig), nsbt_status_str(status));
+	printf("ok: %s: killed by %s\n", what, strsignal(sig));
+}
+
+/* Fills fd with size bytes of a known pattern: byte i is (i * 7 + 1) & 0xff. */
+static inline void
+nsbt_fill(int fd, size_t size)
+{
+	char buf[4096];
+	size_t done = 0;
+
+	if (ftruncate(fd, 0) < 0)
+		nsbt_fail("ftruncate: %s", strerror(errno));
+	while (done < size) {
+		size_t n = size - done < sizeof(buf) ? size - done : sizeof(buf);
+
+		for (size_t i = 0; i < n; i++)
+			buf[i] = (char)(((done + i) * 7 + 1) & 0xff);
+		if (pwrite(fd, buf, n, (off_t)done) != (ssize_t)n)
+			nsbt_fail("pwrite: %s", strerror(errno));
+		done += n;
+	}
+}
+
+static inline char
+nsbt_pattern(size_t i)
+{
+	return (char)((i * 7 + 1) & 0xff);
+}
+
+enum nsbt_backing { NSBT_MEMFD, NSBT_TMPFS, NSBT_DISK };
+
+static inline const char *
+nsbt_backing_name(enum nsbt_backing b)
+{
+	return b == NSBT_MEMFD ? "memfd" : b == NSBT_TMPFS ? "tmpfs" : "disk";
+}
+
+/*
+ * A file of size bytes filled with the pattern, already unlinked.
+ * NSBT_DISK lives in the build tree (NSB_BUILD_ROOT or the working
+ * directory), never in /tmp, which may be tmpfs.
+ */
+static inline int
+nsbt_file(enum nsbt_backing b, size_t size)
+{
+	char path[4096];
+	const char *dir;
+	int fd;
+
+	if (b == NSBT_MEMFD) {
+		fd = memfd_create("nsbtest", MFD_CLOEXEC);
+	} else {
+		dir = b == NSBT_TMPFS ? "/dev/shm" : getenv("NSB_BUILD_ROOT");
+		if (!dir)
+			dir = ".";
+		snprintf(path, sizeof(path), "%s/nsbtest-%d-XXXXXX", dir, (int)getpid());
+		fd = mkostemp(path, O_CLOEXEC);
+		if (fd >= 0)
+			unlink(path);
+	}
+	if (fd < 0)
+		nsbt_fail("creating a %s file: %s", nsbt_backing_name(b), strerror(errno));
+	nsbt_fill(fd, size);
+	return fd;
+}
+
+#endif /* NSBTEST_H */
