@@ -240,22 +240,20 @@ nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 	slot = atomic_load(&current);
 	act = slots[slot];
 
-	if (is_fault(si) && (blocked || act.sa_handler == SIG_DFL ||
-			     act.sa_handler == SIG_IGN)) {
-		/* Return into the same fault with the default action: the
-		 * process dies of it exactly as without us, core and all. */
-		kernel_default();
-		return;
-	}
-	if (act.sa_handler == SIG_IGN)
-		return;
-	if (act.sa_handler == SIG_DFL) {
-		/* Sent, not a fault: it arrives again as soon as we return
-		 * (SIGBUS is blocked while we run), with its siginfo. */
+	/* The kernel forces the default action on a fault that is blocked
+	 * or ignored. */
+	if (act.sa_handler == SIG_DFL ||
+	    (is_fault(si) && (blocked || act.sa_handler == SIG_IGN))) {
+		/* Dies of the same signal, core and all, as soon as we return:
+		 * SIGBUS is blocked while we run, and sigreturn restores the
+		 * faulting context first.  Re-faulting instead would not be
+		 * certain: another thread may have remapped the page. */
 		kernel_default();
 		resend(si);
 		return;
 	}
+	if (act.sa_handler == SIG_IGN)
+		return;
 
 	if (act.sa_flags & SA_RESETHAND)
 		atomic_compare_exchange_strong(&current, &slot, SLOT_DFL);

@@ -288,9 +288,10 @@ update(const struct op *op)
 		return -1;
 	inactive = 1 - atomic_load(&active);
 	apply(&copies[inactive], op);
+	/* Before the switch, so that a first record is never skipped. */
+	atomic_store(&live_count, copies[inactive].n);
 	switch_copies();
 	apply(&copies[inactive ^ 1], op);
-	atomic_store(&live_count, copies[inactive].n);
 	return 0;
 }
 
