@@ -42,6 +42,7 @@ static atomic_int active;		/* the copy readers use */
 static atomic_int reader_side;		/* the counter new readers use */
 static atomic_long readers[2];
 static atomic_size_t live_count;	/* records, for lock-free fast paths */
+static atomic_size_t last_hit;		/* index of the last record found */
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static sigset_t held_mask;		/* the lock holder's mask */
@@ -95,14 +96,21 @@ nsb_ranges_enter(uintptr_t addr, struct nsb_range *out, int *ticket)
 		return false;
 	side = reader_enter();
 	t = &copies[atomic_load(&active)];
-	i = first_at_or_below(t, addr);
-	if (i < t->n && addr < t->r[i].end) {
-		*out = t->r[i];
-		*ticket = side;
-		return true;
+	/* Faults come in runs over one mapping: try the last hit first.
+	 * The hint may be stale or from the other copy; it is only a guess,
+	 * checked against the copy we hold. */
+	i = atomic_load_explicit(&last_hit, memory_order_relaxed);
+	if (i >= t->n || addr < t->r[i].start || addr >= t->r[i].end) {
+		i = first_at_or_below(t, addr);
+		if (i >= t->n || addr >= t->r[i].end) {
+			nsb_ranges_leave(side);
+			return false;
+		}
+		atomic_store_explicit(&last_hit, i, memory_order_relaxed);
 	}
-	nsb_ranges_leave(side);
-	return false;
+	*out = t->r[i];
+	*ticket = side;
+	return true;
 }
 
 bool
