@@ -20,46 +20,37 @@
 
 extern char **environ;
 
+/* Runs an exec-like call with the program's own SIGBUS state in the
+ * kernel; keeps the call's result and errno. */
+#define WITH_PROGRAM_SIGBUS(call)					\
+	({								\
+		int ret_, err_;						\
+									\
+		nsb_real_init();					\
+		nsb_disp_before_exec();					\
+		ret_ = (call);						\
+		err_ = errno;						\
+		nsb_disp_after_exec();					\
+		errno = err_;						\
+		ret_;							\
+	})
+
 NSB_EXPORT int
 execve(const char *path, char *const argv[], char *const envp[])
 {
-	int err;
-
-	nsb_real_init();
-	nsb_disp_before_exec();
-	real_execve(path, argv, envp);
-	err = errno;
-	nsb_disp_after_exec();
-	errno = err;
-	return -1;
+	return WITH_PROGRAM_SIGBUS(real_execve(path, argv, envp));
 }
 
 NSB_EXPORT int
 execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	int err;
-
-	nsb_real_init();
-	nsb_disp_before_exec();
-	real_execvpe(file, argv, envp);
-	err = errno;
-	nsb_disp_after_exec();
-	errno = err;
-	return -1;
+	return WITH_PROGRAM_SIGBUS(real_execvpe(file, argv, envp));
 }
 
 NSB_EXPORT int
 fexecve(int fd, char *const argv[], char *const envp[])
 {
-	int err;
-
-	nsb_real_init();
-	nsb_disp_before_exec();
-	real_fexecve(fd, argv, envp);
-	err = errno;
-	nsb_disp_after_exec();
-	errno = err;
-	return -1;
+	return WITH_PROGRAM_SIGBUS(real_fexecve(fd, argv, envp));
 }
 
 NSB_EXPORT int
@@ -74,104 +65,81 @@ execvp(const char *file, char *const argv[])
 	return execvpe(file, argv, environ);
 }
 
-/* execl(path, arg0, ..., NULL[, envp]): how many arguments follow arg0. */
-static size_t
-count_args(va_list ap)
-{
-	va_list copy;
-	size_t n = 0;
+enum list_kind { LIST_PATH, LIST_SEARCH, LIST_ENV };
 
-	va_copy(copy, ap);
-	while (va_arg(copy, char *))
+/* execl(path, arg0, ..., NULL[, envp]): the arguments go on the stack. */
+static int
+exec_list(enum list_kind kind, const char *file, const char *arg0, va_list ap)
+{
+	va_list count;
+	size_t n = 1;
+
+	va_copy(count, ap);
+	while (va_arg(count, char *))
 		n++;
-	va_end(copy);
-	return n;
-}
+	va_end(count);
+	{
+		char *argv[n + 1];
+		char **envp = environ;
 
-/* Fills argv (n + 2 slots) from arg0 and ap, up to and with the NULL. */
-static void
-fill_args(char **argv, const char *arg0, size_t n, va_list *ap)
-{
-	argv[0] = (char *)arg0;
-	for (size_t i = 1; i <= n + 1; i++)
-		argv[i] = va_arg(*ap, char *);
+		argv[0] = (char *)arg0;
+		for (size_t i = 1; i <= n; i++)
+			argv[i] = va_arg(ap, char *);
+		if (kind == LIST_ENV)
+			envp = va_arg(ap, char **);
+		if (kind == LIST_SEARCH)
+			return execvpe(file, argv, envp);
+		return execve(file, argv, envp);
+	}
 }
 
 NSB_EXPORT int
 execl(const char *path, const char *arg, ...)
 {
 	va_list ap;
-	size_t n;
+	int ret;
 
 	va_start(ap, arg);
-	n = count_args(ap);
-	{
-		char *argv[n + 2];
-
-		fill_args(argv, arg, n, &ap);
-		va_end(ap);
-		return execve(path, argv, environ);
-	}
+	ret = exec_list(LIST_PATH, path, arg, ap);
+	va_end(ap);
+	return ret;
 }
 
 NSB_EXPORT int
 execlp(const char *file, const char *arg, ...)
 {
 	va_list ap;
-	size_t n;
+	int ret;
 
 	va_start(ap, arg);
-	n = count_args(ap);
-	{
-		char *argv[n + 2];
-
-		fill_args(argv, arg, n, &ap);
-		va_end(ap);
-		return execvpe(file, argv, environ);
-	}
+	ret = exec_list(LIST_SEARCH, file, arg, ap);
+	va_end(ap);
+	return ret;
 }
 
 NSB_EXPORT int
 execle(const char *path, const char *arg, ...)
 {
 	va_list ap;
-	size_t n;
+	int ret;
 
 	va_start(ap, arg);
-	n = count_args(ap);
-	{
-		char *argv[n + 2];
-		char **envp;
-
-		fill_args(argv, arg, n, &ap);
-		envp = va_arg(ap, char **);
-		va_end(ap);
-		return execve(path, argv, envp);
-	}
+	ret = exec_list(LIST_ENV, path, arg, ap);
+	va_end(ap);
+	return ret;
 }
 
+/* posix_spawn returns an error number and leaves errno alone. */
 NSB_EXPORT int
 posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *actions,
 	    const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	int ret;
-
-	nsb_real_init();
-	nsb_disp_before_exec();
-	ret = real_posix_spawn(pid, path, actions, attr, argv, envp);
-	nsb_disp_after_exec();
-	return ret;
+	return WITH_PROGRAM_SIGBUS(real_posix_spawn(pid, path, actions, attr, argv, envp));
 }
 
 NSB_EXPORT int
 posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *actions,
 	     const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	int ret;
-
-	nsb_real_init();
-	nsb_disp_before_exec();
-	ret = real_posix_spawnp(pid, file, actions, attr, argv, envp);
-	nsb_disp_after_exec();
-	return ret;
+	return WITH_PROGRAM_SIGBUS(real_posix_spawnp(pid, file, actions, attr, argv, envp));
 }
