@@ -82,15 +82,20 @@ read_variable(const char *name, int fallback)
 {
 	const struct variable *v = find_variable(name);
 	const char *value = getenv(name);
+	char shown[65];
+	size_t i;
 	int out;
 
 	if (!value || !*value)
 		return fallback;
 	if (nsb_config_parse(name, value, &out))
 		return out;
-	/* %.64s: a hostile value must not flood stderr. */
-	nsb_warn("ignoring %s=%.64s%s (expected %s); using %s", name, value,
-		 strlen(value) > 64 ? "..." : "", v->expected, v->fallback);
+	/* A hostile value must neither flood stderr nor forge a line. */
+	for (i = 0; value[i] && i < sizeof(shown) - 1; i++)
+		shown[i] = (unsigned char)value[i] < 0x20 || value[i] == 0x7f ? '?' : value[i];
+	shown[i] = '\0';
+	nsb_warn("ignoring %s=%s%s (expected %s); using %s", name, shown,
+		 value[i] ? "..." : "", v->expected, v->fallback);
 	return fallback;
 }
 
