@@ -38,11 +38,9 @@ nosigbus_protect(void *addr, size_t len)
 {
 	uintptr_t start = (uintptr_t)addr, end;
 	struct protect_walk w = { .next = start };
-	unsigned shift = (unsigned)__builtin_ctzl(nsb_config.page_size ? nsb_config.page_size : 1);
 	int ret = -1, err = 0;
 
 	nsb_init();
-	shift = (unsigned)__builtin_ctzl(nsb_config.page_size);
 	if (!len || (start & (nsb_config.page_size - 1)) ||
 	    len > UINTPTR_MAX - start - nsb_config.page_size) {
 		errno = EINVAL;
@@ -70,6 +68,9 @@ nosigbus_protect(void *addr, size_t len)
 		struct nsb_range *r = &w.vmas.r[i];
 		uintptr_t s = r->start < start ? start : r->start;
 		uintptr_t e = r->end > end ? end : r->end;
+
+		/* hugetlbfs: a rescue must replace whole huge pages. */
+		unsigned shift = (unsigned)__builtin_ctzl(nsb_maps_page_size(s));
 
 		if (nsb_protect_range(s, e, r->meta | NSB_META_MKSHIFT(shift) |
 				      NSB_META_MKPKEY(-1), 0) < 0) {

@@ -66,23 +66,22 @@ parse_line(const char *line, struct nsb_vma *vma)
 	return true;
 }
 
-int
-nsb_maps_each(uintptr_t lo, uintptr_t hi,
-	      int (*fn)(const struct nsb_vma *vma, void *arg), void *arg)
+/* Calls fn for each line of path (NUL-terminated, without the newline)
+ * until fn returns non-zero; returns that, or -1 if path cannot be read. */
+static int
+each_line(const char *path, int (*fn)(const char *line, void *arg), void *arg)
 {
 	char buf[4096];
 	size_t have = 0;
 	int fd, ret = 0;
 	bool eof = false;
 
-	fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	while (!ret) {
-		char *nl;
-		struct nsb_vma vma = { 0 };
+		char *nl = memchr(buf, '\n', have);
 
-		nl = memchr(buf, '\n', have);
 		if (!nl) {
 			ssize_t n;
 
@@ -103,13 +102,76 @@ nsb_maps_each(uintptr_t lo, uintptr_t hi,
 			continue;
 		}
 		*nl = '\0';
-		if (parse_line(buf, &vma) && vma.end > lo && vma.start < hi)
-			ret = fn(&vma, arg);
+		ret = fn(buf, arg);
 		have -= (size_t)(nl + 1 - buf);
 		memmove(buf, nl + 1, have);
-		if (vma.start >= hi)
-			break;
 	}
 	close(fd);
 	return ret;
+}
+
+struct maps_walk {
+	uintptr_t lo, hi;
+	int (*fn)(const struct nsb_vma *vma, void *arg);
+	void *arg;
+};
+
+static int
+maps_line(const char *line, void *arg)
+{
+	struct maps_walk *w = arg;
+	struct nsb_vma vma;
+
+	if (!parse_line(line, &vma) || vma.end <= w->lo)
+		return 0;
+	if (vma.start >= w->hi)
+		return 2;	/* past the range: stop, no error */
+	return w->fn(&vma, w->arg);
+}
+
+int
+nsb_maps_each(uintptr_t lo, uintptr_t hi,
+	      int (*fn)(const struct nsb_vma *vma, void *arg), void *arg)
+{
+	struct maps_walk w = { .lo = lo, .hi = hi, .fn = fn, .arg = arg };
+	int ret = each_line("/proc/self/maps", maps_line, &w);
+
+	return ret == 2 ? 0 : ret;
+}
+
+struct page_walk {
+	uintptr_t addr;
+	bool inside;
+	size_t size;
+};
+
+static int
+smaps_line(const char *line, void *arg)
+{
+	struct page_walk *w = arg;
+	struct nsb_vma vma;
+	unsigned long kb = 0;
+
+	if (parse_line(line, &vma)) {
+		w->inside = vma.start <= w->addr && w->addr < vma.end;
+		return 0;
+	}
+	if (!w->inside || strncmp(line, "KernelPageSize:", 15) != 0)
+		return 0;
+	for (line += 15; *line == ' '; line++)
+		;
+	while (*line >= '0' && *line <= '9')
+		kb = kb * 10 + (unsigned long)(*line++ - '0');
+	w->size = kb * 1024;
+	return 1;
+}
+
+size_t
+nsb_maps_page_size(uintptr_t addr)
+{
+	struct page_walk w = { .addr = addr };
+
+	if (each_line("/proc/self/smaps", smaps_line, &w) != 1 || !w.size)
+		return nsb_config.page_size;
+	return w.size;
 }

@@ -186,6 +186,8 @@ struct nsb_vma {
  * could not be read, else fn's last return value (0 when it never stopped). */
 int nsb_maps_each(uintptr_t lo, uintptr_t hi,
 		  int (*fn)(const struct nsb_vma *vma, void *arg), void *arg);
+/* The kernel's page size for the VMA at addr (huge for hugetlbfs). */
+size_t nsb_maps_page_size(uintptr_t addr);
 
 /* ---- policy.c: which mappings are protected ---------------------------- */
 
