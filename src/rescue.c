@@ -30,6 +30,48 @@ replace(uintptr_t start, uintptr_t end, const struct nsb_range *r)
 	return true;
 }
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+
+/* [signal-safe] Would reading the page at addr fault?  1 yes, 0 no, -1
+ * cannot tell (kernels before 5.14, or another error). */
+static int
+would_fault(uintptr_t addr, size_t unit)
+{
+	if (madvise((void *)addr, unit, MADV_POPULATE_READ) == 0)
+		return 0;
+	return errno == EFAULT ? 1 : -1;
+}
+
+/*
+ * [signal-safe] Where a range fill from start must stop: below the pages
+ * that an earlier range fill replaced (and the program may have written
+ * since).  Range fills make the replaced pages one tail of the record, so
+ * a binary search finds its start; pages that still fault lie below it.
+ * When the kernel cannot tell, fall back to one page: nothing is lost.
+ */
+static uintptr_t
+range_end(uintptr_t start, const struct nsb_range *r, size_t unit)
+{
+	uintptr_t lo = start, hi = r->end;	/* lo faults; hi is past the end */
+
+	if (!(r->meta & PROT_READ))
+		return start + unit;
+	while (hi - lo > unit) {
+		uintptr_t mid = lo + (hi - lo) / unit / 2 * unit;
+		int f = would_fault(mid, unit);
+
+		if (f < 0)
+			return start + unit;
+		if (f)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return hi;
+}
+
 /* [signal-safe] */
 static bool
 rescue(uintptr_t addr)
@@ -47,13 +89,14 @@ rescue(uintptr_t addr)
 	start = addr & ~(uintptr_t)(unit - 1);
 	if (start < r.start)
 		start = r.start;
-	end = nsb_config.fill == NSB_FILL_RANGE ? r.end : start + unit;
+	end = nsb_config.fill == NSB_FILL_RANGE ? range_end(start, &r, unit) : start + unit;
 	if (end > r.end)
 		end = r.end;
 
 	ok = replace(start, end, &r);
 	/* Out of VMAs (vm.max_map_count): one mapping for the rest of the
-	 * record needs none, and merges what earlier rescues split. */
+	 * record needs none, and merges what earlier rescues split (SPEC §5;
+	 * what the program wrote into those earlier pages is lost then). */
 	if (!ok && errno == ENOMEM && end < r.end) {
 		end = r.end;
 		ok = replace(start, end, &r);
