@@ -33,6 +33,10 @@ static pthread_mutex_t disp_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The program's view of the SIGBUS bit in this thread's mask. */
 static __thread bool blocked __attribute__((tls_model("initial-exec")));
+/* How many of the program's handlers this thread is in, and the view
+ * outside the outermost one (for jumps out of them). */
+static __thread int handler_depth __attribute__((tls_model("initial-exec")));
+static __thread bool blocked_outside __attribute__((tls_model("initial-exec")));
 
 /* A sent SIGBUS that arrived while the program had it blocked.  Standard
  * signals do not queue, so one of each is all the kernel would keep. */
@@ -78,20 +82,57 @@ current_action(struct sigaction *out)
 	*out = slots[atomic_load(&current)];
 }
 
-/* Caller holds disp_lock. */
+/* Caller holds disp_lock.  A handler with SA_RESETHAND gets a second slot
+ * right after it, the same action with SIG_DFL, which the signal handler
+ * switches to with one compare-and-swap (as the kernel resets only the
+ * handler, not the flags or mask). */
 static void
 publish(const struct sigaction *act)
 {
 	int slot;
 
-	if (act->sa_handler == SIG_DFL && !act->sa_flags && sigisemptyset(&act->sa_mask))
-		slot = SLOT_DFL;
-	else {
-		slot = next_slot;
-		next_slot = next_slot + 1 == SLOTS ? SLOT_FIRST : next_slot + 1;
-		slots[slot] = *act;
+	if (act->sa_handler == SIG_DFL && !act->sa_flags && sigisemptyset(&act->sa_mask)) {
+		atomic_store(&current, SLOT_DFL);
+		return;
 	}
+	if (next_slot + 1 >= SLOTS)
+		next_slot = SLOT_FIRST;
+	slot = next_slot;
+	slots[slot] = *act;
+	slots[slot + 1] = *act;
+	slots[slot + 1].sa_handler = SIG_DFL;
+	next_slot += 2;
 	atomic_store(&current, slot);
+}
+
+/* What the kernel keeps of an action, so that a query reads back exactly
+ * what it would without us: unknown flags dropped (SA_INTERRUPT, say),
+ * SIGKILL and SIGSTOP out of the mask, and glibc's restorer added where
+ * glibc adds one (x86). */
+static void
+normalize(struct sigaction *act)
+{
+	static const int kept = SA_NOCLDSTOP | SA_NOCLDWAIT | SA_SIGINFO | SA_ONSTACK |
+				SA_RESTART | SA_NODEFER | SA_RESETHAND
+#ifdef SA_EXPOSE_TAGBITS
+				| SA_EXPOSE_TAGBITS
+#else
+				| 0x800
+#endif
+				;
+	struct sigaction ours;
+
+	act->sa_flags &= kept;
+	sigdelset(&act->sa_mask, SIGKILL);
+	sigdelset(&act->sa_mask, SIGSTOP);
+#ifdef SA_RESTORER
+	if (nsb_sys_sigaction(SIGBUS, NULL, &ours) == 0 && (ours.sa_flags & SA_RESTORER)) {
+		act->sa_flags |= SA_RESTORER;
+		act->sa_restorer = ours.sa_restorer;
+	}
+#else
+	(void)ours;
+#endif
 }
 
 bool
@@ -132,8 +173,11 @@ nsb_disp_set(const struct sigaction *act, struct sigaction *old)
 	}
 	current_action(&prev);
 	if (act) {
-		publish(act);
-		kernel_install(act);
+		struct sigaction copy = *act;
+
+		normalize(&copy);
+		publish(&copy);
+		kernel_install(&copy);
 	}
 	pthread_mutex_unlock(&disp_lock);
 	if (old)
@@ -191,25 +235,31 @@ hold(const siginfo_t *si)
 	atomic_store(&held_process, HELD_READY);
 }
 
-/* Delivers what was held, now that the program unblocked SIGBUS. */
-void
-nsb_disp_deliver_held(void)
+/* Empties the held slots, passing each held siginfo to fn. */
+static void
+take_held(void (*fn)(const siginfo_t *si))
 {
 	int expected = HELD_READY;
 	siginfo_t si;
 
-	if (blocked)
-		return;
 	if (held_thread == HELD_READY) {
 		si = held_thread_info;
 		held_thread = HELD_NONE;
-		resend(&si);
+		fn(&si);
 	}
 	if (atomic_compare_exchange_strong(&held_process, &expected, HELD_BUSY)) {
 		si = held_process_info;
 		atomic_store(&held_process, HELD_NONE);
-		resend(&si);
+		fn(&si);
 	}
+}
+
+/* Delivers what was held, now that the program unblocked SIGBUS. */
+void
+nsb_disp_deliver_held(void)
+{
+	if (!blocked)
+		take_held(resend);
 }
 
 /* ---- chaining ---------------------------------------------------------- */
@@ -231,6 +281,7 @@ nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 	ucontext_t *uc = ucv;
 	struct sigaction act;
 	sigset_t mask;
+	bool was;
 	int slot;
 
 	if (!is_fault(si) && blocked) {
@@ -255,17 +306,46 @@ nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 	if (act.sa_handler == SIG_IGN)
 		return;
 
-	if (act.sa_flags & SA_RESETHAND)
-		atomic_compare_exchange_strong(&current, &slot, SLOT_DFL);
-	/* The mask the kernel would have set; SIGBUS itself stays open. */
+	if ((act.sa_flags & SA_RESETHAND) && slot >= SLOT_FIRST)
+		atomic_compare_exchange_strong(&current, &slot, slot + 1);
+	/* The mask the kernel would have set, SIGBUS included unless
+	 * SA_NODEFER; but SIGBUS is blocked only in the program's view, so
+	 * that a fault in its handler can still be rescued. */
 	mask = uc->uc_sigmask;
 	sigorset(&mask, &mask, &act.sa_mask);
+	was = blocked;
+	if (!(act.sa_flags & SA_NODEFER) || sigismember(&mask, SIGBUS))
+		blocked = true;
 	sigdelset(&mask, SIGBUS);
+	if (handler_depth++ == 0)
+		blocked_outside = was;
 	nsb_sys_sigmask(SIG_SETMASK, &mask, NULL);
 	if (act.sa_flags & SA_SIGINFO)
 		act.sa_sigaction(sig, si, ucv);
 	else
 		act.sa_handler(sig);
+	/* Back from the handler (not jumped out of it: see nsb_disp_longjmp). */
+	handler_depth--;
+	blocked = was;
+}
+
+/*
+ * The program leaves a signal handler with siglongjmp or longjmp.  glibc
+ * restores a saved mask without going through our sigprocmask, so the
+ * program's view of SIGBUS is brought back here: to what it was outside
+ * the handler when the mask was saved, left blocked when it was not (as
+ * the kernel would leave it).
+ */
+void
+nsb_disp_longjmp(bool mask_saved)
+{
+	if (handler_depth == 0)
+		return;
+	handler_depth = 0;
+	if (!mask_saved)
+		return;
+	blocked = blocked_outside;
+	nsb_disp_deliver_held();
 }
 
 /* ---- exec -------------------------------------------------------------- */
@@ -290,6 +370,9 @@ nsb_disp_before_exec(void)
 		sigemptyset(&set);
 		sigaddset(&set, SIGBUS);
 		nsb_sys_sigmask(SIG_BLOCK, &set, NULL);
+		/* A held SIGBUS stays pending across exec, as it would have:
+		 * hand it to the kernel, now that it is really blocked. */
+		take_held(resend);
 	}
 }
 
@@ -313,10 +396,13 @@ nsb_disp_after_exec(void)
 
 /* ---- start and fork ---------------------------------------------------- */
 
+/* The child starts with no signal pending, and one thread. */
 static void
 after_fork_child(void)
 {
 	pthread_mutex_init(&disp_lock, NULL);
+	held_thread = HELD_NONE;
+	atomic_store(&held_process, HELD_NONE);
 }
 
 /* A process can start with SIGBUS blocked (inherited across exec): that is

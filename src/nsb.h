@@ -47,6 +47,12 @@ extern int (*real_siginterrupt)(int, int);
 extern int (*real_sighold)(int);
 extern int (*real_sigrelse)(int);
 extern int (*real_sigignore)(int);
+struct __jmp_buf_tag;
+typedef void (*nsb_jump_fn)(struct __jmp_buf_tag *, int) __attribute__((noreturn));
+extern nsb_jump_fn real_longjmp;
+extern nsb_jump_fn real_siglongjmp;
+extern nsb_jump_fn real__longjmp;
+extern nsb_jump_fn real___longjmp_chk;
 
 /* ---- config.c: NOSIGBUS_* read once ------------------------------------ */
 
@@ -168,6 +174,8 @@ void nsb_disp_deliver_held(void);
 bool nsb_disp_held(void);
 /* [signal-safe] Everything that is not rescued ends up here. */
 void nsb_disp_chain(int sig, siginfo_t *si, void *uc);
+/* The program jumps out of a signal handler (see dispositions.c). */
+void nsb_disp_longjmp(bool mask_saved);
 /* exec: make the kernel state what the program set, and back. */
 void nsb_disp_before_exec(void);
 void nsb_disp_after_exec(void);

@@ -49,6 +49,10 @@ int (*real_siginterrupt)(int, int);
 int (*real_sighold)(int);
 int (*real_sigrelse)(int);
 int (*real_sigignore)(int);
+nsb_jump_fn real_longjmp;
+nsb_jump_fn real_siglongjmp;
+nsb_jump_fn real__longjmp;
+nsb_jump_fn real___longjmp_chk;
 
 enum { INIT_NONE, INIT_BUSY, INIT_DONE };
 static atomic_int init_state;
@@ -123,6 +127,10 @@ nsb_real_init(void)
 	LOOKUP(real_sighold, "sighold", true);
 	LOOKUP(real_sigrelse, "sigrelse", true);
 	LOOKUP(real_sigignore, "sigignore", true);
+	LOOKUP(real_longjmp, "longjmp", true);
+	LOOKUP(real_siglongjmp, "siglongjmp", true);
+	LOOKUP(real__longjmp, "_longjmp", true);
+	LOOKUP(real___longjmp_chk, "__longjmp_chk", false);
 
 	atomic_store_explicit(&init_state, INIT_DONE, memory_order_release);
 }

@@ -1,0 +1,1901 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Signal transparency (SPEC §5, §6; issue 3): a program keeps its own
+ * SIGBUS disposition and mask while libnosigbus stays underneath.
+ *
+ * This file is built twice: sigtest, linked with libnosigbus, and
+ * sigtest-nolib (-DNO_LIBRARY), the same code without it.  The second one
+ * is the ground truth: most scenarios print what the program can observe
+ * (dispositions, masks, handler calls, siginfo fields) and die or exit,
+ * and the test passes when both builds print the same lines and end with
+ * the same wait status (which includes WCOREDUMP).  Steps that only make
+ * sense with the library (a fault in a protected mapping that must be
+ * rescued) check themselves and print nothing, so that the output stays
+ * comparable.
+ *
+ *   sigtest SCENARIO NOLIB	run one scenario in both builds and compare
+ *   sigtest --body SCENARIO	(either build) run a scenario's body here
+ *   sigtest-nolib --body report [protect [fault]]
+ *				the exec'd helper: prints what it inherited
+ *
+ * Bodies talk to the driver through fds 3 (replies) and 4 (requests) when
+ * they need another process to send them a signal.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <limits.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <setjmp.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+
+#include "nsbtest.h"
+
+#ifdef NO_LIBRARY
+/* Without the library the flag must not reach the kernel at all. */
+#define TEST_FLAG 0
+#else
+#define TEST_FLAG MAP_NOSIGBUS
+#endif
+
+/* glibc adds SA_RESTORER (x86) itself; what the program passed is the rest. */
+#define KNOWN_RESTORER 0x04000000
+
+extern char **environ;
+/* Declared by <signal.h> only for old X/Open levels; glibc has it. */
+extern __sighandler_t bsd_signal(int sig, __sighandler_t handler);
+
+static size_t pg;
+
+/* ---- faults --------------------------------------------------------- */
+
+/* Kept out of line so that a handler can tell the faulting PC lies here. */
+static int __attribute__((noinline, noipa))
+touch(volatile char *p)
+{
+	return *p;
+}
+
+/*
+ * A mapping of a memfd of `pages` pages, truncated to 0 afterwards: every
+ * access faults with SIGBUS/BUS_ADRERR unless the mapping is protected.
+ */
+static char *
+trap_map(bool protect, size_t pages, bool shared)
+{
+	int flags = (shared ? MAP_SHARED : MAP_PRIVATE) | (protect ? TEST_FLAG : 0);
+	int fd = nsbt_file(NSBT_MEMFD, pages * pg);
+	char *p;
+
+	p = mmap(NULL, pages * pg, PROT_READ | PROT_WRITE, flags, fd, 0);
+	NSBT_CHECK(p != MAP_FAILED, "mmap: %s", strerror(errno));
+	NSBT_CHECK(ftruncate(fd, 0) == 0, "ftruncate: %s", strerror(errno));
+	close(fd);
+	return p;
+}
+
+/* Makes a protected mapping, so that the library installs its handler. */
+static void
+setup_library(void)
+{
+#ifndef NO_LIBRARY
+	NSBT_CHECK(nsbt_have_library(), "libnosigbus is not in the process");
+#endif
+	trap_map(true, 1, false);
+}
+
+/*
+ * With the library: a fault in a protected mapping reads zeros and the
+ * program notices nothing (no handler call, no pending signal).  Without
+ * it there is nothing to check.  Prints nothing either way.
+ */
+static int bus_calls_total(void);
+
+static void
+rescue_check(const char *where)
+{
+#ifndef NO_LIBRARY
+	int before = bus_calls_total();
+	char *p = trap_map(true, 2, false);
+
+	NSBT_CHECK(touch(p + 1) == 0, "%s: rescued read is not zero", where);
+	NSBT_CHECK(touch(p + pg + 5) == 0, "%s: rescued read is not zero", where);
+	p[7] = 0x5a;
+	NSBT_CHECK(touch(p + 7) == 0x5a, "%s: write to a rescued page lost", where);
+	NSBT_CHECK(bus_calls_total() == before,
+		   "%s: the program's handler ran for a rescued fault", where);
+	munmap(p, 2 * pg);
+#else
+	(void)where;
+#endif
+}
+
+/* ---- the program's handlers ----------------------------------------- */
+
+enum {
+	M_REPAIR = 1,		/* map anonymous memory over the trap, return */
+	M_JUMP = 2,		/* siglongjmp out */
+	M_RAISE = 4,		/* raise SIGUSR1 and SIGUSR2 inside */
+	M_SETERRNO = 8,		/* leave errno = EBADF behind */
+	M_CONTEXT = 16,		/* point the context's PC at escape() */
+	M_POST = 32,		/* sem_post(&delivered) */
+};
+
+static struct {
+	volatile sig_atomic_t calls;
+	volatile sig_atomic_t plain_calls;
+	int mode;
+	int sig;
+	int code;
+	void *addr;
+	pid_t pid;
+	uid_t uid;
+	int value;
+	pid_t tid;
+	bool uc_ok;
+	unsigned long mask_in;
+	int usr1_during, usr2_during;
+	char *trap;
+	size_t trap_len;
+} hs;
+
+static volatile sig_atomic_t usr1_count, usr2_count, rt_count;
+static sigjmp_buf jump_env;
+static sem_t delivered;
+
+static int
+bus_calls_total(void)
+{
+	return hs.calls + hs.plain_calls;
+}
+
+static unsigned long
+mask_word(const sigset_t *set)
+{
+	unsigned long w;
+
+	/* glibc keeps signal n in bit n - 1 of the first word. */
+	memcpy(&w, set, sizeof(w));
+	return w;
+}
+
+static unsigned long
+cur_mask(void)
+{
+	sigset_t s;
+
+	sigemptyset(&s);
+	pthread_sigmask(SIG_BLOCK, NULL, &s);
+	return mask_word(&s);
+}
+
+static bool
+is_blocked(int sig)
+{
+	return cur_mask() & (1UL << (sig - 1));
+}
+
+static bool
+is_pending(int sig)
+{
+	sigset_t s;
+
+	sigemptyset(&s);
+	NSBT_CHECK(sigpending(&s) == 0, "sigpending: %s", strerror(errno));
+	return sigismember(&s, sig) == 1;
+}
+
+static void __attribute__((noreturn, unused))
+escape(void)
+{
+	_exit(42);
+}
+
+/* [signal context] Does the context describe the fault in touch()? */
+static bool
+context_matches(siginfo_t *si, void *ucv)
+{
+#if defined(__x86_64__)
+	ucontext_t *uc = ucv;
+	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	uintptr_t fa = (uintptr_t)uc->uc_mcontext.gregs[REG_CR2];
+#elif defined(__aarch64__)
+	ucontext_t *uc = ucv;
+	uintptr_t pc = uc->uc_mcontext.pc;
+	uintptr_t fa = uc->uc_mcontext.fault_address;
+#else
+	uintptr_t pc = (uintptr_t)touch, fa = (uintptr_t)si->si_addr;
+	(void)ucv;
+#endif
+	return fa == (uintptr_t)si->si_addr &&
+	       pc >= (uintptr_t)touch && pc < (uintptr_t)touch + 256;
+}
+
+/* [signal context] What libwayland does: replace the whole pool. */
+static void
+repair(void)
+{
+	void *p = mmap(hs.trap, hs.trap_len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_FIXED | MAP_ANONYMOUS, -1, 0);
+
+	if (p != hs.trap)
+		_exit(90);
+}
+
+/* [signal context] */
+static void
+common_actions(void *uc)
+{
+	if (hs.mode & M_RAISE) {
+		raise(SIGUSR1);
+		raise(SIGUSR2);
+		hs.usr1_during = usr1_count;
+		hs.usr2_during = usr2_count;
+	}
+	if (hs.mode & M_POST)
+		sem_post(&delivered);
+	if (hs.mode & M_REPAIR)
+		repair();
+	if (hs.mode & M_CONTEXT) {
+#if defined(__x86_64__)
+		ucontext_t *u = uc;
+
+		u->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)escape;
+		u->uc_mcontext.gregs[REG_RSP] = (u->uc_mcontext.gregs[REG_RSP] & ~(greg_t)15) - 8;
+#elif defined(__aarch64__)
+		ucontext_t *u = uc;
+
+		u->uc_mcontext.pc = (uintptr_t)escape;
+#else
+		(void)uc;
+#endif
+	}
+	if (hs.mode & M_SETERRNO)
+		errno = EBADF;
+	if (hs.mode & M_JUMP)
+		siglongjmp(jump_env, 1);
+}
+
+/* [signal context] */
+static void
+on_bus_info(int sig, siginfo_t *si, void *uc)
+{
+	if (hs.calls > 20)
+		_exit(91);	/* a loop: the handler does not fix the fault */
+	hs.calls++;
+	hs.sig = sig;
+	hs.code = si->si_code;
+	hs.addr = si->si_addr;
+	hs.pid = si->si_pid;
+	hs.uid = si->si_uid;
+	hs.value = si->si_value.sival_int;
+	hs.tid = (pid_t)syscall(SYS_gettid);
+	hs.uc_ok = si->si_code == BUS_ADRERR ? context_matches(si, uc) : uc != NULL;
+	hs.mask_in = cur_mask();
+	common_actions(uc);
+}
+
+/* [signal context] */
+static void
+on_bus_plain(int sig)
+{
+	if (hs.plain_calls > 20)
+		_exit(91);
+	hs.plain_calls++;
+	hs.sig = sig;
+	hs.tid = (pid_t)syscall(SYS_gettid);
+	hs.mask_in = cur_mask();
+	common_actions(NULL);
+}
+
+/* A second one-argument handler, so that replacing one can be seen. */
+static void
+on_bus_plain2(int sig)
+{
+	on_bus_plain(sig);
+}
+
+static void
+on_usr1(int sig)
+{
+	(void)sig;
+	usr1_count++;
+}
+
+static void
+on_usr2(int sig)
+{
+	(void)sig;
+	usr2_count++;
+}
+
+static void
+on_rt(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)si;
+	(void)uc;
+	rt_count++;
+}
+
+static const char *
+hname(const void *h)
+{
+	if (h == (void *)SIG_DFL)
+		return "SIG_DFL";
+	if (h == (void *)SIG_IGN)
+		return "SIG_IGN";
+	if (h == (void *)SIG_HOLD)
+		return "SIG_HOLD";
+	if (h == (void *)SIG_ERR)
+		return "SIG_ERR";
+	if (h == (void *)on_bus_info)
+		return "on_bus_info";
+	if (h == (void *)on_bus_plain)
+		return "on_bus_plain";
+	if (h == (void *)on_bus_plain2)
+		return "on_bus_plain2";
+	if (h == (void *)on_usr1)
+		return "on_usr1";
+	if (h == (void *)on_usr2)
+		return "on_usr2";
+	if (h == (void *)on_rt)
+		return "on_rt";
+	return "unknown";
+}
+
+static const char *
+ename(int e)
+{
+	const char *n = strerrorname_np(e);
+
+	return n ? n : "0";
+}
+
+/* Prints "label=result ERRNAME"; errno is read right after the call. */
+#define SHOW(label, expr) \
+	do { \
+		long show_r_; \
+		int show_e_; \
+		errno = 0; \
+		show_r_ = (long)(expr); \
+		show_e_ = errno; \
+		printf("%s=%ld %s\n", label, show_r_, ename(show_e_)); \
+	} while (0)
+
+static const char *
+code_name(int code)
+{
+	static char buf[32];
+
+	switch (code) {
+	case SI_USER: return "SI_USER";
+	case SI_QUEUE: return "SI_QUEUE";
+	case SI_TKILL: return "SI_TKILL";
+	case BUS_ADRERR: return "BUS_ADRERR";
+	}
+	snprintf(buf, sizeof(buf), "%d", code);
+	return buf;
+}
+
+static const char *
+sender_name(pid_t pid)
+{
+	if (pid == getppid())
+		return "parent";
+	if (pid == getpid())
+		return "self";
+	return "other";
+}
+
+static void
+print_sa(const char *label, const struct sigaction *sa)
+{
+	printf("%s: handler=%s flags=%#x mask=%#lx\n", label, hname((void *)sa->sa_handler),
+	       (unsigned)sa->sa_flags & ~(unsigned)KNOWN_RESTORER, mask_word(&sa->sa_mask));
+}
+
+static struct sigaction
+query(int sig)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0xa5, sizeof(sa));
+	NSBT_CHECK(sigaction(sig, NULL, &sa) == 0, "sigaction query %d: %s", sig, strerror(errno));
+	return sa;
+}
+
+static void
+print_query(const char *label, int sig)
+{
+	struct sigaction sa = query(sig);
+
+	print_sa(label, &sa);
+}
+
+static void
+install(int sig, void *handler, int flags, const int *mask_sigs)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	if (flags & SA_SIGINFO)
+		sa.sa_sigaction = (void (*)(int, siginfo_t *, void *))handler;
+	else
+		sa.sa_handler = (void (*)(int))handler;
+	sa.sa_flags = flags;
+	sigemptyset(&sa.sa_mask);
+	for (; mask_sigs && *mask_sigs; mask_sigs++)
+		sigaddset(&sa.sa_mask, *mask_sigs);
+	NSBT_CHECK(sigaction(sig, &sa, NULL) == 0, "sigaction %d: %s", sig, strerror(errno));
+}
+
+static void
+block(int how, int sig)
+{
+	sigset_t s;
+
+	sigemptyset(&s);
+	sigaddset(&s, sig);
+	NSBT_CHECK(sigprocmask(how, &s, NULL) == 0, "sigprocmask: %s", strerror(errno));
+}
+
+/*
+ * Faults on a fresh unprotected trap of two pages, at page 1 + 3, with
+ * the handler set to repair it.  Returns what the read returned.
+ */
+static int
+unprotected_fault(int mode)
+{
+	hs.trap = trap_map(false, 2, true);
+	hs.trap_len = 2 * pg;
+	hs.mode = mode;
+	return touch(hs.trap + pg + 3);
+}
+
+static void
+print_info_call(const char *label)
+{
+	printf("%s: calls=%d sig=%d code=%s addr=%s context=%s mask_in=%#lx\n",
+	       label, hs.calls, hs.sig, code_name(hs.code),
+	       hs.addr == hs.trap + pg + 3 ? "fault" : "other",
+	       hs.uc_ok ? "ok" : "bad", hs.mask_in);
+}
+
+/* ---- the driver link (fds 3 and 4) ------------------------------------ */
+
+/*
+ * Asks the driver to do something to this process, and waits until it has
+ * (in a read() that SA_RESTART restarts; with report_eintr, prints when it
+ * does not): 'K' kill(SIGBUS), 'Q' sigqueue(SIGBUS, 4242); 'k' and 'q' the
+ * same twice (the second with 999), only for a process that blocks SIGBUS:
+ * otherwise whether the second finds the first still pending is a race.
+ */
+static void
+peer_request(char what, bool report_eintr)
+{
+	char c;
+	ssize_t n;
+
+	NSBT_CHECK(write(4, &what, 1) == 1, "peer write: %s", strerror(errno));
+	while ((n = read(3, &c, 1)) < 0 && errno == EINTR)
+		if (report_eintr)
+			printf("peer read: interrupted (EINTR)\n");
+	NSBT_CHECK(n == 1, "peer read: %zd %s", n, strerror(errno));
+}
+
+/* ---- scenarios ----------------------------------------------------- */
+
+/*
+ * The program's handler installed before or after the library's, with
+ * sigaction or signal: rescues stay silent, other faults reach it.
+ */
+static void
+install_scenario(bool before, bool with_signal)
+{
+	if (!before) {
+		setup_library();
+		rescue_check("before the handler");
+	}
+	if (with_signal)
+		NSBT_CHECK(signal(SIGBUS, on_bus_plain) == SIG_DFL, "signal did not return SIG_DFL");
+	else
+		install(SIGBUS, on_bus_info, SA_SIGINFO, NULL);
+	if (before)
+		setup_library();
+	rescue_check("with the handler");
+	printf("first: read=%d\n", unprotected_fault(M_REPAIR));
+	if (with_signal)
+		printf("first: plain_calls=%d sig=%d mask_in=%#lx\n", hs.plain_calls, hs.sig, hs.mask_in);
+	else
+		print_info_call("first");
+	rescue_check("after the first call");
+	printf("second: read=%d\n", unprotected_fault(M_REPAIR));
+	if (with_signal)
+		printf("second: plain_calls=%d sig=%d mask_in=%#lx\n", hs.plain_calls, hs.sig, hs.mask_in);
+	else
+		print_info_call("second");
+	print_query("after", SIGBUS);
+}
+
+static void
+body_install_before_sigaction(char **a)
+{
+	(void)a;
+	install_scenario(true, false);
+}
+
+static void
+body_install_after_sigaction(char **a)
+{
+	(void)a;
+	install_scenario(false, false);
+}
+
+static void
+body_install_before_signal(char **a)
+{
+	(void)a;
+	install_scenario(true, true);
+}
+
+static void
+body_install_after_signal(char **a)
+{
+	(void)a;
+	install_scenario(false, true);
+}
+
+static void *
+query_thread(void *arg)
+{
+	(void)arg;
+	print_query("from a thread", SIGBUS);
+	return NULL;
+}
+
+/* What sigaction and friends return for SIGBUS. */
+static void
+body_query(char **a)
+{
+	struct sigaction sa, old;
+	int m1[] = { SIGUSR1, SIGRTMIN + 3, 0 };
+	int m2[] = { SIGUSR2, SIGKILL, SIGSTOP, SIGBUS, 0 };
+	void (*prev)(int);
+	pthread_t t;
+
+	(void)a;
+	sa = query(SIGBUS);
+	print_sa("initial", &sa);
+	NSBT_CHECK(sa.sa_handler == SIG_DFL, "initial disposition is %s", hname((void *)sa.sa_handler));
+	setup_library();
+	sa = query(SIGBUS);
+	print_sa("after a protected mapping", &sa);
+	NSBT_CHECK(sa.sa_handler == SIG_DFL, "disposition after a protected mapping is %s",
+		   hname((void *)sa.sa_handler));
+	NSBT_CHECK(mask_word(&sa.sa_mask) == 0, "mask after a protected mapping is %#lx",
+		   mask_word(&sa.sa_mask));
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_bus_info;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, m1[0]);
+	sigaddset(&sa.sa_mask, m1[1]);
+	memset(&old, 0x5a, sizeof(old));
+	NSBT_CHECK(sigaction(SIGBUS, &sa, &old) == 0, "sigaction: %s", strerror(errno));
+	print_sa("old of the first install", &old);
+	sa = query(SIGBUS);
+	print_sa("after sigaction(SA_SIGINFO|SA_RESTART|SA_ONSTACK)", &sa);
+	NSBT_CHECK(sa.sa_sigaction == on_bus_info, "handler %s", hname((void *)sa.sa_handler));
+	NSBT_CHECK((sa.sa_flags & (SA_SIGINFO | SA_RESTART | SA_ONSTACK | SA_NODEFER | SA_RESETHAND)) ==
+		   (SA_SIGINFO | SA_RESTART | SA_ONSTACK), "flags %#x", (unsigned)sa.sa_flags);
+	NSBT_CHECK(mask_word(&sa.sa_mask) == ((1UL << (SIGUSR1 - 1)) | (1UL << (SIGRTMIN + 3 - 1))),
+		   "mask %#lx", mask_word(&sa.sa_mask));
+
+	install(SIGBUS, on_bus_plain, SA_NODEFER | SA_RESETHAND, m2);
+	sa = query(SIGBUS);
+	print_sa("after sigaction(SA_NODEFER|SA_RESETHAND)", &sa);
+	NSBT_CHECK(sa.sa_handler == on_bus_plain, "handler %s", hname((void *)sa.sa_handler));
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_bus_plain2;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	memset(&old, 0x5a, sizeof(old));
+	NSBT_CHECK(sigaction(SIGBUS, &sa, &old) == 0, "sigaction: %s", strerror(errno));
+	print_sa("old of the third install", &old);
+	print_query("after the third install", SIGBUS);
+
+	prev = signal(SIGBUS, on_bus_plain);
+	printf("signal returned %s\n", hname((void *)prev));
+	print_query("after signal()", SIGBUS);
+	printf("siginterrupt(SIGBUS, 1) = %d\n", siginterrupt(SIGBUS, 1));
+	print_query("after siginterrupt 1", SIGBUS);
+	prev = signal(SIGBUS, on_bus_plain2);
+	printf("signal returned %s\n", hname((void *)prev));
+	print_query("after signal() with siginterrupt", SIGBUS);
+	printf("siginterrupt(SIGBUS, 0) = %d\n", siginterrupt(SIGBUS, 0));
+	print_query("after siginterrupt 0", SIGBUS);
+	prev = sysv_signal(SIGBUS, on_bus_plain);
+	printf("sysv_signal returned %s\n", hname((void *)prev));
+	print_query("after sysv_signal()", SIGBUS);
+	prev = bsd_signal(SIGBUS, on_bus_plain2);
+	printf("bsd_signal returned %s\n", hname((void *)prev));
+	print_query("after bsd_signal()", SIGBUS);
+	prev = signal(SIGBUS, SIG_IGN);
+	printf("signal returned %s\n", hname((void *)prev));
+	print_query("after SIG_IGN", SIGBUS);
+	NSBT_CHECK(query(SIGBUS).sa_handler == SIG_IGN, "SIG_IGN does not read back");
+	NSBT_CHECK(pthread_create(&t, NULL, query_thread, NULL) == 0, "pthread_create");
+	pthread_join(t, NULL);
+	install(SIGBUS, SIG_DFL, SA_SIGINFO, NULL);
+	print_query("after SIG_DFL with SA_SIGINFO", SIGBUS);
+	printf("sigaction(SIGBUS, NULL, NULL) = %d\n", sigaction(SIGBUS, NULL, NULL));
+	rescue_check("after all the installs");
+}
+
+/*
+ * A handler that repairs an unprotected fault itself with
+ * mmap(MAP_FIXED) and returns, as libwayland does (SA_SIGINFO|SA_NODEFER,
+ * empty mask); installed once the library is there.
+ */
+static void
+body_repair(char **a)
+{
+	char *p;
+
+	(void)a;
+	setup_library();
+	install(SIGBUS, on_bus_info, SA_SIGINFO | SA_NODEFER, NULL);
+	hs.trap = p = trap_map(false, 4, true);
+	hs.trap_len = 4 * pg;
+	hs.mode = M_REPAIR;
+	printf("read=%d\n", touch(p + 2 * pg + 9));
+	print_info_call("repair");
+	for (size_t i = 0; i < 4; i++) {
+		p[i * pg] = (char)(i + 1);
+		NSBT_CHECK(touch(p + i * pg) == (int)(i + 1), "page %zu of the repaired range", i);
+	}
+	printf("all four pages usable, calls=%d\n", hs.calls);
+	rescue_check("after the program's mmap in its handler");
+	print_query("after", SIGBUS);
+}
+
+/* siglongjmp out of the handler (mask saved), then fault again. */
+static void
+body_longjmp(char **a)
+{
+	volatile int jumps = 0;
+
+	(void)a;
+	setup_library();
+	install(SIGBUS, on_bus_info, SA_SIGINFO, (int[]){ SIGUSR1, 0 });
+	if (sigsetjmp(jump_env, 1) != 0)
+		jumps++;
+	printf("jumps=%d calls=%d mask=%#lx\n", jumps, hs.calls, cur_mask());
+	if (jumps == 0) {
+		unprotected_fault(M_JUMP);
+		printf("not reached\n");
+	} else if (jumps == 1) {
+		print_info_call("first");
+		rescue_check("after the first siglongjmp");
+		unprotected_fault(M_JUMP);
+		printf("not reached\n");
+	}
+	print_info_call("second");
+	rescue_check("after the second siglongjmp");
+	print_query("after", SIGBUS);
+}
+
+/*
+ * siglongjmp without restoring the mask: as without the library, SIGBUS
+ * stays blocked, so the next unprotected fault kills.  Protected faults
+ * must still be rescued in between.
+ */
+static void
+body_longjmp_nosavemask(char **a)
+{
+	(void)a;
+	setup_library();
+	install(SIGBUS, on_bus_info, SA_SIGINFO, (int[]){ SIGUSR1, 0 });
+	if (sigsetjmp(jump_env, 0) == 0) {
+		unprotected_fault(M_JUMP);
+		printf("not reached\n");
+	}
+	print_info_call("jumped");
+	printf("mask after the jump=%#lx\n", cur_mask());
+	rescue_check("with SIGBUS left blocked by siglongjmp");
+	printf("faulting again with SIGBUS blocked\n");
+	unprotected_fault(M_REPAIR);
+	printf("survived: calls=%d\n", hs.calls);
+}
+
+/* SA_RESETHAND: the second unprotected fault kills. */
+static void
+body_resethand(char **a)
+{
+	(void)a;
+	setup_library();
+	install(SIGBUS, on_bus_info, SA_SIGINFO | SA_RESETHAND, NULL);
+	printf("read=%d\n", unprotected_fault(M_REPAIR));
+	print_info_call("first");
+	print_query("after the first call", SIGBUS);
+	rescue_check("after the reset");
+	printf("faulting again\n");
+	unprotected_fault(M_REPAIR);
+	printf("survived: calls=%d\n", hs.calls);
+}
+
+/* The handler's sa_mask, SA_NODEFER and the one-argument call. */
+static void
+body_handler_mask(char **a)
+{
+	(void)a;
+	setup_library();
+	install(SIGUSR1, on_usr1, 0, NULL);
+	install(SIGUSR2, on_usr2, 0, NULL);
+
+	install(SIGBUS, on_bus_info, SA_SIGINFO, (int[]){ SIGUSR1, 0 });
+	printf("read=%d\n", unprotected_fault(M_REPAIR | M_RAISE));
+	print_info_call("sa_mask={SIGUSR1}");
+	printf("during: usr1=%d usr2=%d; after: usr1=%d usr2=%d mask=%#lx\n",
+	       hs.usr1_during, hs.usr2_during, usr1_count, usr2_count, cur_mask());
+
+	install(SIGBUS, on_bus_info, SA_SIGINFO | SA_NODEFER, NULL);
+	printf("read=%d\n", unprotected_fault(M_REPAIR));
+	print_info_call("SA_NODEFER");
+
+	install(SIGBUS, on_bus_plain, 0, (int[]){ SIGUSR2, 0 });
+	printf("read=%d\n", unprotected_fault(M_REPAIR | M_RAISE));
+	printf("one-argument: plain_calls=%d sig=%d mask_in=%#lx during: usr1=%d usr2=%d\n",
+	       hs.plain_calls, hs.sig, hs.mask_in, hs.usr1_during, hs.usr2_during);
+	printf("after: usr1=%d usr2=%d mask=%#lx\n", usr1_count, usr2_count, cur_mask());
+	rescue_check("after the handlers");
+}
+
+/* SIG_IGN does not survive an unprotected fault. */
+static void
+body_ign_unprotected(char **a)
+{
+	(void)a;
+	setup_library();
+	NSBT_CHECK(signal(SIGBUS, SIG_IGN) == SIG_DFL, "signal did not return SIG_DFL");
+	rescue_check("with SIGBUS ignored");
+	printf("faulting with SIGBUS ignored\n");
+	fflush(stdout);
+	touch(trap_map(false, 1, true));
+	printf("survived\n");
+}
+
+/* SIG_DFL: dies as without the library (the driver compares the status). */
+static void
+body_dfl_unprotected(char **a)
+{
+	(void)a;
+	setup_library();
+	rescue_check("with SIG_DFL");
+	printf("faulting with SIG_DFL\n");
+	touch(trap_map(false, 1, true));
+	printf("survived\n");
+}
+
+/* The handler modifies the context; the kernel resumes where it says. */
+static void
+body_context(char **a)
+{
+	(void)a;
+	setup_library();
+	install(SIGBUS, on_bus_info, SA_SIGINFO, NULL);
+	printf("faulting; the handler points the PC at escape()\n");
+	unprotected_fault(M_CONTEXT);
+	printf("not reached: calls=%d\n", hs.calls);
+}
+
+static void
+errno_scenario(void)
+{
+	setup_library();
+	errno = EOWNERDEAD;
+	rescue_check("errno");
+	printf("errno after a rescue: %s\n", ename(errno));
+	install(SIGBUS, on_bus_info, SA_SIGINFO, NULL);
+	errno = ENOTRECOVERABLE;
+	unprotected_fault(M_REPAIR);
+	printf("errno after a handler that leaves it: %s\n", ename(errno));
+	errno = ENOTRECOVERABLE;
+	unprotected_fault(M_REPAIR | M_SETERRNO);
+	printf("errno after a handler that sets EBADF: %s\n", ename(errno));
+	errno = EOWNERDEAD;
+	rescue_check("errno");
+	printf("errno after a rescue under a handler: %s\n", ename(errno));
+}
+
+static void
+body_errno(char **a)
+{
+	(void)a;
+	errno_scenario();
+}
+
+struct worker_arg {
+	bool fault_unprotected;
+	unsigned long mask_seen;
+	unsigned long mask_seen2;
+};
+
+static void *
+blocked_worker(void *argv)
+{
+	struct worker_arg *w = argv;
+	sigset_t s;
+
+	sigemptyset(&s);
+	pthread_sigmask(SIG_BLOCK, NULL, &s);
+	w->mask_seen = mask_word(&s);
+	if (w->fault_unprotected) {
+		printf("worker: faulting with every signal blocked\n");
+		touch(trap_map(false, 1, true));
+		printf("worker: survived, calls=%d\n", bus_calls_total());
+		return NULL;
+	}
+	rescue_check("worker thread with every signal blocked");
+	sigemptyset(&s);
+	sigprocmask(SIG_BLOCK, NULL, &s);
+	w->mask_seen2 = mask_word(&s);
+	return NULL;
+}
+
+/* Mesa: block everything, pthread_create, restore. */
+static void
+spawn_blocked_worker(struct worker_arg *w)
+{
+	sigset_t all, old;
+	pthread_t t;
+
+	sigfillset(&all);
+	NSBT_CHECK(pthread_sigmask(SIG_SETMASK, &all, &old) == 0, "pthread_sigmask");
+	NSBT_CHECK(pthread_create(&t, NULL, blocked_worker, w) == 0, "pthread_create");
+	NSBT_CHECK(pthread_sigmask(SIG_SETMASK, &old, NULL) == 0, "pthread_sigmask");
+	pthread_join(t, NULL);
+}
+
+static void
+body_thread_blocked(char **a)
+{
+	struct worker_arg w = { 0 };
+
+	(void)a;
+	/* First before any protected mapping: the thread makes the first. */
+	spawn_blocked_worker(&w);
+	printf("early worker: mask=%#lx (sigprocmask: %#lx) main: mask=%#lx\n",
+	       w.mask_seen, w.mask_seen2, cur_mask());
+	NSBT_CHECK(w.mask_seen & (1UL << (SIGBUS - 1)), "SIGBUS does not read back as blocked in the worker");
+	setup_library();
+	memset(&w, 0, sizeof(w));
+	spawn_blocked_worker(&w);
+	printf("late worker: mask=%#lx (sigprocmask: %#lx) main: mask=%#lx\n",
+	       w.mask_seen, w.mask_seen2, cur_mask());
+	NSBT_CHECK(w.mask_seen & (1UL << (SIGBUS - 1)), "SIGBUS does not read back as blocked in the worker");
+	NSBT_CHECK(!is_blocked(SIGBUS), "SIGBUS reads back as blocked in main after the restore");
+}
+
+/* An unprotected fault in a thread that blocks SIGBUS is fatal, handler or not. */
+static void
+body_thread_blocked_unprotected(char **a)
+{
+	struct worker_arg w = { .fault_unprotected = true };
+
+	(void)a;
+	setup_library();
+	install(SIGBUS, on_bus_info, SA_SIGINFO, NULL);
+	spawn_blocked_worker(&w);
+	printf("main: survived\n");
+}
+
+/* The main thread blocks SIGBUS with sigprocmask and reads it back. */
+static void
+body_mask_main(char **a)
+{
+	sigset_t s, old;
+
+	(void)a;
+	/* Blocking comes first here: it is what installs the library. */
+	block(SIG_BLOCK, SIGBUS);
+	printf("blocked: mask=%#lx\n", cur_mask());
+	NSBT_CHECK(is_blocked(SIGBUS), "SIGBUS does not read back as blocked");
+	rescue_check("main thread with SIGBUS blocked");
+	printf("pending after a rescue: %d\n", is_pending(SIGBUS));
+	sigemptyset(&old);
+	NSBT_CHECK(sigprocmask(SIG_UNBLOCK, NULL, &old) == 0, "query");
+	printf("query with SIG_UNBLOCK and no set: %#lx\n", mask_word(&old));
+	NSBT_CHECK(pthread_sigmask(12345, NULL, &old) == 0, "query with a bogus how");
+	printf("query with a bogus how and no set: %#lx\n", mask_word(&old));
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("unblocked: mask=%#lx\n", cur_mask());
+	setup_library();
+	sigfillset(&s);
+	NSBT_CHECK(sigprocmask(SIG_SETMASK, &s, &old) == 0, "sigprocmask");
+	printf("full: mask=%#lx old=%#lx\n", cur_mask(), mask_word(&old));
+	rescue_check("main thread with every signal blocked");
+	sigemptyset(&s);
+	sigaddset(&s, SIGBUS);
+	sigaddset(&s, SIGUSR1);
+	NSBT_CHECK(sigprocmask(SIG_SETMASK, &s, &old) == 0, "sigprocmask");
+	printf("{BUS,USR1}: mask=%#lx old=%#lx\n", cur_mask(), mask_word(&old));
+	block(SIG_UNBLOCK, SIGUSR1);
+	printf("-USR1: mask=%#lx\n", cur_mask());
+	NSBT_CHECK(pthread_sigmask(SIG_UNBLOCK, &s, &old) == 0, "pthread_sigmask");
+	printf("-{BUS,USR1}: mask=%#lx old=%#lx\n", cur_mask(), mask_word(&old));
+	NSBT_CHECK(!is_blocked(SIGBUS), "SIGBUS still reads back as blocked");
+}
+
+/*
+ * A SIGBUS sent by another process while the program blocks it: held,
+ * shown by sigpending, delivered once on unblock with the sender's data.
+ */
+static void
+sent_blocked(char what)
+{
+	/* SA_RESTART: the read() waiting for the driver is restarted anyway. */
+	install(SIGBUS, on_bus_info, SA_SIGINFO | SA_RESTART, NULL);
+	setup_library();
+	block(SIG_BLOCK, SIGBUS);
+	rescue_check("before the signal is sent");
+	peer_request(what, true);
+	printf("while blocked: pending=%d calls=%d\n", is_pending(SIGBUS), hs.calls);
+	rescue_check("while a sent SIGBUS is pending");
+	printf("still: pending=%d calls=%d\n", is_pending(SIGBUS), hs.calls);
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("unblocked: calls=%d code=%s sender=%s uid_ok=%d value=%d mask_in=%#lx pending=%d\n",
+	       hs.calls, code_name(hs.code), sender_name(hs.pid), hs.uid == getuid(),
+	       hs.code == SI_QUEUE ? hs.value : 0, hs.mask_in, is_pending(SIGBUS));
+	rescue_check("after the delivery");
+	printf("mask=%#lx calls=%d\n", cur_mask(), hs.calls);
+}
+
+static void
+body_sent_blocked_kill(char **a)
+{
+	(void)a;
+	sent_blocked('k');
+}
+
+static void
+body_sent_blocked_sigqueue(char **a)
+{
+	(void)a;
+	sent_blocked('q');
+}
+
+/* Sent while not blocked: straight to the handler with the original siginfo. */
+static void
+body_sent_unblocked(char **a)
+{
+	union sigval v = { .sival_int = 77 };
+
+	(void)a;
+	install(SIGBUS, on_bus_info, SA_SIGINFO, NULL);
+	setup_library();
+	raise(SIGBUS);
+	printf("raise: calls=%d code=%s sender=%s\n", hs.calls, code_name(hs.code), sender_name(hs.pid));
+	kill(getpid(), SIGBUS);
+	printf("kill: calls=%d code=%s sender=%s\n", hs.calls, code_name(hs.code), sender_name(hs.pid));
+	sigqueue(getpid(), SIGBUS, v);
+	printf("sigqueue: calls=%d code=%s sender=%s value=%d\n", hs.calls, code_name(hs.code),
+	       sender_name(hs.pid), hs.value);
+	peer_request('K', false);
+	printf("kill from the parent: calls=%d code=%s sender=%s\n", hs.calls, code_name(hs.code),
+	       sender_name(hs.pid));
+	peer_request('Q', false);
+	printf("sigqueue from the parent: calls=%d code=%s sender=%s value=%d\n", hs.calls,
+	       code_name(hs.code), sender_name(hs.pid), hs.value);
+	rescue_check("after sent signals");
+}
+
+/* A sent SIGBUS with SIG_DFL kills as without the library. */
+static void
+body_sent_default(char **a)
+{
+	(void)a;
+	setup_library();
+	printf("asking the parent to send SIGBUS\n");
+	peer_request('K', false);
+	printf("survived\n");
+}
+
+/* A sent SIGBUS with SIG_IGN is discarded (not even held). */
+static void
+body_sent_ignored(char **a)
+{
+	(void)a;
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	peer_request('K', false);
+	raise(SIGBUS);
+	printf("ignored: pending=%d\n", is_pending(SIGBUS));
+	block(SIG_BLOCK, SIGBUS);
+	peer_request('k', true);
+	printf("ignored and blocked: pending=%d\n", is_pending(SIGBUS));
+	install(SIGBUS, on_bus_info, SA_SIGINFO, NULL);
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("after installing a handler and unblocking: calls=%d\n", hs.calls);
+}
+
+static void *
+routing_worker(void *arg)
+{
+	sem_t *done = arg;
+
+	block(SIG_UNBLOCK, SIGBUS);
+	sem_post(&delivered);	/* ready */
+	while (sem_wait(done) < 0 && errno == EINTR)
+		;
+	return NULL;
+}
+
+/*
+ * Main blocks SIGBUS, a worker does not: a process-directed SIGBUS goes
+ * to the worker's handler at once, as the kernel would route it.
+ */
+static void
+body_sent_thread_routing(char **a)
+{
+	struct timespec ts;
+	sem_t done;
+	pthread_t t;
+	pid_t worker_tid;
+	int r;
+
+	(void)a;
+	install(SIGBUS, on_bus_info, SA_SIGINFO | SA_RESTART, NULL);
+	setup_library();
+	sem_init(&delivered, 0, 0);
+	sem_init(&done, 0, 0);
+	block(SIG_BLOCK, SIGBUS);
+	NSBT_CHECK(pthread_create(&t, NULL, routing_worker, &done) == 0, "pthread_create");
+	while (sem_wait(&delivered) < 0)
+		;
+	hs.mode = M_POST;
+	peer_request('K', true);
+	/* A guard against a hang, not a timing check: delivery is immediate. */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 5;
+	while ((r = sem_timedwait(&delivered, &ts)) < 0 && errno == EINTR)
+		;
+	worker_tid = hs.tid;
+	printf("delivered=%d calls=%d in=%s code=%s sender=%s\n", r == 0, hs.calls,
+	       worker_tid == (pid_t)syscall(SYS_gettid) ? "main" : "worker",
+	       code_name(hs.code), sender_name(hs.pid));
+	sem_post(&done);
+	pthread_join(t, NULL);
+	printf("main: pending=%d\n", is_pending(SIGBUS));
+}
+
+/* sigset, sighold, sigrelse, sigignore, bsd_signal for SIGBUS. */
+static void
+body_sysv_family(char **a)
+{
+	void (*prev)(int);
+
+	(void)a;
+	setup_library();
+	prev = sigset(SIGBUS, SIG_HOLD);
+	printf("sigset(SIG_HOLD) returned %s; blocked=%d\n", hname((void *)prev), is_blocked(SIGBUS));
+	print_query("after sigset(SIG_HOLD)", SIGBUS);
+	prev = sigset(SIGBUS, SIG_HOLD);
+	printf("sigset(SIG_HOLD) again returned %s\n", hname((void *)prev));
+	raise(SIGBUS);
+	printf("raised while held: pending=%d\n", is_pending(SIGBUS));
+	rescue_check("held by sigset");
+	prev = sigset(SIGBUS, on_bus_plain);
+	printf("sigset(handler) returned %s; blocked=%d plain_calls=%d mask_in=%#lx pending=%d\n",
+	       hname((void *)prev), is_blocked(SIGBUS), hs.plain_calls, hs.mask_in, is_pending(SIGBUS));
+	print_query("after sigset(handler)", SIGBUS);
+	SHOW("sighold", sighold(SIGBUS));
+	printf("blocked=%d\n", is_blocked(SIGBUS));
+	raise(SIGBUS);
+	printf("raised while sighold: pending=%d plain_calls=%d\n", is_pending(SIGBUS), hs.plain_calls);
+	rescue_check("held by sighold");
+	SHOW("sigrelse", sigrelse(SIGBUS));
+	printf("blocked=%d plain_calls=%d pending=%d\n", is_blocked(SIGBUS), hs.plain_calls,
+	       is_pending(SIGBUS));
+	SHOW("sigignore", sigignore(SIGBUS));
+	print_query("after sigignore", SIGBUS);
+	raise(SIGBUS);
+	printf("raised while ignored: plain_calls=%d pending=%d\n", hs.plain_calls, is_pending(SIGBUS));
+	prev = sigset(SIGBUS, SIG_DFL);
+	printf("sigset(SIG_DFL) returned %s\n", hname((void *)prev));
+	prev = bsd_signal(SIGBUS, on_bus_plain2);
+	printf("bsd_signal returned %s\n", hname((void *)prev));
+	print_query("after bsd_signal", SIGBUS);
+	sighold(SIGBUS);
+	prev = sigset(SIGBUS, on_bus_plain);
+	printf("sigset(handler) while held returned %s; blocked=%d\n", hname((void *)prev), is_blocked(SIGBUS));
+	SHOW("sighold(0)", sighold(0));
+	SHOW("sigrelse(65)", sigrelse(65));
+	SHOW("sigignore(SIGKILL)", sigignore(SIGKILL));
+	errno = 0;
+	prev = sigset(-1, on_bus_plain);
+	printf("sigset(-1)=%s %s\n", hname((void *)prev), ename(errno));
+	SHOW("sigignore(SIGBUS)", sigignore(SIGBUS));
+	printf("faulting unprotected\n");
+	touch(trap_map(false, 1, true));
+	printf("survived\n");
+}
+
+/* sigsuspend lets a held SIGBUS in, and puts the mask back. */
+static void
+body_sigsuspend(char **a)
+{
+	sigset_t s;
+	int r, e;
+
+	(void)a;
+	install(SIGBUS, on_bus_info, SA_SIGINFO, NULL);
+	install(SIGUSR1, on_usr1, 0, NULL);
+	setup_library();
+	block(SIG_BLOCK, SIGBUS);
+	raise(SIGBUS);
+	printf("held: pending=%d calls=%d\n", is_pending(SIGBUS), hs.calls);
+	sigemptyset(&s);
+	r = sigsuspend(&s);
+	e = errno;
+	printf("sigsuspend(empty)=%d %s calls=%d code=%s mask_in=%#lx mask=%#lx pending=%d\n", r,
+	       ename(e), hs.calls, code_name(hs.code), hs.mask_in, cur_mask(),
+	       is_pending(SIGBUS));
+	/* Now SIGBUS held and SIGUSR1 pending; suspend with SIGBUS in the mask. */
+	block(SIG_BLOCK, SIGUSR1);
+	raise(SIGBUS);
+	raise(SIGUSR1);
+	sigemptyset(&s);
+	sigaddset(&s, SIGBUS);
+	r = sigsuspend(&s);
+	e = errno;
+	printf("sigsuspend({BUS})=%d %s calls=%d usr1=%d mask=%#lx pending=%d\n", r,
+	       ename(e), hs.calls, usr1_count, cur_mask(), is_pending(SIGBUS));
+	rescue_check("after sigsuspend");
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("unblocked: calls=%d pending=%d\n", hs.calls, is_pending(SIGBUS));
+}
+
+/* fork: the child gets the parent's view, but no pending signals. */
+static void
+body_fork_view(char **a)
+{
+	int status;
+	pid_t pid;
+
+	(void)a;
+	install(SIGBUS, on_bus_info, SA_SIGINFO | SA_RESTART, (int[]){ SIGUSR2, 0 });
+	setup_library();
+	block(SIG_BLOCK, SIGBUS);
+	raise(SIGBUS);
+	printf("parent: pending=%d calls=%d\n", is_pending(SIGBUS), hs.calls);
+	fflush(stdout);
+	pid = fork();
+	NSBT_CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		print_query("child", SIGBUS);
+		printf("child: blocked=%d pending=%d\n", is_blocked(SIGBUS), is_pending(SIGBUS));
+		rescue_check("child after fork");
+		block(SIG_UNBLOCK, SIGBUS);
+		printf("child: unblocked, calls=%d\n", hs.calls);
+		raise(SIGBUS);
+		printf("child: raised, calls=%d code=%s\n", hs.calls, code_name(hs.code));
+		fflush(stdout);
+		_exit(0);
+	}
+	waitpid(pid, &status, 0);
+	printf("child: %s\n", nsbt_status_str(status));
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("parent: unblocked, calls=%d\n", hs.calls);
+}
+
+/* ---- exec ---------------------------------------------------------- */
+
+static const char *
+nolib_path(void)
+{
+	const char *p = getenv("NSBT_NOLIB");
+
+	NSBT_CHECK(p != NULL, "NSBT_NOLIB is not set");
+	return p;
+}
+
+enum exec_how { X_EXECVE, X_EXECV, X_EXECVP, X_EXECL, X_EXECLP, X_EXECLE, X_EXECVPE, X_FEXECVE,
+		X_SPAWN, X_SPAWNP };
+
+static const char *const exec_names[] = { "execve", "execv", "execvp", "execl", "execlp", "execle",
+					  "execvpe", "fexecve", "posix_spawn", "posix_spawnp" };
+
+/* Runs the helper (which prints its report line) and waits for it. */
+static int
+run_helper(enum exec_how how, const char *arg1, const char *arg2,
+	   const posix_spawnattr_t *attr)
+{
+	const char *path = nolib_path();
+	char *argv[] = { (char *)"helper", (char *)"--body", (char *)"report",
+			 (char *)arg1, (char *)arg2, NULL };
+	char dir[4096], *slash;
+	const char *base;
+	int status, fd;
+	pid_t pid;
+
+	if (!arg1)
+		argv[4] = NULL;
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	NSBT_CHECK(slash != NULL, "NSBT_NOLIB is not absolute");
+	*slash = '\0';
+	base = path + (slash - dir) + 1;
+	printf("via %s: ", exec_names[how]);
+	fflush(stdout);
+	if (how == X_SPAWN || how == X_SPAWNP) {
+		int r;
+
+		if (how == X_SPAWNP) {
+			char *saved = strdup(getenv("PATH") ? getenv("PATH") : "");
+
+			setenv("PATH", dir, 1);
+			r = posix_spawnp(&pid, base, NULL, attr, argv, environ);
+			setenv("PATH", saved, 1);
+			free(saved);
+		} else {
+			r = posix_spawn(&pid, path, NULL, attr, argv, environ);
+		}
+		NSBT_CHECK(r == 0, "%s: %s", exec_names[how], strerror(r));
+	} else {
+		pid = fork();
+		NSBT_CHECK(pid >= 0, "fork");
+		if (pid == 0) {
+			switch (how) {
+			case X_EXECVE:
+				execve(path, argv, environ);
+				break;
+			case X_EXECV:
+				execv(path, argv);
+				break;
+			case X_EXECVP:
+				setenv("PATH", dir, 1);
+				execvp(base, argv);
+				break;
+			case X_EXECVPE:
+				setenv("PATH", dir, 1);
+				execvpe(base, argv, environ);
+				break;
+			case X_EXECL:
+				execl(path, argv[0], argv[1], argv[2], argv[3], argv[4], (char *)NULL);
+				break;
+			case X_EXECLP:
+				setenv("PATH", dir, 1);
+				execlp(base, argv[0], argv[1], argv[2], argv[3], argv[4], (char *)NULL);
+				break;
+			case X_EXECLE:
+				execle(path, argv[0], argv[1], argv[2], argv[3], argv[4], (char *)NULL, environ);
+				break;
+			case X_FEXECVE:
+				fd = open(path, O_RDONLY | O_CLOEXEC);
+				if (fd >= 0)
+					fexecve(fd, argv, environ);
+				break;
+			default:
+				break;
+			}
+			printf("exec failed: %s\n", strerror(errno));
+			fflush(stdout);
+			_exit(127);
+		}
+	}
+	NSBT_CHECK(waitpid(pid, &status, 0) == pid, "waitpid: %s", strerror(errno));
+	return status;
+}
+
+static void
+failed_exec_check(void)
+{
+	char *argv[] = { (char *)"x", NULL };
+
+	SHOW("failed execv", execv("/nonexistent/nosigbus-test", argv));
+	SHOW("failed execvp", execvp("nosigbus-test-does-not-exist", argv));
+	rescue_check("after a failed exec");
+}
+
+/* An ignored SIGBUS stays ignored in whatever the program execs. */
+static void
+body_exec_ignored(char **a)
+{
+	int status;
+
+	(void)a;
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	failed_exec_check();
+	for (enum exec_how h = X_EXECVE; h <= X_SPAWNP; h++) {
+		status = run_helper(h, NULL, NULL, NULL);
+		NSBT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "helper: %s",
+			   nsbt_status_str(status));
+	}
+	print_query("parent after the execs", SIGBUS);
+	rescue_check("after the execs");
+}
+
+static void
+body_exec_blocked(char **a)
+{
+	int status;
+	pid_t pid;
+
+	(void)a;
+	setup_library();
+	install(SIGBUS, on_bus_info, SA_SIGINFO, NULL);
+	block(SIG_BLOCK, SIGBUS);
+	failed_exec_check();
+	for (enum exec_how h = X_EXECVE; h <= X_SPAWNP; h++) {
+		status = run_helper(h, NULL, NULL, NULL);
+		NSBT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "helper: %s",
+			   nsbt_status_str(status));
+	}
+	printf("parent: blocked=%d pending=%d calls=%d\n", is_blocked(SIGBUS), is_pending(SIGBUS), hs.calls);
+	/* A held SIGBUS stays pending across exec, as the kernel keeps it. */
+	fflush(stdout);
+	pid = fork();
+	NSBT_CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		raise(SIGBUS);
+		printf("child raised while blocked: pending=%d; exec: ", is_pending(SIGBUS));
+		fflush(stdout);
+		execv(nolib_path(), (char *[]){ (char *)"helper", (char *)"--body", (char *)"report", NULL });
+		_exit(127);
+	}
+	waitpid(pid, &status, 0);
+	printf("helper with a pending SIGBUS: %s\n", nsbt_status_str(status));
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("parent: calls=%d\n", hs.calls);
+	/* The program's handler is not inherited; its default is. */
+	status = run_helper(X_EXECV, NULL, NULL, NULL);
+	printf("helper: %s\n", nsbt_status_str(status));
+}
+
+/* The exec'd program has the library too: it starts from what it inherited. */
+static void
+body_exec_preloaded(char **a)
+{
+	const char *preload = getenv("NSB_PRELOAD");
+	int status;
+
+	(void)a;
+	NSBT_CHECK(preload != NULL, "NSB_PRELOAD is not set");
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	block(SIG_BLOCK, SIGBUS);
+	setenv("LD_PRELOAD", preload, 1);
+	status = run_helper(X_EXECV, "protect", NULL, NULL);
+	printf("helper: %s\n", nsbt_status_str(status));
+	status = run_helper(X_SPAWN, "protect", "fault", NULL);
+	printf("helper: %s\n", nsbt_status_str(status));
+	block(SIG_UNBLOCK, SIGBUS);
+	status = run_helper(X_EXECV, "protect", "fault", NULL);
+	printf("helper: %s\n", nsbt_status_str(status));
+	signal(SIGBUS, SIG_DFL);
+	status = run_helper(X_EXECV, "protect", "fault", NULL);
+	printf("helper: %s\n", nsbt_status_str(status));
+	unsetenv("LD_PRELOAD");
+}
+
+/* posix_spawn attributes override what the parent has. */
+static void
+body_exec_spawn_attrs(char **a)
+{
+	posix_spawnattr_t attr;
+	sigset_t s;
+	int status;
+
+	(void)a;
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	posix_spawnattr_init(&attr);
+	sigemptyset(&s);
+	sigaddset(&s, SIGBUS);
+	posix_spawnattr_setsigdefault(&attr, &s);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+	status = run_helper(X_SPAWN, NULL, NULL, &attr);
+	printf("SETSIGDEF{BUS}: %s\n", nsbt_status_str(status));
+	posix_spawnattr_setsigmask(&attr, &s);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+	status = run_helper(X_SPAWN, NULL, NULL, &attr);
+	printf("SETSIGMASK{BUS}: %s\n", nsbt_status_str(status));
+	block(SIG_BLOCK, SIGBUS);
+	sigemptyset(&s);
+	posix_spawnattr_setsigmask(&attr, &s);
+	status = run_helper(X_SPAWNP, NULL, NULL, &attr);
+	printf("SETSIGMASK{} while blocked: %s\n", nsbt_status_str(status));
+	posix_spawnattr_destroy(&attr);
+	printf("parent: blocked=%d\n", is_blocked(SIGBUS));
+	print_query("parent", SIGBUS);
+	rescue_check("after posix_spawn with attributes");
+}
+
+static const char *
+disp_name(const struct sigaction *sa)
+{
+	return sa->sa_handler == SIG_IGN ? "ign" : sa->sa_handler == SIG_DFL ? "dfl" : "handler";
+}
+
+/*
+ * The exec'd helper: what did this process inherit?  With "protect"
+ * (preloaded only), a protected fault first, which installs the library's
+ * handler and must change nothing the program sees; with "fault" as well,
+ * an unprotected fault at the end.
+ */
+static void
+body_report(char **a)
+{
+	struct sigaction before = query(SIGBUS), after;
+
+	if (a[0] && strcmp(a[0], "protect") == 0) {
+		char *p;
+		int fd;
+
+		NSBT_CHECK(nsbt_have_library(), "the helper has no library");
+		fd = nsbt_file(NSBT_MEMFD, pg);
+		p = mmap(NULL, pg, PROT_READ, MAP_PRIVATE | MAP_NOSIGBUS, fd, 0);
+		NSBT_CHECK(p != MAP_FAILED, "mmap: %s", strerror(errno));
+		NSBT_CHECK(ftruncate(fd, 0) == 0, "ftruncate");
+		NSBT_CHECK(touch(p) == 0, "not zero");
+		printf("rescued; ");
+	}
+	after = query(SIGBUS);
+	printf("disp=%s blocked=%d pending=%d\n", disp_name(&after), is_blocked(SIGBUS),
+	       is_pending(SIGBUS));
+	NSBT_CHECK(strcmp(disp_name(&before), disp_name(&after)) == 0,
+		   "the disposition changed from %s to %s when the library installed its handler",
+		   disp_name(&before), disp_name(&after));
+	if (a[0] && a[1] && strcmp(a[1], "fault") == 0) {
+		fflush(stdout);
+		touch(trap_map(false, 1, true));
+		printf("survived an unprotected fault\n");
+	}
+}
+
+/* ---- other signals and invalid numbers ---------------------------- */
+
+static void
+try_sigaction(const char *label, int sig, bool set, void *handler, int flags)
+{
+	struct sigaction sa, old;
+	int r;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = (void (*)(int))handler;
+	sa.sa_flags = flags;
+	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, SIGUSR2);
+	memset(&old, 0, sizeof(old));
+	errno = 0;
+	r = sigaction(sig, set ? &sa : NULL, &old);
+	printf("%s: sigaction(%d)=%d %s", label, sig, r, ename(errno));
+	if (r == 0)
+		print_sa(" old", &old);
+	else
+		printf("\n");
+}
+
+static void
+body_other_signals(char **a)
+{
+	const int sigs[] = { SIGUSR1, SIGSEGV, SIGRTMIN, SIGCHLD, SIGPIPE };
+	const int bad[] = { 0, 65, -1, 1000, SIGKILL, SIGSTOP, 32, 33, 64 };
+	void (*prev)(int);
+	sigset_t s, old;
+
+	(void)a;
+	setup_library();
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		int sig = sigs[i];
+
+		try_sigaction("query", sig, false, NULL, 0);
+		try_sigaction("install", sig, true, on_usr1, SA_RESTART | SA_NODEFER);
+		try_sigaction("reinstall", sig, true, on_usr2, SA_ONSTACK | SA_RESETHAND);
+		print_query("now", sig);
+		errno = 0;
+		prev = signal(sig, on_usr1);
+		printf("signal(%d)=%s %s\n", sig, hname((void *)prev), ename(errno));
+		print_query("after signal", sig);
+		prev = signal(sig, SIG_DFL);
+		printf("signal(%d, SIG_DFL)=%s\n", sig, hname((void *)prev));
+		block(SIG_BLOCK, sig);
+		printf("blocked %d: mask=%#lx\n", sig, cur_mask());
+		block(SIG_UNBLOCK, sig);
+		printf("unblocked %d: mask=%#lx\n", sig, cur_mask());
+	}
+	/* Delivery of another signal through a handler still works. */
+	install(SIGRTMIN, on_rt, SA_SIGINFO, NULL);
+	sigqueue(getpid(), SIGRTMIN, (union sigval){ .sival_int = 1 });
+	printf("rt_count=%d\n", rt_count);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int sig = bad[i];
+
+		try_sigaction("bad query", sig, false, NULL, 0);
+		try_sigaction("bad install", sig, true, on_usr1, 0);
+		try_sigaction("bad SIG_IGN", sig, true, SIG_IGN, 0);
+		try_sigaction("bad SIG_DFL", sig, true, SIG_DFL, 0);
+		errno = 0;
+		prev = signal(sig, on_usr1);
+		printf("signal(%d)=%s %s\n", sig, hname((void *)prev), ename(errno));
+		errno = 0;
+		prev = bsd_signal(sig, on_usr1);
+		printf("bsd_signal(%d)=%s %s\n", sig, hname((void *)prev), ename(errno));
+		errno = 0;
+		prev = sysv_signal(sig, SIG_DFL);
+		printf("sysv_signal(%d)=%s %s\n", sig, hname((void *)prev), ename(errno));
+		errno = 0;
+		prev = sigset(sig, SIG_HOLD);
+		printf("sigset(%d, SIG_HOLD)=%s %s\n", sig, hname((void *)prev), ename(errno));
+		printf("%d: ", sig);
+		SHOW("siginterrupt", siginterrupt(sig, 1));
+		printf("%d: ", sig);
+		SHOW("sighold", sighold(sig));
+		printf("%d: ", sig);
+		SHOW("sigrelse", sigrelse(sig));
+		printf("%d: ", sig);
+		SHOW("sigignore", sigignore(sig));
+		printf("mask=%#lx\n", cur_mask());
+	}
+	sigemptyset(&s);
+	sigaddset(&s, SIGUSR1);
+	SHOW("sigprocmask(42)", sigprocmask(42, &s, &old));
+	SHOW("pthread_sigmask(42)", pthread_sigmask(42, &s, &old));
+	SHOW("sigprocmask(SIG_BLOCK, NULL, NULL)", sigprocmask(SIG_BLOCK, NULL, NULL));
+	/* SIGBUS among others in one set. */
+	sigfillset(&s);
+	sigprocmask(SIG_BLOCK, &s, &old);
+	printf("all: mask=%#lx old=%#lx\n", cur_mask(), mask_word(&old));
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	printf("restored: mask=%#lx\n", cur_mask());
+	rescue_check("after the other signals");
+}
+
+/* ---- the table ------------------------------------------------------ */
+
+#define EXIT(n) (n)
+#define KILLED(s) (0x100 | (s))
+
+struct scenario {
+	const char *name;
+	void (*body)(char **args);
+	int expect;		/* EXIT(n) or KILLED(sig) */
+	const char *env;	/* NAME=VALUE for both runs, or NULL */
+};
+
+static const struct scenario scenarios[] = {
+	{ "install-before-sigaction", body_install_before_sigaction, EXIT(0), NULL },
+	{ "install-after-sigaction", body_install_after_sigaction, EXIT(0), NULL },
+	{ "install-before-signal", body_install_before_signal, EXIT(0), NULL },
+	{ "install-after-signal", body_install_after_signal, EXIT(0), NULL },
+	{ "query", body_query, EXIT(0), NULL },
+	{ "repair", body_repair, EXIT(0), NULL },
+	{ "longjmp", body_longjmp, EXIT(0), NULL },
+	{ "longjmp-nosavemask", body_longjmp_nosavemask, KILLED(SIGBUS), NULL },
+	{ "resethand", body_resethand, KILLED(SIGBUS), NULL },
+	{ "handler-mask", body_handler_mask, EXIT(0), NULL },
+	{ "ign-unprotected", body_ign_unprotected, KILLED(SIGBUS), NULL },
+	{ "dfl-unprotected", body_dfl_unprotected, KILLED(SIGBUS), NULL },
+	{ "context", body_context, EXIT(42), NULL },
+	{ "errno", body_errno, EXIT(0), NULL },
+	{ "errno-log", body_errno, EXIT(0), "NOSIGBUS_LOG=1" },
+	{ "thread-blocked", body_thread_blocked, EXIT(0), NULL },
+	{ "thread-blocked-unprotected", body_thread_blocked_unprotected, KILLED(SIGBUS), NULL },
+	{ "mask-main", body_mask_main, EXIT(0), NULL },
+	{ "sent-blocked-kill", body_sent_blocked_kill, EXIT(0), NULL },
+	{ "sent-blocked-sigqueue", body_sent_blocked_sigqueue, EXIT(0), NULL },
+	{ "sent-unblocked", body_sent_unblocked, EXIT(0), NULL },
+	{ "sent-default", body_sent_default, KILLED(SIGBUS), NULL },
+	{ "sent-ignored", body_sent_ignored, EXIT(0), NULL },
+	{ "sent-thread-routing", body_sent_thread_routing, EXIT(0), NULL },
+	{ "sysv-family", body_sysv_family, KILLED(SIGBUS), NULL },
+	{ "sigsuspend", body_sigsuspend, EXIT(0), NULL },
+	{ "fork-view", body_fork_view, EXIT(0), NULL },
+	{ "exec-ignored", body_exec_ignored, EXIT(0), NULL },
+	{ "exec-blocked", body_exec_blocked, EXIT(0), NULL },
+	{ "exec-preloaded", body_exec_preloaded, EXIT(0), NULL },
+	{ "exec-spawn-attrs", body_exec_spawn_attrs, EXIT(0), NULL },
+	{ "other-signals", body_other_signals, EXIT(0), NULL },
+	{ "report", body_report, EXIT(0), NULL },
+	{ NULL, NULL, 0, NULL },
+};
+
+static const struct scenario *
+find_scenario(const char *name)
+{
+	for (const struct scenario *s = scenarios; s->name; s++)
+		if (strcmp(s->name, name) == 0)
+			return s;
+	return NULL;
+}
+
+/* ---- the driver ----------------------------------------------------- */
+
+#ifndef NO_LIBRARY
+
+struct run {
+	int status;
+	char out[65536];
+	size_t len;
+};
+
+struct run_opts {
+	const char *cwd;	/* chdir there first */
+	bool core;		/* RLIMIT_CORE unlimited instead of 0 */
+};
+
+/* Does what a body asked (fd 4) to its process, then answers (fd 3). */
+static void
+serve(int req, int rep, pid_t pid)
+{
+	char c;
+
+	while (read(req, &c, 1) == 1) {
+		switch (c) {
+		case 'K':
+			NSBT_CHECK(kill(pid, SIGBUS) == 0, "kill: %s", strerror(errno));
+			break;
+		case 'Q':
+			NSBT_CHECK(sigqueue(pid, SIGBUS, (union sigval){ .sival_int = 4242 }) == 0,
+				   "sigqueue: %s", strerror(errno));
+			break;
+		case 'k':
+			/* Twice: a standard signal is pending at most once. */
+			NSBT_CHECK(kill(pid, SIGBUS) == 0, "kill: %s", strerror(errno));
+			NSBT_CHECK(kill(pid, SIGBUS) == 0, "kill: %s", strerror(errno));
+			break;
+		case 'q':
+			NSBT_CHECK(sigqueue(pid, SIGBUS, (union sigval){ .sival_int = 4242 }) == 0,
+				   "sigqueue: %s", strerror(errno));
+			NSBT_CHECK(sigqueue(pid, SIGBUS, (union sigval){ .sival_int = 999 }) == 0,
+				   "sigqueue: %s", strerror(errno));
+			break;
+		default:
+			nsbt_fail("unknown request '%c'", c);
+		}
+		if (send(rep, "S", 1, MSG_NOSIGNAL) != 1)
+			break;	/* the body died meanwhile */
+	}
+}
+
+static void
+run_body(const char *exe, const struct scenario *sc, const struct run_opts *o, struct run *r)
+{
+	int out[2], req[2], rep[2];
+	pid_t pid;
+	ssize_t n;
+
+	/* rep is a socket so that a reply to a dead body cannot raise SIGPIPE. */
+	NSBT_CHECK(pipe2(out, O_CLOEXEC) == 0 && pipe2(req, O_CLOEXEC) == 0 &&
+		   socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rep) == 0,
+		   "pipe2: %s", strerror(errno));
+	fflush(NULL);
+	pid = fork();
+	NSBT_CHECK(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		int o1 = fcntl(out[1], F_DUPFD, 20);
+		int r0 = fcntl(rep[1], F_DUPFD, 20);
+		int q1 = fcntl(req[1], F_DUPFD, 20);
+
+		if (o1 < 0 || r0 < 0 || q1 < 0 || dup2(o1, 1) < 0 || dup2(r0, 3) < 0 || dup2(q1, 4) < 0)
+			_exit(126);
+		close(o1);
+		close(r0);
+		close(q1);
+		if (o && o->cwd && chdir(o->cwd) < 0)
+			_exit(126);
+		if (o && o->core) {
+			struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
+
+			if (setrlimit(RLIMIT_CORE, &rl) < 0)
+				_exit(126);
+		}
+		if (sc->env)
+			putenv((char *)sc->env);
+		execl(exe, exe, "--body", sc->name, (char *)NULL);
+		_exit(127);
+	}
+	close(out[1]);
+	close(rep[1]);
+	close(req[1]);
+	serve(req[0], rep[0], pid);
+	close(req[0]);
+	close(rep[0]);
+	r->len = 0;
+	while ((n = read(out[0], r->out + r->len, sizeof(r->out) - 1 - r->len)) > 0)
+		r->len += (size_t)n;
+	r->out[r->len] = '\0';
+	close(out[0]);
+	NSBT_CHECK(waitpid(pid, &r->status, 0) == pid, "waitpid: %s", strerror(errno));
+}
+
+static bool
+status_is(int status, int expect)
+{
+	if (expect & 0x100)
+		return WIFSIGNALED(status) && WTERMSIG(status) == (expect & 0xff);
+	return WIFEXITED(status) && WEXITSTATUS(status) == expect;
+}
+
+static void
+print_run(const char *label, const struct run *r)
+{
+	printf("---- %s: %s (status %#x)\n%s", label, nsbt_status_str(r->status), r->status, r->out);
+	if (r->len && r->out[r->len - 1] != '\n')
+		printf("\n");
+}
+
+/* The lines where two outputs differ (by line number), for the log. */
+static void
+print_differences(const char *a, const char *b)
+{
+	int line = 1, shown = 0;
+
+	while ((*a || *b) && shown < 12) {
+		size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
+
+		if (la != lb || memcmp(a, b, la) != 0) {
+			fprintf(stderr, "line %d differs:\n  with library:    %.*s\n  without library: %.*s\n",
+				line, (int)la, a, (int)lb, b);
+			shown++;
+		}
+		a += la + (a[la] == '\n');
+		b += lb + (b[lb] == '\n');
+		line++;
+	}
+}
+
+static int
+compare(const struct scenario *sc, const char *nolib, const struct run_opts *o, const char *label)
+{
+	static struct run lib, ref;
+
+	run_body("/proc/self/exe", sc, o, &lib);
+	run_body(nolib, sc, o, &ref);
+	printf("==== %s%s\n", sc->name, label);
+	print_run("with libnosigbus", &lib);
+	print_run("without (reference)", &ref);
+	if (!status_is(ref.status, sc->expect))
+		nsbt_fail("%s: the reference run itself ended %s: the test is wrong", sc->name,
+			  nsbt_status_str(ref.status));
+	if (strcmp(lib.out, ref.out) != 0)
+		print_differences(lib.out, ref.out);
+	if (!status_is(lib.status, sc->expect))
+		nsbt_fail("%s%s: with the library: expected %s %d, got %s", sc->name, label,
+			  sc->expect & 0x100 ? "death by signal" : "exit", sc->expect & 0xff,
+			  nsbt_status_str(lib.status));
+	if (lib.status != ref.status)
+		nsbt_fail("%s%s: wait status %#x with the library, %#x without", sc->name, label,
+			  lib.status, ref.status);
+	if (strcmp(lib.out, ref.out) != 0) {
+		nsbt_fail("%s%s: the program saw something different with the library", sc->name, label);
+	}
+	return lib.status;
+}
+
+static void
+remove_all(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
+}
+
+static char core_dir[PATH_MAX];
+
+/* atexit: a failed comparison exits from the middle. */
+static void
+remove_core_dir(void)
+{
+	if (core_dir[0]) {
+		remove_all(core_dir);
+		rmdir(core_dir);
+		core_dir[0] = '\0';
+	}
+}
+
+/*
+ * The wait status of an unprotected fault, with a core dump this time,
+ * when core_pattern writes plain files in the working directory.
+ */
+static void
+compare_core_dumps(const struct scenario *sc, const char *nolib)
+{
+	char pattern[256] = "";
+	const char *root = getenv("NSB_BUILD_ROOT");
+	struct rlimit rl;
+	struct run_opts o = { .core = true };
+	int fd, status;
+	ssize_t n;
+
+	fd = open("/proc/sys/kernel/core_pattern", O_RDONLY);
+	if (fd >= 0) {
+		n = read(fd, pattern, sizeof(pattern) - 1);
+		pattern[n > 0 ? n : 0] = '\0';
+		close(fd);
+	}
+	getrlimit(RLIMIT_CORE, &rl);
+	if (pattern[0] == '|' || strchr(pattern, '/') || pattern[0] == '\0' || rl.rlim_max != RLIM_INFINITY) {
+		printf("note: core dumps not compared (core_pattern '%s', hard RLIMIT_CORE %lld)\n",
+		       strtok(pattern, "\n") ?: "", (long long)rl.rlim_max);
+		return;
+	}
+	snprintf(core_dir, sizeof(core_dir), "%s/nsbt-core-XXXXXX", root ? root : ".");
+	NSBT_CHECK(mkdtemp(core_dir) != NULL, "mkdtemp: %s", strerror(errno));
+	atexit(remove_core_dir);
+	o.cwd = core_dir;
+	status = compare(sc, nolib, &o, " (with core dumps)");
+	remove_core_dir();
+	NSBT_CHECK(WCOREDUMP(status), "no core dump with RLIMIT_CORE unlimited and core_pattern '%s'",
+		   strtok(pattern, "\n"));
+}
+
+static int
+driver(const char *name, const char *nolib)
+{
+	const struct scenario *sc = find_scenario(name);
+	static char nolib_abs[PATH_MAX];
+	struct rlimit rl;
+
+	if (!sc || sc->body == body_report)
+		nsbt_fail("unknown scenario %s", name);
+#if !defined(__x86_64__) && !defined(__aarch64__)
+	if (sc->body == body_context)
+		nsbt_skip("the context test knows the registers of x86_64 and aarch64 only");
+#endif
+	NSBT_CHECK(nsbt_have_library(), "sigtest is not linked with libnosigbus");
+	NSBT_CHECK(realpath(nolib, nolib_abs) != NULL, "%s: %s", nolib, strerror(errno));
+	nolib = nolib_abs;
+	setenv("NSBT_NOLIB", nolib, 1);
+	/* Consistent core dump settings for both runs: none, unless asked. */
+	getrlimit(RLIMIT_CORE, &rl);
+	rl.rlim_cur = 0;
+	setrlimit(RLIMIT_CORE, &rl);
+	compare(sc, nolib, NULL, "");
+	if (sc->body == body_dfl_unprotected)
+		compare_core_dumps(sc, nolib);
+	printf("ok: %s\n", name);
+	return 0;
+}
+#endif /* !NO_LIBRARY */
+
+int
+main(int argc, char **argv)
+{
+	pg = nsbt_page();
+	if (argc >= 3 && strcmp(argv[1], "--body") == 0) {
+		const struct scenario *sc = find_scenario(argv[2]);
+
+		if (!sc)
+			nsbt_fail("unknown scenario %s", argv[2]);
+		setvbuf(stdout, NULL, _IOLBF, 0);
+		/* Helpers and children need not see the driver link. */
+		fcntl(3, F_SETFD, FD_CLOEXEC);
+		fcntl(4, F_SETFD, FD_CLOEXEC);
+		sc->body(argv + 3);
+		fflush(stdout);
+		return 0;
+	}
+#ifndef NO_LIBRARY
+	if (argc == 3)
+		return driver(argv[1], argv[2]);
+#endif
+	fprintf(stderr, "usage: %s SCENARIO NOLIB | --body SCENARIO [ARGS]\n", argv[0]);
+	return 2;
+}
