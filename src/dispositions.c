@@ -15,6 +15,7 @@
  * Signal context: nsb_disp_chain, nsb_disp_blocked and what they call.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -45,6 +46,8 @@ static atomic_int held_process;
 static siginfo_t held_process_info;
 static __thread int held_thread __attribute__((tls_model("initial-exec")));
 static __thread siginfo_t held_thread_info __attribute__((tls_model("initial-exec")));
+
+static void note_blocker(bool is_blocking);
 
 /* ---- the kernel side --------------------------------------------------- */
 
@@ -199,6 +202,8 @@ nsb_disp_set_blocked(bool b)
 {
 	if (b)
 		nsb_disp_install();	/* needed to hold a sent SIGBUS */
+	if (b != blocked)
+		note_blocker(b);
 	blocked = b;
 }
 
@@ -217,12 +222,90 @@ resend(const siginfo_t *si)
 	syscall(SYS_rt_tgsigqueueinfo, getpid(), (pid_t)syscall(SYS_gettid), SIGBUS, &copy);
 }
 
+/*
+ * Threads whose view blocks SIGBUS, by thread id, so that a SIGBUS sent to
+ * the process can go to a thread that does not block it, as the kernel
+ * would choose.  A full table (more than BLOCKERS such threads) only means
+ * that a sent SIGBUS may be held where the kernel would have delivered it.
+ */
+#define BLOCKERS 256
+static atomic_int blockers[BLOCKERS];
+
+/* [signal-safe] */
+static pid_t
+gettid_raw(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+static void
+note_blocker(bool is_blocking)
+{
+	int tid = gettid_raw(), want = is_blocking ? 0 : tid;
+
+	for (int i = 0; i < BLOCKERS; i++) {
+		int seen = want;
+
+		if (atomic_compare_exchange_strong(&blockers[i], &seen, is_blocking ? tid : 0))
+			return;
+		if (is_blocking && seen == tid)
+			return;
+	}
+}
+
+/* [signal-safe] */
+static bool
+is_blocker(int tid)
+{
+	for (int i = 0; i < BLOCKERS; i++)
+		if (atomic_load(&blockers[i]) == tid)
+			return true;
+	return false;
+}
+
+/* [signal-safe] Another thread of ours whose view does not block SIGBUS,
+ * from /proc/self/task (open and getdents64 are async-signal-safe). */
+static pid_t
+unblocked_thread(void)
+{
+	char buf[2048];
+	pid_t self = gettid_raw(), found = 0;
+	long n;
+	int fd;
+
+	fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	while (!found && (n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < n && !found;) {
+			struct { uint64_t ino; int64_t off; unsigned short reclen;
+				 unsigned char type; char name[]; } *d = (void *)(buf + off);
+			pid_t tid = 0;
+
+			for (const char *c = d->name; *c >= '0' && *c <= '9'; c++)
+				tid = tid * 10 + (*c - '0');
+			if (tid > 0 && tid != self && !is_blocker(tid))
+				found = tid;
+			off += d->reclen;
+		}
+	}
+	close(fd);
+	return found;
+}
+
 /* [signal-safe] */
 static void
 hold(const siginfo_t *si)
 {
 	int expected = HELD_NONE;
+	siginfo_t copy;
+	pid_t tid;
 
+	if (si->si_code != SI_TKILL && (tid = unblocked_thread()) > 0) {
+		copy = *si;
+		if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGBUS, &copy) == 0)
+			return;
+	}
 	if (si->si_code == SI_TKILL) {
 		held_thread_info = *si;
 		held_thread = HELD_READY;

@@ -72,6 +72,53 @@ range_end(uintptr_t start, const struct nsb_range *r, size_t unit)
 	return hi;
 }
 
+/*
+ * Threads that fault on the same page at once must not each replace it:
+ * the second replacement would throw away what the first thread wrote.
+ * A rescue first claims its page (with range fill: its record) in this
+ * small table; whoever finds it claimed returns and lets the instruction
+ * fault again, which it will not once the owner is done.  Nobody waits.
+ */
+#define CLAIMS 64
+static atomic_uintptr_t claims[CLAIMS];
+
+/* [signal-safe] The slot claimed for key, or -1 if another rescue holds
+ * key (or every slot is busy). */
+static int
+claim(uintptr_t key)
+{
+	unsigned first = (unsigned)((key >> 12) * 2654435761u) % CLAIMS;
+	int mine = -1;
+
+	for (unsigned i = 0; i < CLAIMS; i++) {
+		unsigned k = (first + i) % CLAIMS;
+		uintptr_t seen = atomic_load(&claims[k]);
+
+		if (seen == 0 && mine < 0 &&
+		    atomic_compare_exchange_strong(&claims[k], &seen, key)) {
+			mine = (int)k;
+			continue;
+		}
+		/* Checked after claiming too: of two claims, both back off. */
+		if (seen == key && (int)k != mine) {
+			if (mine >= 0)
+				atomic_store(&claims[mine], 0);
+			return -1;
+		}
+	}
+	return mine;
+}
+
+/* [signal-safe] */
+static void
+release(int slot)
+{
+	atomic_store(&claims[slot], 0);
+}
+
+/* The page this thread last found already rescued by someone else. */
+static __thread uintptr_t last_declined __attribute__((tls_model("initial-exec")));
+
 /* [signal-safe] */
 static bool
 rescue(uintptr_t addr)
@@ -80,7 +127,7 @@ rescue(uintptr_t addr)
 	uintptr_t start, end;
 	size_t unit;
 	bool ok;
-	int ticket;
+	int ticket, slot;
 
 	if (!nsb_ranges_enter(addr, &r, &ticket))
 		return false;
@@ -89,6 +136,22 @@ rescue(uintptr_t addr)
 	start = addr & ~(uintptr_t)(unit - 1);
 	if (start < r.start)
 		start = r.start;
+
+	slot = claim(nsb_config.fill == NSB_FILL_RANGE ? r.start : start);
+	if (slot < 0) {
+		nsb_ranges_leave(ticket);
+		return true;	/* fault again; the owner will be done */
+	}
+	/* Another thread may have rescued (and written) it just before us.
+	 * A page that reads fine but faulted anyway (a write the file system
+	 * refused) comes back at once: replace it then. */
+	if (last_declined != start && would_fault(start, unit) == 0) {
+		last_declined = start;
+		release(slot);
+		nsb_ranges_leave(ticket);
+		return true;
+	}
+	last_declined = 0;
 	end = nsb_config.fill == NSB_FILL_RANGE ? range_end(start, &r, unit) : start + unit;
 	if (end > r.end)
 		end = r.end;
@@ -101,6 +164,7 @@ rescue(uintptr_t addr)
 		end = r.end;
 		ok = replace(start, end, &r);
 	}
+	release(slot);
 	nsb_ranges_leave(ticket);
 
 	if (!ok) {

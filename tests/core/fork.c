@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fork(): the child has the parent's records and protection, its rescues
+ * are its own, it can make new protected mappings, and no lock of the
+ * library is ever held in it, even when another thread of the parent was
+ * in the middle of a mapping call at the moment of the fork.
+ */
+#include <sched.h>
+#include <stdatomic.h>
+
+#include "core.h"
+
+#define NPAGES 4
+
+static int fd;
+static char *p;
+
+/* The child: protected pages inherited from the parent. */
+static void
+inherited_child(void *arg)
+{
+	size_t ps = nsbt_page();
+	struct nosigbus_stats before = core_stats();
+
+	(void)arg;
+	NSBT_CHECK(before.mappings >= 1, "the child sees the parent's record (mappings %llu)",
+		   (unsigned long long)before.mappings);
+	/* The parent rescued page 0 and wrote to it before the fork. */
+	core_expect_bytes(p, 'P', ps, "page 0 as the parent left it");
+	core_expect_bytes(p + ps, 0, ps, "page 1 rescued in the child");
+	memset(p + ps, 'C', ps);
+	core_expect_bytes(p + ps, 'C', ps, "page 1 written in the child");
+	NSBT_CHECK(core_stats().rescues == before.rescues + 1, "the child counted its rescue");
+	printf("ok: child: inherited protection, own rescue\n");
+
+	/* A new protected mapping in the child. */
+	{
+		int fd2 = nsbt_file(NSBT_TMPFS, 2 * ps);
+		char *q = core_map(NULL, 2 * ps, CORE_PROT_RW, MAP_SHARED | MAP_NOSIGBUS, fd2, 0);
+
+		core_truncate(fd2, 0);
+		core_expect_bytes(q, 0, 2 * ps, "new protected mapping in the child");
+		NSBT_CHECK(munmap(q, 2 * ps) == 0, "munmap: %s", strerror(errno));
+		printf("ok: child: new protected mapping rescued\n");
+	}
+	/* An unflagged mapping still dies in the child. */
+	{
+		int fd3 = nsbt_file(NSBT_MEMFD, ps);
+		char *u = core_map(NULL, ps, PROT_READ, MAP_PRIVATE, fd3, 0);
+
+		core_truncate(fd3, 0);
+		nsbt_expect_signal(core_touch_status(u, false), SIGBUS,
+				   "unflagged mapping in the child (grandchild)");
+	}
+}
+
+/* ---- fork while another thread holds the library's locks ------------ */
+
+#define FORKS 64
+#define MAPPER_MAX 200000
+
+static atomic_int stop;
+static atomic_int mapper_iters;
+
+static void *
+mapper(void *arg)
+{
+	size_t ps = nsbt_page();
+	int zfd = *(int *)arg;
+
+	for (int i = 0; i < MAPPER_MAX && !atomic_load(&stop); i++) {
+		char *q = mmap(NULL, 2 * ps, CORE_PROT_RW,
+			       (i & 1 ? MAP_SHARED : MAP_PRIVATE) | MAP_NOSIGBUS, zfd, 0);
+
+		if (q == MAP_FAILED)
+			nsbt_fail("mapper: mmap: %s", strerror(errno));
+		q[(i & 1) * ps] = 1;	/* a rescue */
+		if (mprotect(q, ps, PROT_READ) != 0)
+			nsbt_fail("mapper: mprotect: %s", strerror(errno));
+		if (munmap(q, 2 * ps) != 0)
+			nsbt_fail("mapper: munmap: %s", strerror(errno));
+		atomic_fetch_add(&mapper_iters, 1);
+	}
+	return NULL;
+}
+
+static void
+forked_while_busy_child(void *arg)
+{
+	size_t ps = nsbt_page();
+	int zfd = *(int *)arg;
+	char *q;
+
+	/* A deadlock on a lock held at fork time would hang: end it instead. */
+	core_no_core();
+	alarm(20);
+	q = mmap(NULL, 2 * ps, CORE_PROT_RW, MAP_PRIVATE | MAP_NOSIGBUS, zfd, 0);
+	if (q == MAP_FAILED)
+		_exit(10);
+	if (q[ps] != 0)
+		_exit(11);
+	q[0] = 5;
+	if (q[0] != 5)
+		_exit(12);
+	if (mremap(q, 2 * ps, 3 * ps, MREMAP_MAYMOVE) == MAP_FAILED)
+		_exit(13);
+	/* The page the parent's thread may have been rescuing at fork time. */
+	if (p[2 * ps] != 0)
+		_exit(14);
+	_exit(0);
+}
+
+int
+main(void)
+{
+	size_t ps = nsbt_page();
+	pthread_t th;
+	int zfd;
+
+	core_require_library();
+	fd = nsbt_file(NSBT_MEMFD, NPAGES * ps);
+	p = core_map(NULL, NPAGES * ps, CORE_PROT_RW, MAP_PRIVATE | MAP_NOSIGBUS, fd, 0);
+	core_truncate(fd, 0);
+	memset(p, 'P', ps);	/* a rescue in the parent before the fork */
+
+	nsbt_expect_exit(nsbt_run(inherited_child, NULL), 0, "forked child is protected");
+	/* The child's rescue of page 1 was its own: in the parent it is still to come. */
+	{
+		struct nosigbus_stats before = core_stats();
+
+		core_expect_bytes(p + ps, 0, ps, "page 1 in the parent after the child wrote it");
+		NSBT_CHECK(core_stats().rescues == before.rescues + 1,
+			   "the parent rescued page 1 itself");
+		printf("ok: parent: the child's rescue did not touch the parent\n");
+	}
+
+	zfd = nsbt_file(NSBT_MEMFD, 0);
+	if (pthread_create(&th, NULL, mapper, &zfd) != 0)
+		nsbt_fail("pthread_create");
+	for (int i = 0; i < FORKS; i++) {
+		int status;
+
+		/* Wait until the mapper has really started, then fork repeatedly. */
+		while (i == 0 && atomic_load(&mapper_iters) == 0)
+			sched_yield();
+		status = nsbt_run(forked_while_busy_child, &zfd);
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			nsbt_fail("fork %d while another thread maps: child %s "
+				  "(10-14: a check failed; SIGALRM: deadlock on a "
+				  "lock held at fork time)", i, nsbt_status_str(status));
+	}
+	atomic_store(&stop, 1);
+	pthread_join(th, NULL);
+	printf("ok: %d forks while another thread mapped, unmapped and rescued "
+	       "(%d iterations): every child could map and rescue\n",
+	       FORKS, atomic_load(&mapper_iters));
+	return 0;
+}
