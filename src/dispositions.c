@@ -301,9 +301,16 @@ hold(const siginfo_t *si)
 	siginfo_t copy;
 	pid_t tid;
 
+	/* The kernel lets a thread send a siginfo with si_code >= 0 (kill's
+	 * SI_USER) only to itself, or to its process from the main thread:
+	 * try the exact thread first, then the process (SIGBUS is blocked in
+	 * this thread while we run, so the kernel picks another one). */
 	if (si->si_code != SI_TKILL && (tid = unblocked_thread()) > 0) {
 		copy = *si;
 		if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGBUS, &copy) == 0)
+			return;
+		copy = *si;
+		if (syscall(SYS_rt_sigqueueinfo, getpid(), SIGBUS, &copy) == 0)
 			return;
 	}
 	if (si->si_code == SI_TKILL) {
