@@ -95,8 +95,10 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	protect = nsb_policy_protect(prot, flags, fd, &meta, &path);
 	if (protect && (meta & NSB_META_SHARED) && nsb_config.strict) {
 		if (flags & MAP_NOSIGBUS) {
-			/* The v2 patch: MAP_NOSIGBUS is for private mappings. */
-			errno = EINVAL;
+			/* The v2 patch: MAP_NOSIGBUS is for private mappings.
+			 * MAP_SHARED_VALIDATE has the MAP_PRIVATE bit, passes
+			 * that test, and fails validation of the unknown flag. */
+			errno = (flags & MAP_TYPE) == MAP_SHARED_VALIDATE ? EOPNOTSUPP : EINVAL;
 			return MAP_FAILED;
 		}
 		protect = false;	/* policies follow v2 too */
@@ -148,8 +150,16 @@ out:
 NSB_EXPORT void *
 mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
-	int saved_errno = errno;
-	void *p = do_mmap(addr, len, prot, flags, fd, off);
+	int saved_errno;
+	void *p;
+
+	/* Most calls: no flag, no policy, nothing replaced.  (The policy is
+	 * only known once page_size is set.) */
+	if (__builtin_expect(!(flags & (MAP_NOSIGBUS | MAP_FIXED)) &&
+			     nsb_config.policy == NSB_POLICY_FLAG && nsb_config.page_size, 1))
+		return nsb_sys_mmap(addr, len, prot, flags, fd, off);
+	saved_errno = errno;
+	p = do_mmap(addr, len, prot, flags, fd, off);
 
 	if (p != MAP_FAILED)
 		errno = saved_errno;
@@ -169,6 +179,8 @@ munmap(void *addr, size_t len)
 	struct nsb_saved saved;
 	int ret, err;
 
+	if (nsb_ranges_count() == 0)
+		return nsb_sys_munmap(addr, len);
 	nsb_init();
 	if (!span_of(addr, len, &start, &end) || !page_aligned(start) || !len ||
 	    !nsb_ranges_overlap(start, end))

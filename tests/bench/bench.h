@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench.h - what the benchmark driver (bench.c) and its measuring child
+ * processes (children.c) agree on.
+ *
+ * The driver re-executes itself once per configuration and round with
+ * "--child KIND" and the environment of that configuration (LD_PRELOAD,
+ * NOSIGBUS_FILL); the child prints "key value" lines on its stdout, which
+ * is a pipe to the driver, and exits 0.  Every ratio the driver prints is
+ * formed from figures of the same child and round (or, for the
+ * interposition figures, of children run next to each other).
+ */
+#ifndef BENCH_H
+#define BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Rows of the lookup-scaling measurement: other protected mappings live. */
+#define BENCH_SCALE_STEPS 3
+
+struct bench_params {
+	size_t size;		/* bytes of each measured mapping */
+	int round;		/* rotates the order of measurements */
+	bool quick;		/* smoke-test sizes */
+	size_t scale[BENCH_SCALE_STEPS];	/* other protected mappings live */
+	size_t mem_records;	/* protected mappings for the memory figure */
+	size_t ip_live;		/* protected mappings live, interposition */
+	size_t ip_pairs;	/* call pairs per timed batch */
+	int ip_batches;		/* timed batches per figure (the fastest counts) */
+};
+
+/* Fills the sizes that follow from quick; size and round are left alone. */
+void bench_params_init(struct bench_params *p, bool quick);
+
+/* Runs one child measurement of the given kind; returns the exit status. */
+int bench_child(const char *kind, const struct bench_params *p);
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+double bench_now(void);
+
+#endif /* BENCH_H */
