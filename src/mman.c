@@ -381,62 +381,6 @@ out:
 	return ret;
 }
 
-/* The last shared file VMA that starts at or below a given address. */
-static int
-last_shared_file(const struct nsb_vma *vma, void *arg)
-{
-	struct nsb_vma *found = arg;
-
-	if (vma->shared && !vma->anon)
-		*found = *vma;
-	return 0;
-}
-
-/*
- * mremap(old, 0, new_len) duplicates a shared mapping; a rescued page at
- * old is private memory now, which the kernel refuses to duplicate.  With
- * the kernel patch the page would still belong to the file mapping, so
- * duplicate from the closest file piece below it and keep the part from
- * old on.
- */
-static void *
-duplicate_shared(uintptr_t old, size_t new_len, int flags, uintptr_t dest)
-{
-	struct nsb_vma file = { 0 };
-	struct nsb_range r;
-	size_t lead;
-	void *dup, *p;
-	int ticket;
-
-	if (!nsb_ranges_enter(old, &r, &ticket))
-		goto refuse;
-	nsb_ranges_leave(ticket);
-	if (nsb_maps_each(r.start, old + 1, last_shared_file, &file) != 0 || !file.end ||
-	    file.start > old)
-		goto refuse;
-	lead = old - file.start;
-	dup = nsb_sys_mremap((void *)file.start, 0, lead + new_len, MREMAP_MAYMOVE, NULL);
-	if (dup == MAP_FAILED)
-		return MAP_FAILED;
-	if (lead)
-		nsb_sys_munmap(dup, lead);
-	p = (char *)dup + lead;
-	if (!(flags & MREMAP_FIXED))
-		return p;
-	if (nsb_sys_mremap(p, new_len, new_len, MREMAP_MAYMOVE | MREMAP_FIXED,
-			   (void *)dest) == MAP_FAILED) {
-		int err = errno;
-
-		nsb_sys_munmap(p, new_len);
-		errno = err;
-		return MAP_FAILED;
-	}
-	return (void *)dest;
-refuse:
-	errno = EINVAL;
-	return MAP_FAILED;
-}
-
 NSB_EXPORT void *
 mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 {
@@ -492,8 +436,6 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 	if (p == MAP_FAILED && err == EFAULT && moves_old && from.n &&
 	    from.r[0].start == old && has_tail)
 		p = remap_pieces(old, old_end - old, new_len, flags, dest), err = errno;
-	if (p == MAP_FAILED && err == EINVAL && !old_len && from.n)
-		p = duplicate_shared(old, new_len, flags, dest), err = errno;
 	if (p == MAP_FAILED) {
 		if (moves_old)
 			nsb_ranges_restore(&from);
