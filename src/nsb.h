@@ -136,6 +136,7 @@ int nsb_ranges_collect(uintptr_t start, uintptr_t end, struct nsb_saved *saved);
 /* Does any record overlap [start, end)?  Lock-free. */
 bool nsb_ranges_overlap(uintptr_t start, uintptr_t end);
 size_t nsb_ranges_count(void);	/* [signal-safe] */
+unsigned long nsb_ranges_version(void);	/* [signal-safe] changes with every update */
 size_t nsb_ranges_bytes(void);	/* memory the table holds */
 
 /*

@@ -43,6 +43,7 @@ static atomic_int reader_side;		/* the counter new readers use */
 static atomic_long readers[2];
 static atomic_size_t live_count;	/* records, for lock-free fast paths */
 static atomic_size_t last_hit;		/* index of the last record found */
+static atomic_ulong version;		/* bumped by every change */
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static sigset_t held_mask;		/* the lock holder's mask */
@@ -138,6 +139,13 @@ nsb_ranges_count(void)
 	return atomic_load(&live_count);
 }
 
+/* [signal-safe] */
+unsigned long
+nsb_ranges_version(void)
+{
+	return atomic_load(&version);
+}
+
 size_t
 nsb_ranges_bytes(void)
 {
@@ -166,12 +174,24 @@ switch_copies(void)
 	wait_for_readers(&readers[side]);
 }
 
+/*
+ * The table's memory is reserved once, when the first record is made, and
+ * grows in place: memory the library maps later would land in whatever the
+ * program has just freed, and a program may take its own freed addresses
+ * back with MAP_FIXED (stress-ng does), which would wipe the table out.
+ * Each copy gets half of the reservation (address space only, nothing is
+ * committed until used); past that, it moves out with mremap.
+ */
+#define RESERVE ((size_t)64 << 20)
+static char *reservation;
+
 static int
 grow(struct table *t, size_t need)
 {
 	size_t page = nsb_config.page_size;
 	size_t cap = t->cap ? t->cap * 2 : page / sizeof(struct nsb_range);
-	size_t bytes;
+	size_t bytes, half = RESERVE / 2;
+	char *mine;
 	void *p;
 
 	while (cap < need)
@@ -182,12 +202,25 @@ grow(struct table *t, size_t need)
 		errno = ENOMEM;
 		return -1;
 	}
-	if (t->r)
+	if (!reservation) {
+		p = nsb_sys_mmap(NULL, RESERVE, PROT_NONE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		reservation = p == MAP_FAILED ? (char *)-1 : p;
+	}
+	mine = reservation == (char *)-1 ? NULL : reservation + (t == &copies[0] ? 0 : half);
+	if (mine && (!t->r || (char *)t->r == mine) && bytes <= half) {
+		if (nsb_sys_mprotect(mine, bytes, PROT_READ | PROT_WRITE) < 0) {
+			errno = ENOMEM;
+			return -1;
+		}
+		p = mine;
+	} else if (t->r) {
 		p = nsb_sys_mremap(t->r, t->cap * sizeof(struct nsb_range), bytes,
 				   MREMAP_MAYMOVE, NULL);
-	else
+	} else {
 		p = nsb_sys_mmap(NULL, bytes, PROT_READ | PROT_WRITE,
 				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	}
 	if (p == MAP_FAILED) {
 		errno = ENOMEM;
 		return -1;
@@ -295,6 +328,7 @@ update(const struct op *op)
 	if (nsb_ranges_reserve(2) < 0)
 		return -1;
 	inactive = 1 - atomic_load(&active);
+	atomic_fetch_add(&version, 1);
 	apply(&copies[inactive], op);
 	/* Before the switch, so that a first record is never skipped. */
 	atomic_store(&live_count, copies[inactive].n);

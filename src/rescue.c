@@ -116,8 +116,10 @@ release(int slot)
 	atomic_store(&claims[slot], 0);
 }
 
-/* The page this thread last found already rescued by someone else. */
+/* The page this thread last found already rescued by someone else, and
+ * the table's version then (a later mapping at the same address is new). */
 static __thread uintptr_t last_declined __attribute__((tls_model("initial-exec")));
+static __thread unsigned long declined_version __attribute__((tls_model("initial-exec")));
 
 /* [signal-safe] */
 static bool
@@ -125,6 +127,7 @@ rescue(uintptr_t addr)
 {
 	struct nsb_range r;
 	uintptr_t start, end;
+	unsigned long version;
 	size_t unit;
 	bool ok;
 	int ticket, slot;
@@ -145,8 +148,11 @@ rescue(uintptr_t addr)
 	/* Another thread may have rescued (and written) it just before us.
 	 * A page that reads fine but faulted anyway (a write the file system
 	 * refused) comes back at once: replace it then. */
-	if (last_declined != start && would_fault(start, unit) == 0) {
+	version = nsb_ranges_version();
+	if ((last_declined != start || declined_version != version) &&
+	    would_fault(start, unit) == 0) {
 		last_declined = start;
+		declined_version = version;
 		release(slot);
 		nsb_ranges_leave(ticket);
 		return true;
