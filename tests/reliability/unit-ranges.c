@@ -1,0 +1,519 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * unit-ranges - the table of protected mappings through its internal API
+ * (src/nsb.h), linked directly with the library's objects, so that it runs
+ * under ASan+UBSan and valgrind (issue 7, item 3).
+ *
+ *  random   random inserts, cuts (with and without saving the pieces),
+ *           restores and protection changes on a window of fake addresses,
+ *           checked after each against a page-by-page reference model:
+ *           the record count, nsb_ranges_enter() for every page (the
+ *           signal handler's lookup), nsb_ranges_overlap() and
+ *           nsb_ranges_collect() for random spans.
+ *  alloc    nsb_ranges_fail_next_alloc(): the insert that needs the table
+ *           to grow fails with ENOMEM and changes nothing; the next one
+ *           grows it.
+ *  mmap     the same failure through the interposed mmap: a protected
+ *           mmap fails with ENOMEM and leaves nothing mapped and nothing
+ *           recorded; a MAP_FIXED one over a protected mapping leaves the
+ *           old mapping in place and still protected (SPEC §4).
+ *  config   nsb_config_parse() with every word, near misses and random
+ *           bytes.
+ *
+ * Usage: unit-ranges [random|alloc|mmap|config]... [--seed N] [--ops N]
+ */
+#include <inttypes.h>
+#include <time.h>
+
+#include "nsb.h"
+#include "nsbtest.h"
+
+#define U	256		/* pages in the window of fake addresses */
+
+static size_t ps;
+static uintptr_t base;		/* the window: reserved, so nothing real is ever there */
+static uint64_t rng;
+
+static uint64_t
+rnd64(void)
+{
+	uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static int
+rnd(int n)
+{
+	return (int)(rnd64() % (uint64_t)n);
+}
+
+/* ---- the reference model ------------------------------------------------- */
+
+/* Page i belongs to record id[i] (0: none); a record is a maximal run of
+ * equal ids, and every split gives the parts fresh ids. */
+static unsigned id[U];
+static uint32_t meta_of[U];
+static unsigned next_id = 1;
+
+static uintptr_t
+addr_of(int page)
+{
+	return base + (uintptr_t)page * ps;
+}
+
+static size_t
+model_count(void)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < U; i++)
+		n += id[i] && (i == 0 || id[i - 1] != id[i]);
+	return n;
+}
+
+/* Gives the pages of [s, e) that belong to one record a fresh id each. */
+static void
+model_split(int s, int e)
+{
+	unsigned last_old = 0, last_new = 0;
+
+	for (int i = s; i < e; i++) {
+		if (!id[i])
+			continue;
+		if (id[i] != last_old) {
+			last_old = id[i];
+			last_new = next_id++;
+		}
+		id[i] = last_new;
+	}
+}
+
+static void
+model_cut(int s, int e)
+{
+	/* What is left on either side is a record of its own. */
+	if (s > 0 && id[s - 1] && id[s - 1] == id[s]) {
+		int j = s - 1;
+
+		while (j > 0 && id[j - 1] == id[s])
+			j--;
+		model_split(j, s);
+	}
+	for (int i = s; i < e; i++)
+		id[i] = 0;
+}
+
+static void
+model_insert(int s, int e, uint32_t meta)
+{
+	unsigned n = next_id++;
+
+	for (int i = s; i < e; i++) {
+		id[i] = n;
+		meta_of[i] = meta;
+	}
+}
+
+static void
+model_set_prot(int s, int e, int prot)
+{
+	/* Split at s and e, then the inside changes. */
+	if (s > 0 && id[s - 1] && id[s - 1] == id[s]) {
+		int j = s - 1;
+
+		while (j > 0 && id[j - 1] == id[s])
+			j--;
+		model_split(j, s);
+	}
+	if (e < U && id[e] && id[e - 1] == id[e]) {
+		int j = e;
+
+		while (j < U && id[j] == id[e - 1])
+			j++;
+		model_split(e, j);
+	}
+	model_split(s, e);
+	for (int i = s; i < e; i++)
+		if (id[i])
+			meta_of[i] = (meta_of[i] & ~NSB_META_PROT) | ((uint32_t)prot & NSB_META_PROT);
+}
+
+/* ---- checks ------------------------------------------------------------- */
+
+static void
+check_table(const char *after)
+{
+	size_t n = nsb_ranges_count();
+
+	NSBT_CHECK(n == model_count(), "after %s: %zu records, the model has %zu", after, n, model_count());
+	for (int i = 0; i < U; i++) {
+		struct nsb_range r;
+		int ticket, s = i, e = i + 1;
+		bool found = nsb_ranges_enter(addr_of(i) + (size_t)rnd((int)ps), &r, &ticket);
+
+		if (!id[i]) {
+			NSBT_CHECK(!found, "after %s: page %d is not recorded, but enter() found [%d, %d)",
+				   after, i, (int)((r.start - base) / ps), (int)((r.end - base) / ps));
+			continue;
+		}
+		NSBT_CHECK(found, "after %s: page %d is recorded, enter() found nothing", after, i);
+		nsb_ranges_leave(ticket);
+		while (s > 0 && id[s - 1] == id[i])
+			s--;
+		while (e < U && id[e] == id[i])
+			e++;
+		NSBT_CHECK(r.start == addr_of(s) && r.end == addr_of(e) && r.meta == meta_of[i],
+			   "after %s: page %d: enter() gives [%d, %d) meta 0x%x, the model [%d, %d) meta 0x%x",
+			   after, i, (int)((r.start - base) / ps), (int)((r.end - base) / ps), r.meta,
+			   s, e, meta_of[i]);
+	}
+}
+
+static void
+check_spans(const char *after)
+{
+	for (int k = 0; k < 8; k++) {
+		int s = rnd(U), e = s + 1 + rnd(U - s);
+		struct nsb_saved got;
+		bool want = false;
+		size_t j = 0;
+
+		for (int i = s; i < e; i++)
+			want |= id[i] != 0;
+		NSBT_CHECK(nsb_ranges_overlap(addr_of(s), addr_of(e)) == want,
+			   "after %s: overlap([%d, %d)) is %d", after, s, e, !want);
+		nsb_saved_init(&got);
+		nsb_ranges_lock();
+		NSBT_CHECK(nsb_ranges_collect(addr_of(s), addr_of(e), &got) == 0, "collect");
+		nsb_ranges_unlock();
+		for (int i = s; i < e; i++) {
+			int pe = i + 1;
+
+			if (!id[i])
+				continue;
+			while (pe < e && id[pe] == id[i])
+				pe++;
+			NSBT_CHECK(j < got.n && got.r[j].start == addr_of(i) && got.r[j].end == addr_of(pe),
+				   "after %s: collect([%d, %d)) piece %zu is not [%d, %d)", after, s, e, j, i, pe);
+			j++;
+			i = pe - 1;
+		}
+		NSBT_CHECK(j == got.n, "after %s: collect([%d, %d)) gave %zu pieces, the model %zu",
+			   after, s, e, got.n, j);
+		nsb_saved_free(&got);
+	}
+}
+
+/* ---- random -------------------------------------------------------------- */
+
+static void
+test_random(int ops)
+{
+	char what[128];
+	int inserts = 0, cuts = 0, restores = 0, prots = 0;
+
+	for (int k = 0; k < ops; k++) {
+		int s = rnd(U), e = s + 1 + rnd(U - s < 24 ? U - s : 24), r = rnd(100);
+		uint32_t meta = (uint32_t)rnd(8) | (rnd(2) ? NSB_META_SHARED : 0) |
+				NSB_META_MKSHIFT(12) | NSB_META_MKPKEY(-1);
+		struct nsb_saved saved;
+
+		nsb_saved_init(&saved);
+		nsb_ranges_lock();
+		if (r < 45) {
+			/* As the mapping calls do: cut what is there, then record. */
+			snprintf(what, sizeof(what), "op %d: insert [%d, %d) meta 0x%x", k, s, e, meta);
+			NSBT_CHECK(nsb_ranges_cut(addr_of(s), addr_of(e), NULL) == 0, "%s: cut", what);
+			NSBT_CHECK(nsb_ranges_insert(addr_of(s), addr_of(e), meta, 0) == 0, "%s: %s", what,
+				   strerror(errno));
+			model_cut(s, e);
+			model_insert(s, e, meta);
+			inserts++;
+		} else if (r < 70) {
+			snprintf(what, sizeof(what), "op %d: cut [%d, %d)", k, s, e);
+			NSBT_CHECK(nsb_ranges_cut(addr_of(s), addr_of(e), &saved) == 0, "%s", what);
+			model_cut(s, e);
+			cuts++;
+			if (rnd(3) == 0) {
+				/* A failed system call puts the pieces back. */
+				nsb_ranges_restore(&saved);
+				for (size_t i = 0; i < saved.n; i++) {
+					int ps_ = (int)((saved.r[i].start - base) / ps);
+					int pe_ = (int)((saved.r[i].end - base) / ps);
+
+					model_insert(ps_, pe_, saved.r[i].meta);
+				}
+				strcat(what, " and restore");
+				restores++;
+			}
+		} else {
+			int prot = rnd(8);
+
+			snprintf(what, sizeof(what), "op %d: set_prot [%d, %d) %d", k, s, e, prot);
+			NSBT_CHECK(nsb_ranges_set_prot(addr_of(s), addr_of(e), prot, -1) == 0, "%s", what);
+			model_set_prot(s, e, prot);
+			prots++;
+		}
+		nsb_ranges_unlock();
+		nsb_saved_free(&saved);
+		check_table(what);
+		check_spans(what);
+	}
+	nsb_ranges_lock();
+	NSBT_CHECK(nsb_ranges_cut(base, addr_of(U), NULL) == 0, "cut all");
+	nsb_ranges_unlock();
+	model_cut(0, U);
+	check_table("cutting everything");
+	NSBT_CHECK(nsb_ranges_count() == 0, "records left");
+	printf("ok: unit-ranges: random: %d operations (%d inserts, %d cuts, %d restores, %d protection "
+	       "changes), checked against the model after each\n", ops, inserts, cuts, restores, prots);
+}
+
+/* ---- alloc --------------------------------------------------------------- */
+
+static void
+test_alloc(void)
+{
+	size_t before = nsb_ranges_count(), n = 0, bytes = nsb_ranges_bytes();
+	size_t len = 2 * 65536 * ps;
+	uintptr_t area;
+	int failed_at = -1;
+
+	/* Fake addresses in a reservation of our own: a real munmap
+	 * elsewhere must never cut these records. */
+	area = (uintptr_t)mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	NSBT_CHECK(area != (uintptr_t)MAP_FAILED, "mmap");
+	/* One-page records, a page apart, until the table has to grow. */
+	nsb_ranges_fail_next_alloc();
+	for (int i = 0; i < 65536 && failed_at < 0; i++) {
+		uintptr_t a = area + (uintptr_t)i * 2 * ps;
+		int r;
+
+		nsb_ranges_lock();
+		r = nsb_ranges_insert(a, a + ps, PROT_READ | NSB_META_MKSHIFT(12) | NSB_META_MKPKEY(-1), 0);
+		if (r < 0) {
+			NSBT_CHECK(errno == ENOMEM, "a failed insert: %s, not ENOMEM", strerror(errno));
+			failed_at = i;
+		} else {
+			n++;
+		}
+		nsb_ranges_unlock();
+		NSBT_CHECK(nsb_ranges_count() == before + n, "%zu records after %zu inserts",
+			   nsb_ranges_count(), n);
+	}
+	NSBT_CHECK(failed_at >= 0, "the table never needed to grow");
+	NSBT_CHECK(!nsb_ranges_overlap(area + (uintptr_t)failed_at * 2 * ps,
+				       area + (uintptr_t)failed_at * 2 * ps + ps),
+		   "the failed insert left a record");
+	/* The hook fires once: the same insert now grows the table. */
+	nsb_ranges_lock();
+	NSBT_CHECK(nsb_ranges_insert(area + (uintptr_t)failed_at * 2 * ps,
+				     area + (uintptr_t)failed_at * 2 * ps + ps,
+				     PROT_READ | NSB_META_MKSHIFT(12) | NSB_META_MKPKEY(-1), 0) == 0,
+		   "the insert after the failure: %s", strerror(errno));
+	NSBT_CHECK(nsb_ranges_cut(area, area + len, NULL) == 0, "cut");
+	nsb_ranges_unlock();
+	munmap((void *)area, len);
+	NSBT_CHECK(nsb_ranges_count() == before, "records left");
+	printf("ok: unit-ranges: alloc: with %zu records (%zu bytes of table) the next insert needed "
+	       "more room; it failed with ENOMEM and changed nothing, and the one after grew the table "
+	       "to %zu bytes\n", n, bytes, nsb_ranges_bytes());
+}
+
+/* ---- mmap ---------------------------------------------------------------- */
+
+static bool
+maps_shows(uintptr_t addr, bool *file, char perms[5])
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[512];
+	bool found = false;
+
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long a, b, ino;
+		char p[8];
+
+		if (sscanf(line, "%lx-%lx %7s %*s %*s %lu", &a, &b, p, &ino) == 4 && addr >= a && addr < b) {
+			*file = ino != 0;
+			memcpy(perms, p, 4);
+			perms[4] = '\0';
+			found = true;
+		}
+	}
+	if (f)
+		fclose(f);
+	return found;
+}
+
+static void
+test_mmap(void)
+{
+	int fd = nsbt_file(NSBT_MEMFD, 0), made = 0;
+	size_t before = nsb_ranges_count();
+	unsigned char *area, *old;
+	uintptr_t fail_addr = 0;
+	char perms[5];
+	bool file;
+
+	/* Our own PROT_NONE area: mappings go over it with MAP_FIXED, and a
+	 * failed one must leave the reservation as it was. */
+	area = mmap(NULL, 4 * 4096 * ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	NSBT_CHECK(area != MAP_FAILED, "mmap: %s", strerror(errno));
+	old = area;
+	NSBT_CHECK(mmap(old, ps, PROT_READ, MAP_PRIVATE | MAP_FIXED | MAP_NOSIGBUS, fd, 0) == old,
+		   "mmap: %s", strerror(errno));
+	nsb_ranges_fail_next_alloc();
+	for (int i = 1; i < 4096 && !fail_addr; i++) {
+		unsigned char *want = area + (size_t)i * 2 * ps;
+		void *p = mmap(want, ps, PROT_READ, MAP_PRIVATE | MAP_FIXED | MAP_NOSIGBUS, fd, 0);
+
+		if (p == MAP_FAILED) {
+			NSBT_CHECK(errno == ENOMEM, "the failed mmap: %s, not ENOMEM", strerror(errno));
+			fail_addr = (uintptr_t)want;
+		} else {
+			NSBT_CHECK(p == want, "mmap moved");
+			made++;
+		}
+	}
+	NSBT_CHECK(fail_addr, "the table never needed to grow");
+	NSBT_CHECK(maps_shows(fail_addr, &file, perms) && !file && strcmp(perms, "---p") == 0,
+		   "after the failed MAP_FIXED mmap the address shows %s %s, not the old reservation",
+		   perms, file ? "file" : "anonymous");
+	NSBT_CHECK(nsb_ranges_count() == before + 1 + (size_t)made, "%zu records for %d mappings",
+		   nsb_ranges_count() - before, made + 1);
+
+	/* A MAP_FIXED over a protected mapping when the table cannot grow:
+	 * the old mapping stays, recorded. */
+	nsb_ranges_fail_next_alloc();
+	for (int i = 0; i < 4096; i++) {
+		/* Fill up to the brim again with small records of our own. */
+		uintptr_t a = (uintptr_t)area + 2 * 4096 * ps + (uintptr_t)i * 2 * ps;
+		int r;
+
+		nsb_ranges_lock();
+		r = nsb_ranges_insert(a, a + ps, PROT_READ | NSB_META_MKSHIFT(12) | NSB_META_MKPKEY(-1), 0);
+		nsb_ranges_unlock();
+		if (r < 0)
+			break;
+	}
+	nsb_ranges_fail_next_alloc();
+	errno = 0;
+	if (mmap(old, ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED | MAP_ANONYMOUS, -1, 0) ==
+	    MAP_FAILED) {
+		NSBT_CHECK(errno == ENOMEM, "MAP_FIXED over a protected mapping: %s", strerror(errno));
+		NSBT_CHECK(maps_shows((uintptr_t)old, &file, perms) && file,
+			   "after a failed MAP_FIXED the old file mapping is gone");
+		NSBT_CHECK(nsb_ranges_overlap((uintptr_t)old, (uintptr_t)old + ps),
+			   "after a failed MAP_FIXED the old mapping is no longer protected");
+		NSBT_CHECK(*(volatile unsigned char *)old == 0, "a rescue of the old mapping");
+		printf("ok: unit-ranges: mmap: MAP_FIXED over a protected mapping with a full table: "
+		       "ENOMEM, the old mapping still there and protected\n");
+	} else {
+		/* Cutting a whole record needs no room: also fine. */
+		printf("unit-ranges: mmap: MAP_FIXED over a protected mapping needed no table room\n");
+	}
+	nsb_ranges_lock();
+	nsb_ranges_cut((uintptr_t)area + 2 * 4096 * ps, (uintptr_t)area + 4 * 4096 * ps, NULL);
+	nsb_ranges_unlock();
+	NSBT_CHECK(munmap(area, 4 * 4096 * ps) == 0, "munmap");
+	NSBT_CHECK(nsb_ranges_count() == before, "%zu records left after unmapping",
+		   nsb_ranges_count() - before);
+	printf("ok: unit-ranges: mmap: after %d protected mmaps the table could not grow: ENOMEM, "
+	       "nothing mapped, nothing recorded\n", made + 1);
+	close(fd);
+}
+
+/* ---- config -------------------------------------------------------------- */
+
+static void
+test_config(int ops)
+{
+	static const struct {
+		const char *name, *value;
+		int out;
+	} good[] = {
+		{ "NOSIGBUS_POLICY", "flag", NSB_POLICY_FLAG }, { "NOSIGBUS_POLICY", "shm", NSB_POLICY_SHM },
+		{ "NOSIGBUS_POLICY", "files", NSB_POLICY_FILES }, { "NOSIGBUS_FILL", "page", NSB_FILL_PAGE },
+		{ "NOSIGBUS_FILL", "range", NSB_FILL_RANGE },
+		{ "NOSIGBUS_STRICT", "1", 1 }, { "NOSIGBUS_STRICT", "yes", 1 }, { "NOSIGBUS_STRICT", "true", 1 },
+		{ "NOSIGBUS_STRICT", "on", 1 }, { "NOSIGBUS_STRICT", "0", 0 }, { "NOSIGBUS_STRICT", "no", 0 },
+		{ "NOSIGBUS_STRICT", "false", 0 }, { "NOSIGBUS_STRICT", "off", 0 },
+		{ "NOSIGBUS_LOG", "1", 1 }, { "NOSIGBUS_LOG", "on", 1 }, { "NOSIGBUS_LOG", "off", 0 },
+	};
+	static const char *const bad[] = {
+		"", " flag", "flag ", "fla", "flags", "files\n", "page\t", "2", "-1", "yes!", "o", "of",
+		"0x1", "10", "true1", "\xff", "range\r",
+	};
+	static const char *const names[] = { "NOSIGBUS_POLICY", "NOSIGBUS_FILL", "NOSIGBUS_STRICT", "NOSIGBUS_LOG" };
+	static char buf[70000];
+	int out, checked = 0;
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++, checked++)
+		NSBT_CHECK(nsb_config_parse(good[i].name, good[i].value, &out) && out == good[i].out,
+			   "%s=%s", good[i].name, good[i].value);
+	for (size_t n = 0; n < 4; n++)
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++, checked++)
+			NSBT_CHECK(!nsb_config_parse(names[n], bad[i], &out), "%s=\"%s\" accepted", names[n], bad[i]);
+	NSBT_CHECK(!nsb_config_parse("NOSIGBUS_POLICY", NULL, &out), "NULL accepted");
+	NSBT_CHECK(!nsb_config_parse("NOSIGBUS_NOPE", "1", &out), "an unknown variable accepted");
+	for (int k = 0; k < ops; k++, checked++) {
+		size_t len = (size_t)rnd(k % 50 == 0 ? (int)sizeof(buf) - 1 : 40);
+		const char *name = names[rnd(4)];
+		bool ok;
+
+		for (size_t i = 0; i < len; i++)
+			buf[i] = (char)(1 + rnd(255));
+		buf[len] = '\0';
+		out = -12345;
+		ok = nsb_config_parse(name, buf, &out);
+		/* Random bytes are valid only when they happen to spell a word. */
+		NSBT_CHECK(!ok || len <= 5, "%s: a %zu-byte random value accepted", name, len);
+		NSBT_CHECK(ok || out == -12345, "%s: a rejected value changed the output", name);
+	}
+	printf("ok: unit-ranges: config: %d values parsed (every word, near misses, random bytes up to "
+	       "%zu bytes)\n", checked, sizeof(buf) - 1);
+}
+
+int
+main(int argc, char **argv)
+{
+	uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 24);
+	int ops = 3000;
+	bool all = true, want[4] = { false };
+	static const char *const tests[] = { "random", "alloc", "mmap", "config" };
+
+	ps = nsbt_page();
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
+			seed = strtoull(argv[++i], NULL, 0);
+			continue;
+		}
+		if (strcmp(argv[i], "--ops") == 0 && i + 1 < argc) {
+			ops = atoi(argv[++i]);
+			continue;
+		}
+		for (int t = 0; t < 4; t++)
+			if (strcmp(argv[i], tests[t]) == 0)
+				want[t] = true, all = false;
+	}
+	rng = seed;
+	printf("unit-ranges: seed %" PRIu64 ", page size %zu\n", seed, ps);
+	nsb_init();
+	/* The window of fake addresses: reserved, so nothing real lands there. */
+	base = (uintptr_t)mmap(NULL, U * ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	NSBT_CHECK(base != (uintptr_t)MAP_FAILED, "mmap");
+	if (all || want[0])
+		test_random(ops);
+	if (all || want[1])
+		test_alloc();
+	if (all || want[2])
+		test_mmap();
+	if (all || want[3])
+		test_config(ops * 10);
+	munmap((void *)base, U * ps);
+	return 0;
+}
