@@ -131,7 +131,7 @@ nosigbus_get_stats(struct nosigbus_stats *stats, size_t size)
 __attribute__((constructor(103))) static void
 library_init(void)
 {
-	nsb_init();
+	nsb_config_read();
 	nsb_real_init();
 	nsb_log_init();
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * config.c - reads the NOSIGBUS_* variables, once, before anything else.
+ * config.c - reads the NOSIGBUS_* variables, once, in the constructor.
  *
  * Values are untrusted (the library may be loaded into any program): they
  * are only ever compared against fixed words, and an invalid one costs one
@@ -99,15 +99,28 @@ read_variable(const char *name, int fallback)
 	return fallback;
 }
 
+/*
+ * The page size is needed by every shim, even one called before our
+ * constructor (another preload's initialisation may map memory: ASan's
+ * does, from .preinit_array).  The variables are read by the constructor,
+ * when the environment surely exists; until then the defaults apply.
+ */
 void
 nsb_config_init(void)
+{
+	if (!nsb_config.page_size)
+		nsb_config.page_size = (size_t)sysconf(_SC_PAGESIZE);
+}
+
+void
+nsb_config_read(void)
 {
 	static bool done;
 
 	if (done)
 		return;
 	done = true;
-	nsb_config.page_size = (size_t)sysconf(_SC_PAGESIZE);
+	nsb_config_init();
 	nsb_config.policy = (enum nsb_policy)read_variable("NOSIGBUS_POLICY", NSB_POLICY_FLAG);
 	nsb_config.fill = (enum nsb_fill)read_variable("NOSIGBUS_FILL", NSB_FILL_PAGE);
 	nsb_config.strict = read_variable("NOSIGBUS_STRICT", 0);

@@ -67,9 +67,10 @@ struct nsb_config {
 	size_t page_size;	/* sysconf(_SC_PAGESIZE), read outside signals */
 };
 
-/* Filled before any other part of the library runs; read-only afterwards. */
+/* Read by the constructor; read-only afterwards (defaults before it). */
 extern struct nsb_config nsb_config;
-void nsb_config_init(void);
+void nsb_config_init(void);	/* the page size, for shims called early */
+void nsb_config_read(void);	/* the NOSIGBUS_* variables, once */
 /* Parses one variable's value; returns false for an invalid value. */
 bool nsb_config_parse(const char *name, const char *value, int *out);
 
