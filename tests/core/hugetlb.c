@@ -8,8 +8,7 @@
  * pages (vm.nr_hugepages = 0).  A protected one must be rescued with a
  * whole huge page of zeros: both a memfd_create(MFD_HUGETLB) mapping and an
  * anonymous MAP_HUGETLB one.  Skipped only if the kernel has no hugetlbfs
- * at all, or has free huge pages (then the fault may not happen; "eof"
- * runs instead when there are enough).
+ * at all; free huge pages are taken first so that the fault happens.
  *
  * "eof": the truncation case on a hugetlbfs file (memfd MFD_HUGETLB).  It
  * needs four free huge pages; skipped with the reason otherwise (CI may
@@ -148,10 +147,18 @@ noreserve(void)
 
 	if (hs == 0)
 		nsbt_skip("no Hugepagesize in /proc/meminfo: the kernel has no hugetlbfs");
-	if (meminfo("HugePages_Free") > 0)
-		nsbt_skip("%zu free huge pages: a MAP_NORESERVE fault may succeed, "
-			  "nothing to rescue (the \"eof\" case covers hugetlbfs)",
-			  meminfo("HugePages_Free"));
+	/* Free huge pages would let the fault succeed: take them all first. */
+	if (meminfo("HugePages_Free") > 0) {
+		size_t n = meminfo("HugePages_Free");
+		void *hog = mmap(NULL, n * hs, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_POPULATE, -1, 0);
+
+		if (hog == MAP_FAILED || meminfo("HugePages_Free") > 0)
+			nsbt_skip("%zu free huge pages that this test could not take: a "
+				  "MAP_NORESERVE fault may succeed, nothing to rescue",
+				  meminfo("HugePages_Free"));
+		printf("took the %zu free huge pages so that the fault happens\n", n);
+	}
 	probe = mmap(NULL, 2 * hs, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB |
 		     MAP_NORESERVE, -1, 0);
 	if (probe == MAP_FAILED)
