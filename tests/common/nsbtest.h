@@ -171,6 +171,17 @@ nsbt_pattern(size_t i)
 	return (char)((i * 7 + 1) & 0xff);
 }
 
+/* splitmix64: a small seeded generator, the same sequence everywhere. */
+static inline uint64_t
+nsbt_random(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
 enum nsbt_backing { NSBT_MEMFD, NSBT_TMPFS, NSBT_DISK };
 
 static inline const char *

@@ -42,11 +42,7 @@ static uint64_t rng;
 static uint64_t
 rnd64(void)
 {
-	uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
+	return nsbt_random(&rng);
 }
 
 static int
