@@ -227,30 +227,31 @@ core_expect_unprotected(void *addr, const char *what)
  * NAME=VALUE settings (NULL-terminated) added to the environment.
  * Returns the wait status.
  */
+struct core_reexec_args {
+	const char *scenario;
+	const char *const *settings;
+};
+
+static inline void
+core_reexec_child(void *arg)
+{
+	const struct core_reexec_args *a = arg;
+	char *argv[] = { (char *)"core-reexec", (char *)a->scenario, NULL };
+
+	for (size_t i = 0; a->settings && a->settings[i]; i++)
+		if (putenv((char *)a->settings[i]) != 0)
+			_exit(126);
+	execv("/proc/self/exe", argv);
+	fprintf(stderr, "execv /proc/self/exe: %s\n", strerror(errno));
+	_exit(127);
+}
+
 static inline int
 core_reexec(const char *scenario, const char *const *settings)
 {
-	int status;
-	pid_t pid;
+	struct core_reexec_args a = { scenario, settings };
 
-	fflush(NULL);
-	pid = fork();
-	if (pid < 0)
-		nsbt_fail("fork: %s", strerror(errno));
-	if (pid == 0) {
-		char *argv[] = { (char *)"core-reexec", (char *)scenario, NULL };
-
-		for (size_t i = 0; settings && settings[i]; i++)
-			if (putenv((char *)settings[i]) != 0)
-				_exit(126);
-		execv("/proc/self/exe", argv);
-		fprintf(stderr, "execv /proc/self/exe: %s\n", strerror(errno));
-		_exit(127);
-	}
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			nsbt_fail("waitpid: %s", strerror(errno));
-	return status;
+	return nsbt_run(core_reexec_child, &a);
 }
 
 /* A tiny deterministic PRNG (xorshift64*), so that runs are reproducible. */
