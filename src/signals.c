@@ -15,7 +15,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +23,6 @@
 /* Exported by glibc but not declared by its headers (or not always). */
 int __sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 sighandler_t bsd_signal(int sig, sighandler_t handler);
-void __longjmp_chk(struct __jmp_buf_tag env[1], int val) __attribute__((noreturn));
 
 #ifndef SA_INTERRUPT
 #define SA_INTERRUPT 0x20000000
@@ -353,38 +351,4 @@ pthread_create(pthread_t *thread, const pthread_attr_t *attr,
 	if (ret)
 		free(s);
 	return ret;
-}
-
-/* ---- jumps out of signal handlers -------------------------------------- */
-
-/* glibc restores a saved mask inside these, past our sigprocmask. */
-#define JUMP(real, env, val)						\
-	do {								\
-		nsb_real_init();					\
-		nsb_disp_longjmp((env)[0].__mask_was_saved != 0);	\
-		(real)((env), (val));					\
-	} while (0)
-
-NSB_EXPORT void
-longjmp(jmp_buf env, int val)
-{
-	JUMP(real_longjmp, env, val);
-}
-
-NSB_EXPORT void
-_longjmp(jmp_buf env, int val)
-{
-	JUMP(real__longjmp, env, val);
-}
-
-NSB_EXPORT void
-siglongjmp(sigjmp_buf env, int val)
-{
-	JUMP(real_siglongjmp, env, val);
-}
-
-NSB_EXPORT void
-__longjmp_chk(struct __jmp_buf_tag env[1], int val)
-{
-	JUMP(real___longjmp_chk ? real___longjmp_chk : real_longjmp, env, val);
 }
