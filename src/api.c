@@ -12,32 +12,57 @@
 #include "nsb.h"
 
 struct protect_walk {
-	uintptr_t next;
+	uintptr_t start, end;
+	uintptr_t next;		/* where the next VMA must start */
 	bool hole;
-	struct nsb_saved vmas;
+	bool shared;
+	struct nsb_saved recs;
 };
 
+static unsigned
+log2_of(size_t v)
+{
+	unsigned s = 0;
+
+	while (((size_t)1 << s) < v)
+		s++;
+	return s;
+}
+
+/* One record per VMA of the range, as the kernel describes it: one pass
+ * over /proc/self/smaps, for the page size of each (huge pages). */
 static int
 collect_vma(const struct nsb_vma *vma, void *arg)
 {
 	struct protect_walk *w = arg;
-	struct nsb_range r = { .start = vma->start, .end = vma->end };
+	bool anon = vma->anon || (vma->path && strncmp(vma->path, "/anon_hugepage", 14) == 0);
+	bool memfs = false;
+	struct nsb_range r;
 
 	if (vma->start > w->next) {
 		w->hole = true;
 		return 1;
 	}
-	r.meta = ((uint32_t)vma->prot & NSB_META_PROT) |
-		 (vma->shared ? NSB_META_SHARED : 0) | (vma->anon ? NSB_META_ANON : 0);
 	w->next = vma->end;
-	return nsb_saved_push(&w->vmas, &r) < 0 ? -1 : 0;
+	w->shared |= vma->shared;
+	r.start = vma->start < w->start ? w->start : vma->start;
+	r.end = vma->end > w->end ? w->end : vma->end;
+	r.off = anon ? 0 : vma->off + (r.start - vma->start);
+	r.file = anon ? 0 : nsb_files_get_mapped(vma->start, vma->end, vma->dev, vma->ino,
+						 vma->path, &memfs);
+	r.meta = ((uint32_t)vma->prot & NSB_META_PROT) |
+		 (vma->shared ? NSB_META_SHARED : 0) | (anon ? NSB_META_ANON : 0) |
+		 (memfs ? NSB_META_MEMFS : 0) |
+		 NSB_META_MKSHIFT(log2_of(vma->page_size ? vma->page_size : nsb_config.page_size)) |
+		 NSB_META_MKPKEY(vma->pkey > 0 ? vma->pkey : -1);
+	return nsb_saved_push(&w->recs, &r) < 0 ? -1 : 0;
 }
 
 NSB_EXPORT int
 nosigbus_protect(void *addr, size_t len)
 {
 	uintptr_t start = (uintptr_t)addr, end;
-	struct protect_walk w = { .next = start };
+	struct protect_walk w;
 	int ret = -1, err = 0;
 
 	nsb_init();
@@ -48,41 +73,34 @@ nosigbus_protect(void *addr, size_t len)
 	}
 	end = (start + len + nsb_config.page_size - 1) & ~(uintptr_t)(nsb_config.page_size - 1);
 
-	nsb_saved_init(&w.vmas);
+	memset(&w, 0, sizeof(w));
+	w.start = w.next = start;
+	w.end = end;
+	nsb_saved_init(&w.recs);
 	nsb_ranges_lock();
-	if (nsb_maps_each(start, end, collect_vma, &w) != 0 || w.hole || w.next < end) {
+	if (nsb_maps_each(start, end, true, collect_vma, &w) != 0 || w.hole || w.next < end) {
 		err = ENOMEM;
 		goto out;
 	}
-	for (size_t i = 0; i < w.vmas.n; i++) {
-		if ((w.vmas.r[i].meta & NSB_META_SHARED) && nsb_config.strict) {
-			err = EINVAL;
-			goto out;
-		}
+	if (w.shared && nsb_config.strict) {
+		err = EINVAL;
+		goto out;
 	}
-	if (nsb_ranges_cut(start, end, NULL) < 0 || nsb_ranges_reserve(w.vmas.n + 2) < 0) {
+	if (nsb_ranges_reserve(w.recs.n + 4) < 0) {
 		err = ENOMEM;
 		goto out;
 	}
-	for (size_t i = 0; i < w.vmas.n; i++) {
-		struct nsb_range *r = &w.vmas.r[i];
-		uintptr_t s = r->start < start ? start : r->start;
-		uintptr_t e = r->end > end ? end : r->end;
-
-		/* hugetlbfs: a rescue must replace whole huge pages. */
-		unsigned shift = (unsigned)__builtin_ctzl(nsb_maps_page_size(s));
-
-		if (nsb_protect_range(s, e, r->meta | NSB_META_MKSHIFT(shift) |
-				      NSB_META_MKPKEY(-1), 0) < 0) {
-			nsb_ranges_cut(start, end, NULL);
-			err = ENOMEM;
-			goto out;
-		}
-	}
+	/* Faults in the range wait until it is recorded anew. */
+	nsb_ranges_flux(start, end, 0, 0);
+	nsb_ranges_cut(start, end);
+	for (size_t i = 0; i < w.recs.n; i++)
+		(void)nsb_record(&w.recs.r[i]);
+	nsb_ranges_flux_end();
 	ret = 0;
 out:
+	nsb_files_release_unused();
 	nsb_ranges_unlock();
-	nsb_saved_free(&w.vmas);
+	nsb_saved_free(&w.recs);
 	if (ret < 0)
 		errno = err;
 	return ret;
@@ -102,7 +120,7 @@ nosigbus_unprotect(void *addr, size_t len)
 	}
 	end = (start + len + nsb_config.page_size - 1) & ~(uintptr_t)(nsb_config.page_size - 1);
 	nsb_ranges_lock();
-	ret = nsb_ranges_cut(start, end, NULL);
+	ret = nsb_ranges_cut(start, end);
 	nsb_ranges_unlock();
 	if (ret < 0)
 		errno = ENOMEM;
@@ -122,6 +140,7 @@ nosigbus_get_stats(struct nosigbus_stats *stats, size_t size)
 	s.pages = atomic_load(&nsb_counters.pages);
 	s.failures = atomic_load(&nsb_counters.failures);
 	s.mappings = nsb_ranges_count();
+	s.unverified = atomic_load(&nsb_counters.unverified);
 	memcpy(stats, &s, size < sizeof(s) ? size : sizeof(s));
 	return 0;
 }

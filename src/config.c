@@ -30,7 +30,11 @@ static const struct word policy_words[] = {
 	{ "files", NSB_POLICY_FILES }, { NULL, 0 },
 };
 static const struct word fill_words[] = {
-	{ "page", NSB_FILL_PAGE }, { "range", NSB_FILL_RANGE }, { NULL, 0 },
+	{ "page", NSB_FILL_PAGE }, { "range", NSB_FILL_RANGE }, { "auto", NSB_FILL_AUTO },
+	{ NULL, 0 },
+};
+static const struct word errors_words[] = {
+	{ "pass", NSB_ERRORS_PASS }, { "zero", NSB_ERRORS_ZERO }, { NULL, 0 },
 };
 static const struct word bool_words[] = {
 	{ "1", 1 }, { "yes", 1 }, { "true", 1 }, { "on", 1 },
@@ -46,7 +50,8 @@ struct variable {
 
 static const struct variable variables[] = {
 	{ "NOSIGBUS_POLICY", policy_words, "flag, shm or files", "flag" },
-	{ "NOSIGBUS_FILL", fill_words, "page or range", "page" },
+	{ "NOSIGBUS_FILL", fill_words, "page, range or auto", "page" },
+	{ "NOSIGBUS_ERRORS", errors_words, "pass or zero", "pass" },
 	{ "NOSIGBUS_STRICT", bool_words, "0 or 1", "0" },
 	{ "NOSIGBUS_LOG", bool_words, "0 or 1", "0" },
 };
@@ -123,6 +128,7 @@ nsb_config_read(void)
 	nsb_config_init();
 	nsb_config.policy = (enum nsb_policy)read_variable("NOSIGBUS_POLICY", NSB_POLICY_FLAG);
 	nsb_config.fill = (enum nsb_fill)read_variable("NOSIGBUS_FILL", NSB_FILL_PAGE);
+	nsb_config.errors = (enum nsb_errors)read_variable("NOSIGBUS_ERRORS", NSB_ERRORS_PASS);
 	nsb_config.strict = read_variable("NOSIGBUS_STRICT", 0);
 	nsb_config.log = read_variable("NOSIGBUS_LOG", 0);
 }

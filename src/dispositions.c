@@ -1,22 +1,49 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * dispositions.c - the program's own SIGBUS disposition and mask.
+ * dispositions.c - the program's view of signals: all the bookkeeping,
+ * in one place (SPEC §6).
  *
- * Once the library's handler is installed, the kernel's SIGBUS action is
- * always ours and SIGBUS is never really blocked (a blocked synchronous
- * SIGBUS is fatal: the kernel forces the default action).  What the
- * program installed and blocked is kept here, and every SIGBUS we do not
- * rescue is handed to it as the kernel would have (SPEC §6).
+ * Until the library's SIGBUS handler is installed (the first protected
+ * mapping, or the first time the program blocks SIGBUS), every call
+ * passes straight to the C library: a process that never has a protected
+ * mapping sees no change at all.
  *
- * The program's disposition lives in a small ring of immutable slots; the
- * current one is named by an atomic index, so the handler can read it
- * without a lock and SA_RESETHAND can reset it with one compare-and-swap.
+ * Once installed, SIGBUS must never be really blocked in any thread: the
+ * kernel kills the process for a fault's SIGBUS that is blocked.  The
+ * kernel's mask can gain SIGBUS in more ways than a call to sigprocmask,
+ * and each is kept from doing so:
+ *  - sigprocmask, pthread_sigmask, sigsuspend, sighold, sigset: SIGBUS
+ *    goes to the thread's view (`blocked` below), the rest to the kernel;
+ *  - the sa_mask of every handler the program installs: every program
+ *    handler runs through trampoline(), installed with SIGBUS taken out
+ *    of its sa_mask, which keeps the view while the handler runs (SIGBUS
+ *    blocked if the program's sa_mask has it) and after it returns (what
+ *    the handler left in uc->uc_sigmask);
+ *  - threads the C library starts with every signal blocked (SIGEV_THREAD
+ *    timers and message queues): threads.c runs their functions with
+ *    SIGBUS deliverable and the view blocked, as the kernel would have it;
+ *  - exec and posix_spawn: exec.c hands the new program the program's own
+ *    state (blocked, ignored), not ours.
+ * Out of reach (documented in libnosigbus(7)): raw system calls, a mask
+ * restored by setcontext, and threads other than these that the C
+ * library or the kernel start with SIGBUS blocked.
  *
- * Signal context: nsb_disp_chain, nsb_disp_blocked and what they call.
+ * The program's actions live in one seqlocked slot per signal; handlers
+ * read them without a lock, and SA_RESETHAND resets one with a
+ * compare-and-swap, so that of two threads that take the signal at once
+ * only one runs the handler (the kernel gives the other SIG_DFL).
+ *
+ * A SIGBUS sent while the program has it blocked is held here (one per
+ * thread and one per process, as the kernel would keep), reported by
+ * sigpending, dropped when the program ignores SIGBUS, and delivered when
+ * the view unblocks it.
+ *
+ * Signal context: nsb_disp_chain, trampoline, nsb_disp_blocked,
+ * nsb_disp_thread_start_kernel and what they call.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
@@ -24,118 +51,202 @@
 
 #include "nsb.h"
 
-enum { SLOT_DFL, SLOT_IGN, SLOT_FIRST, SLOTS = 64 };
+#ifndef SA_RESTORER
+#define SA_RESTORER 0x04000000
+#endif
+#ifndef SA_EXPOSE_TAGBITS
+#define SA_EXPOSE_TAGBITS 0x00000800
+#endif
+#ifndef SA_UNSUPPORTED
+#define SA_UNSUPPORTED 0x00000400
+#endif
 
-static struct sigaction slots[SLOTS];
-static atomic_int current = SLOT_DFL;
-static int next_slot = SLOT_FIRST;
+#define NSIGS 65	/* 1..64 */
+
+struct nsb_lock nsb_disp_lock = NSB_LOCK_INITIALIZER;
+
+/* The program's action for each signal; `seq` odd while it changes. */
+struct prog_action {
+	atomic_uint seq;
+	struct sigaction act;
+	bool trampoline;	/* the kernel runs it through trampoline() */
+};
+static struct prog_action actions[NSIGS];
 static atomic_bool installed;
-static pthread_mutex_t disp_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The program's view of the SIGBUS bit in this thread's mask. */
+/* The program's view of the SIGBUS bit of this thread's mask, and of the
+ * handlers it is in (for jumps out of them). */
 static __thread bool blocked __attribute__((tls_model("initial-exec")));
-/* How many of the program's handlers this thread is in, and the view
- * outside the outermost one (for jumps out of them). */
 static __thread int handler_depth __attribute__((tls_model("initial-exec")));
 static __thread bool blocked_outside __attribute__((tls_model("initial-exec")));
 
 /* A sent SIGBUS that arrived while the program had it blocked.  Standard
- * signals do not queue, so one of each is all the kernel would keep. */
+ * signals do not queue, so one of each is all the kernel would keep.
+ * Setting SIG_IGN discards them: a held signal older than the last
+ * discard is no longer there. */
 enum { HELD_NONE, HELD_BUSY, HELD_READY };
 static atomic_int held_process;
 static siginfo_t held_process_info;
+static unsigned held_process_gen;
 static __thread int held_thread __attribute__((tls_model("initial-exec")));
 static __thread siginfo_t held_thread_info __attribute__((tls_model("initial-exec")));
+static __thread unsigned held_thread_gen __attribute__((tls_model("initial-exec")));
+static atomic_uint discard_gen;
 
 static void note_blocker(bool is_blocking);
+static void set_blocked(bool b);
 
-/* ---- the kernel side --------------------------------------------------- */
+/* ---- raw helpers ------------------------------------------------------- */
 
-/* [signal-safe] Our action, with the program's SA_RESTART and SA_ONSTACK
- * so that interrupted system calls and stacks behave as it asked. */
-static void
-kernel_install(const struct sigaction *prog)
+/* [signal-safe] The kernel's mask of this thread, without glibc's filter
+ * of its internal signals (which would hide nothing we care about). */
+static int
+kernel_mask(int how, const sigset_t *set, sigset_t *old)
 {
-	struct sigaction ours;
-
-	memset(&ours, 0, sizeof(ours));
-	ours.sa_sigaction = nsb_rescue_handler;
-	ours.sa_flags = SA_SIGINFO | (prog->sa_flags & (SA_RESTART | SA_ONSTACK));
-	/* Asynchronous signals wait while we rescue; the program's own mask
-	 * is set explicitly before its handler runs. */
-	sigfillset(&ours.sa_mask);
-	nsb_sys_sigaction(SIGBUS, &ours, NULL);
+	return (int)syscall(SYS_rt_sigprocmask, how, set, old, _NSIG / 8);
 }
 
-/* [signal-safe] */
 static void
-kernel_default(void)
+sigbus_only(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGBUS);
+}
+
+/* ---- the program's actions --------------------------------------------- */
+
+/* [signal-safe] A consistent copy of the program's action for sig. */
+static unsigned
+read_action(int sig, struct sigaction *out)
+{
+	struct prog_action *pa = &actions[sig];
+
+	for (;;) {
+		unsigned s = atomic_load(&pa->seq);
+
+		if (s & 1)
+			continue;	/* a writer, which no signal can stop */
+		*out = pa->act;
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load(&pa->seq) == s)
+			return s;
+	}
+}
+
+/* Caller holds nsb_disp_lock. */
+static void
+write_action(int sig, const struct sigaction *act, bool trampoline)
+{
+	struct prog_action *pa = &actions[sig];
+	unsigned s;
+
+	/* A handler's SA_RESETHAND may be resetting it: take turns. */
+	do
+		s = atomic_load(&pa->seq) & ~1u;
+	while (!atomic_compare_exchange_weak(&pa->seq, &s, s + 1));
+	pa->act = *act;
+	pa->trampoline = trampoline;
+	atomic_store(&pa->seq, s + 2);
+}
+
+/*
+ * [signal-safe] The action the kernel would use for this delivery: reads
+ * it and, for SA_RESETHAND, resets it to SIG_DFL in the same step, as the
+ * kernel does (only the handler; flags and mask stay).  Of two threads,
+ * only one gets the handler.
+ */
+static void
+take_action(int sig, struct sigaction *act)
+{
+	struct prog_action *pa = &actions[sig];
+
+	for (;;) {
+		unsigned s = read_action(sig, act);
+
+		if (!(act->sa_flags & SA_RESETHAND) || act->sa_handler == SIG_DFL ||
+		    act->sa_handler == SIG_IGN)
+			return;
+		if (atomic_compare_exchange_strong(&pa->seq, &s, s + 1)) {
+			pa->act.sa_handler = SIG_DFL;
+			atomic_store(&pa->seq, s + 2);
+			return;
+		}
+	}
+}
+
+static bool
+is_function(const struct sigaction *act)
+{
+	return act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN;
+}
+
+/* What the kernel keeps of an action, so that a query reads back exactly
+ * what it would without us: unknown flags dropped, SIGKILL and SIGSTOP out
+ * of the mask, and the restorer that the C library adds (x86) exactly as
+ * the kernel holds it now. */
+static void
+normalize(int sig, struct sigaction *act)
+{
+	static const int kept = SA_NOCLDSTOP | SA_NOCLDWAIT | SA_SIGINFO | SA_ONSTACK |
+				SA_RESTART | SA_NODEFER | SA_RESETHAND | SA_EXPOSE_TAGBITS;
+	struct sigaction k;
+
+	act->sa_flags &= kept;
+	sigdelset(&act->sa_mask, SIGKILL);
+	sigdelset(&act->sa_mask, SIGSTOP);
+	if (nsb_sys_sigaction(sig, NULL, &k) == 0 && (k.sa_flags & SA_RESTORER)) {
+		act->sa_flags |= SA_RESTORER;
+		act->sa_restorer = k.sa_restorer;
+	}
+}
+
+static void trampoline(int sig, siginfo_t *si, void *ucv);
+
+/* Puts into the kernel what runs the program's action for sig. */
+static void
+kernel_install(int sig, const struct sigaction *prog)
+{
+	struct sigaction k;
+
+	if (sig == SIGBUS) {
+		memset(&k, 0, sizeof(k));
+		k.sa_sigaction = nsb_rescue_handler;
+		/* The program's SA_ONSTACK, and its SA_RESTART - always, when
+		 * it has no handler: a signal it ignores should interrupt
+		 * nothing (a sleep still ends early: see libnosigbus(7)). */
+		k.sa_flags = SA_SIGINFO | (prog->sa_flags & SA_ONSTACK) |
+			     (is_function(prog) ? prog->sa_flags & SA_RESTART : SA_RESTART);
+		/* Asynchronous signals wait while we rescue; the program's own
+		 * mask is set explicitly before its handler runs. */
+		sigfillset(&k.sa_mask);
+		nsb_sys_sigaction(SIGBUS, &k, NULL);
+		return;
+	}
+	k = *prog;
+	if (is_function(prog)) {
+		k.sa_sigaction = trampoline;
+		k.sa_flags |= SA_SIGINFO;
+		sigdelset(&k.sa_mask, SIGBUS);
+	}
+	nsb_sys_sigaction(sig, &k, NULL);
+}
+
+/* [signal-safe] SIGBUS back to the kernel's default, to die of it. */
+static void
+kernel_default(int sig)
 {
 	struct sigaction dfl;
 
 	memset(&dfl, 0, sizeof(dfl));
 	dfl.sa_handler = SIG_DFL;
-	nsb_sys_sigaction(SIGBUS, &dfl, NULL);
+	nsb_sys_sigaction(sig, &dfl, NULL);
 }
 
-/* [signal-safe] */
-static void
-current_action(struct sigaction *out)
+/* Signals the program cannot or may not handle itself. */
+static bool
+kernel_only(int sig)
 {
-	*out = slots[atomic_load(&current)];
-}
-
-/* Caller holds disp_lock.  A handler with SA_RESETHAND gets a second slot
- * right after it, the same action with SIG_DFL, which the signal handler
- * switches to with one compare-and-swap (as the kernel resets only the
- * handler, not the flags or mask). */
-static void
-publish(const struct sigaction *act)
-{
-	int slot;
-
-	if (act->sa_handler == SIG_DFL && !act->sa_flags && sigisemptyset(&act->sa_mask)) {
-		atomic_store(&current, SLOT_DFL);
-		return;
-	}
-	if (next_slot + 1 >= SLOTS)
-		next_slot = SLOT_FIRST;
-	slot = next_slot;
-	slots[slot] = *act;
-	slots[slot + 1] = *act;
-	slots[slot + 1].sa_handler = SIG_DFL;
-	next_slot += 2;
-	atomic_store(&current, slot);
-}
-
-/* What the kernel keeps of an action, so that a query reads back exactly
- * what it would without us: unknown flags dropped (SA_INTERRUPT, say),
- * SIGKILL and SIGSTOP out of the mask, and glibc's restorer added where
- * glibc adds one (x86). */
-static void
-normalize(struct sigaction *act)
-{
-	static const int kept = SA_NOCLDSTOP | SA_NOCLDWAIT | SA_SIGINFO | SA_ONSTACK |
-				SA_RESTART | SA_NODEFER | SA_RESETHAND
-#ifdef SA_EXPOSE_TAGBITS
-				| SA_EXPOSE_TAGBITS
-#else
-				| 0x800
-#endif
-				;
-	struct sigaction ours;
-
-	act->sa_flags &= kept;
-	sigdelset(&act->sa_mask, SIGKILL);
-	sigdelset(&act->sa_mask, SIGSTOP);
-#ifdef SA_RESTORER
-	if (nsb_sys_sigaction(SIGBUS, NULL, &ours) == 0 && (ours.sa_flags & SA_RESTORER)) {
-		act->sa_flags |= SA_RESTORER;
-		act->sa_restorer = ours.sa_restorer;
-	}
-#else
-	(void)ours;
-#endif
+	return sig == SIGKILL || sig == SIGSTOP || (sig >= 32 && sig < SIGRTMIN);
 }
 
 bool
@@ -144,47 +255,76 @@ nsb_disp_installed(void)
 	return atomic_load(&installed);
 }
 
+/*
+ * From now on the library's handler holds SIGBUS, and every handler of the
+ * program runs through trampoline() with SIGBUS out of its sa_mask: those
+ * it installed before are taken over now.  The thread that installs
+ * keeps, as its view, what its kernel mask says of SIGBUS.
+ */
 void
 nsb_disp_install(void)
 {
-	struct sigaction prog;
+	struct sigaction act;
+	sigset_t *mask;
 
 	if (atomic_load(&installed))
 		return;
-	pthread_mutex_lock(&disp_lock);
+	nsb_lock(&nsb_disp_lock);
 	if (!atomic_load(&installed)) {
-		nsb_sys_sigaction(SIGBUS, NULL, &prog);
-		publish(&prog);
-		kernel_install(&prog);
+		for (int sig = 1; sig < NSIGS; sig++) {
+			if (kernel_only(sig) || nsb_sys_sigaction(sig, NULL, &act) < 0)
+				continue;
+			normalize(sig, &act);
+			write_action(sig, &act, sig != SIGBUS && is_function(&act));
+			if (sig == SIGBUS || is_function(&act))
+				kernel_install(sig, &act);
+		}
 		atomic_store(&installed, true);
+		/* Our locks block everything: the mask from before is saved,
+		 * and is restored without SIGBUS. */
+		mask = nsb_outer_mask();
+		if (mask && sigismember(mask, SIGBUS)) {
+			set_blocked(true);
+			sigdelset(mask, SIGBUS);
+		}
 	}
-	pthread_mutex_unlock(&disp_lock);
+	nsb_unlock(&nsb_disp_lock);
 }
 
+/* The program sets and/or queries its action for sig. */
 int
-nsb_disp_set(const struct sigaction *act, struct sigaction *old)
+nsb_disp_action(int sig, const struct sigaction *act, struct sigaction *old)
 {
-	struct sigaction prev;
-	int ret;
+	struct sigaction copy, prev;
 
-	pthread_mutex_lock(&disp_lock);
-	if (!atomic_load(&installed)) {
-		/* Nothing of ours in the kernel yet: it keeps the program's. */
-		ret = nsb_sys_sigaction(SIGBUS, act, old);
-		pthread_mutex_unlock(&disp_lock);
-		return ret;
-	}
-	current_action(&prev);
+	if (!atomic_load(&installed) || sig <= 0 || sig >= NSIGS || kernel_only(sig))
+		return nsb_sys_sigaction(sig, act, old);
+	/* Read the program's memory before any lock: a bad pointer kills
+	 * here as it would in the C library, and holds nothing. */
 	if (act) {
-		struct sigaction copy = *act;
-
-		normalize(&copy);
-		publish(&copy);
-		kernel_install(&copy);
+		copy = *act;
+		normalize(sig, &copy);
 	}
-	pthread_mutex_unlock(&disp_lock);
-	if (old)
+	nsb_lock(&nsb_disp_lock);
+	read_action(sig, &prev);
+	if (act) {
+		bool discard = sig == SIGBUS && copy.sa_handler == SIG_IGN;
+
+		write_action(sig, &copy, sig != SIGBUS && is_function(&copy));
+		kernel_install(sig, &copy);
+		/* Ignoring a signal discards it if it is pending. */
+		if (discard) {
+			int expected = HELD_READY;
+
+			atomic_fetch_add(&discard_gen, 1);
+			atomic_compare_exchange_strong(&held_process, &expected, HELD_NONE);
+		}
+	}
+	nsb_unlock(&nsb_disp_lock);
+	if (old) {
+		normalize(sig, &prev);
 		*old = prev;
+	}
 	return 0;
 }
 
@@ -197,60 +337,70 @@ nsb_disp_blocked(void)
 	return blocked;
 }
 
-void
-nsb_disp_set_blocked(bool b)
-{
-	if (b)
-		nsb_disp_install();	/* needed to hold a sent SIGBUS */
-	if (b != blocked)
-		note_blocker(b);
-	blocked = b;
-}
-
-bool
-nsb_disp_held(void)
-{
-	return held_thread == HELD_READY || atomic_load(&held_process) == HELD_READY;
-}
-
-/* [signal-safe] Sends si to this thread again, siginfo and all. */
-static void
-resend(const siginfo_t *si)
-{
-	siginfo_t copy = *si;
-
-	syscall(SYS_rt_tgsigqueueinfo, getpid(), (pid_t)syscall(SYS_gettid), SIGBUS, &copy);
-}
-
-/*
- * Threads whose view blocks SIGBUS, by thread id, so that a SIGBUS sent to
+/* Threads whose view blocks SIGBUS, by thread id, so that a SIGBUS sent to
  * the process can go to a thread that does not block it, as the kernel
- * would choose.  A full table (more than BLOCKERS such threads) only means
- * that a sent SIGBUS may be held where the kernel would have delivered it.
- */
-#define BLOCKERS 256
+ * would choose.  A thread leaves the table when it unblocks or exits; a
+ * fork child keeps only itself.  A full table (more than BLOCKERS such
+ * threads) only means that a sent SIGBUS may be held where the kernel
+ * would have delivered it. */
+#define BLOCKERS 1024
 static atomic_int blockers[BLOCKERS];
+static pthread_key_t blocker_key;
+static pthread_once_t blocker_once = PTHREAD_ONCE_INIT;
 
-/* [signal-safe] */
-static pid_t
-gettid_raw(void)
+static void
+forget_tid(int tid)
 {
-	return (pid_t)syscall(SYS_gettid);
+	for (int i = 0; i < BLOCKERS; i++) {
+		int seen = tid;
+
+		if (atomic_compare_exchange_strong(&blockers[i], &seen, 0))
+			return;
+	}
+}
+
+static void
+blocker_exits(void *tid)
+{
+	forget_tid((int)(intptr_t)tid);
+}
+
+static void
+blocker_key_init(void)
+{
+	pthread_key_create(&blocker_key, blocker_exits);
 }
 
 static void
 note_blocker(bool is_blocking)
 {
-	int tid = gettid_raw(), want = is_blocking ? 0 : tid;
+	int tid = nsb_gettid();
 
-	for (int i = 0; i < BLOCKERS; i++) {
-		int seen = want;
-
-		if (atomic_compare_exchange_strong(&blockers[i], &seen, is_blocking ? tid : 0))
-			return;
-		if (is_blocking && seen == tid)
-			return;
+	if (nsb_in_vfork_child())
+		return;	/* the table is the parent's */
+	if (!is_blocking) {
+		forget_tid(tid);
+		return;
 	}
+	for (int i = 0; i < BLOCKERS; i++) {
+		int seen = 0;
+
+		if (atomic_load(&blockers[i]) == tid)
+			return;
+		if (atomic_compare_exchange_strong(&blockers[i], &seen, tid))
+			break;
+	}
+	/* Forgotten when the thread exits. */
+	pthread_once(&blocker_once, blocker_key_init);
+	pthread_setspecific(blocker_key, (void *)(intptr_t)tid);
+}
+
+static void
+set_blocked(bool b)
+{
+	if (b != blocked)
+		note_blocker(b);
+	blocked = b;
 }
 
 /* [signal-safe] */
@@ -263,13 +413,24 @@ is_blocker(int tid)
 	return false;
 }
 
+/* [signal-safe] Sends si to this thread again, siginfo and all.  Keeps errno. */
+static void
+resend(const siginfo_t *si)
+{
+	int saved_errno = errno;
+	siginfo_t copy = *si;
+
+	syscall(SYS_rt_tgsigqueueinfo, getpid(), nsb_gettid(), SIGBUS, &copy);
+	errno = saved_errno;
+}
+
 /* [signal-safe] Another thread of ours whose view does not block SIGBUS,
  * from /proc/self/task (open and getdents64 are async-signal-safe). */
 static pid_t
 unblocked_thread(void)
 {
 	char buf[2048];
-	pid_t self = gettid_raw(), found = 0;
+	pid_t self = nsb_gettid(), found = 0;
 	long n;
 	int fd;
 
@@ -289,15 +450,15 @@ unblocked_thread(void)
 			off += d->reclen;
 		}
 	}
-	close(fd);
+	syscall(SYS_close, fd);
 	return found;
 }
 
-/* [signal-safe] */
+/* [signal-safe] Keeps errno. */
 static void
 hold(const siginfo_t *si)
 {
-	int expected = HELD_NONE;
+	int expected = HELD_NONE, saved_errno = errno;
 	siginfo_t copy;
 	pid_t tid;
 
@@ -308,51 +469,276 @@ hold(const siginfo_t *si)
 	if (si->si_code != SI_TKILL && (tid = unblocked_thread()) > 0) {
 		copy = *si;
 		if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGBUS, &copy) == 0)
-			return;
+			goto out;
 		copy = *si;
 		if (syscall(SYS_rt_sigqueueinfo, getpid(), SIGBUS, &copy) == 0)
-			return;
+			goto out;
 	}
 	if (si->si_code == SI_TKILL) {
 		held_thread_info = *si;
+		held_thread_gen = atomic_load(&discard_gen);
 		held_thread = HELD_READY;
-		return;
+		goto out;
 	}
 	/* Already one pending: the kernel would have merged them. */
 	if (!atomic_compare_exchange_strong(&held_process, &expected, HELD_BUSY))
-		return;
+		goto out;
 	held_process_info = *si;
+	held_process_gen = atomic_load(&discard_gen);
 	atomic_store(&held_process, HELD_READY);
+out:
+	errno = saved_errno;
 }
 
-/* Empties the held slots, passing each held siginfo to fn. */
+/* Is something held for this thread?  A vfork child sees nothing of its
+ * parent's. */
+static bool
+held(void)
+{
+	unsigned gen = atomic_load(&discard_gen);
+
+	if (nsb_in_vfork_child())
+		return false;
+	if (held_thread == HELD_READY && held_thread_gen != gen)
+		held_thread = HELD_NONE;
+	return held_thread == HELD_READY ||
+	       (atomic_load(&held_process) == HELD_READY && held_process_gen == gen);
+}
+
+/* Empties the held slots, passing each live siginfo to fn. */
 static void
 take_held(void (*fn)(const siginfo_t *si))
 {
+	unsigned gen = atomic_load(&discard_gen);
 	int expected = HELD_READY;
 	siginfo_t si;
 
+	if (nsb_in_vfork_child())
+		return;
 	if (held_thread == HELD_READY) {
 		si = held_thread_info;
 		held_thread = HELD_NONE;
-		fn(&si);
+		if (held_thread_gen == gen)
+			fn(&si);
 	}
 	if (atomic_compare_exchange_strong(&held_process, &expected, HELD_BUSY)) {
+		bool live = held_process_gen == gen;
+
 		si = held_process_info;
 		atomic_store(&held_process, HELD_NONE);
-		fn(&si);
+		if (live)
+			fn(&si);
 	}
 }
 
-/* Delivers what was held, now that the program unblocked SIGBUS. */
-void
-nsb_disp_deliver_held(void)
+/* Delivers what was held, now that the view unblocked SIGBUS. */
+static void
+deliver_held(void)
 {
 	if (!blocked)
 		take_held(resend);
 }
 
-/* ---- chaining ---------------------------------------------------------- */
+/* [signal-safe] Copies a sigset the program passed, or fails with EFAULT
+ * as the kernel would, instead of crashing: the kernel reads it first. */
+static bool
+read_user_sigset(const sigset_t *user, sigset_t *out)
+{
+	sigset_t old;
+
+	if (kernel_mask(SIG_BLOCK, user, &old) < 0)
+		return false;
+	kernel_mask(SIG_SETMASK, &old, NULL);
+	sigemptyset(out);
+	memcpy(out, user, _NSIG / 8);
+	return true;
+}
+
+static bool
+how_valid(int how)
+{
+	return how == SIG_BLOCK || how == SIG_UNBLOCK || how == SIG_SETMASK;
+}
+
+/* Like pthread_sigmask: an error number, errno untouched. */
+static int
+sigmask_call(int how, const sigset_t *set, sigset_t *old)
+{
+	int saved_errno = errno, ret;
+
+	ret = nsb_sys_sigmask(how, set, old) < 0 ? errno : 0;
+	errno = saved_errno;
+	return ret;
+}
+
+int
+nsb_disp_mask(int how, const sigset_t *set, sigset_t *old)
+{
+	sigset_t copy;
+	bool was, now;
+	int ret;
+
+	if (!atomic_load(&installed)) {
+		/* Blocking SIGBUS installs the handler (to hold a sent one). */
+		if (!set || !how_valid(how) || how == SIG_UNBLOCK || !sigismember(set, SIGBUS))
+			return sigmask_call(how, set, old);
+		nsb_disp_install();
+	}
+	was = blocked;
+	now = was;
+	if (set) {
+		copy = *set;	/* the C library reads it too */
+		if (how == SIG_BLOCK)
+			now = was || sigismember(&copy, SIGBUS);
+		else if (how == SIG_UNBLOCK)
+			now = was && !sigismember(&copy, SIGBUS);
+		else
+			now = sigismember(&copy, SIGBUS);
+		sigdelset(&copy, SIGBUS);
+	}
+	/* The kernel writes old, or fails with EFAULT without a change. */
+	ret = sigmask_call(how, set ? &copy : NULL, old);
+	if (ret)
+		return ret;
+	if (old) {
+		if (was)
+			sigaddset(old, SIGBUS);
+		else
+			sigdelset(old, SIGBUS);
+	}
+	if (set && how_valid(how)) {
+		set_blocked(now);
+		deliver_held();
+	}
+	return 0;
+}
+
+int
+nsb_disp_pending(sigset_t *set)
+{
+	int ret = real_sigpending(set);
+
+	if (ret == 0 && atomic_load(&installed) && held())
+		sigaddset(set, SIGBUS);
+	return ret;
+}
+
+int
+nsb_disp_suspend(const sigset_t *mask)
+{
+	bool was = blocked;
+	sigset_t copy;
+	int ret;
+
+	if (!atomic_load(&installed))
+		return real_sigsuspend(mask);
+	if (!read_user_sigset(mask, &copy)) {
+		errno = EFAULT;
+		return -1;
+	}
+	set_blocked(sigismember(&copy, SIGBUS));
+	sigdelset(&copy, SIGBUS);
+	if (!blocked && held()) {
+		/* A pending, now unblocked signal: handled, then EINTR. */
+		deliver_held();
+		set_blocked(was);
+		errno = EINTR;
+		return -1;
+	}
+	ret = real_sigsuspend(&copy);
+	set_blocked(was);
+	return ret;
+}
+
+/* ---- running the program's handlers ------------------------------------ */
+
+/* [signal-safe] Dies of si as the kernel would kill with it: default
+ * action, delivered once we return (the signal is blocked while we run). */
+static void
+die_of(int sig, const siginfo_t *si)
+{
+	int saved_errno = errno;
+	siginfo_t copy = *si;
+
+	kernel_default(sig);
+	syscall(SYS_rt_tgsigqueueinfo, getpid(), nsb_gettid(), sig, &copy);
+	errno = saved_errno;
+}
+
+/* Signals whose default action is to do nothing. */
+static bool
+default_ignores(int sig)
+{
+	return sig == SIGCHLD || sig == SIGURG || sig == SIGWINCH || sig == SIGCONT;
+}
+
+/*
+ * [signal-safe] Runs the program's handler act for sig, as the kernel
+ * would have: the mask it sets (its sa_mask, sig itself unless
+ * SA_NODEFER), with SIGBUS only in the view; uc->uc_sigmask as the
+ * program sees it; and afterwards the view that the handler left there.
+ * `set_mask`: the kernel has not set the handler's mask (our SIGBUS
+ * handler runs with every signal blocked).
+ */
+static void
+run_handler(int sig, siginfo_t *si, ucontext_t *uc, const struct sigaction *act, bool set_mask)
+{
+	bool was = blocked, in;
+	sigset_t mask;
+
+	in = was || sigismember(&act->sa_mask, SIGBUS) ||
+	     (sig == SIGBUS && !(act->sa_flags & SA_NODEFER));
+	if (uc) {
+		if (was)
+			sigaddset(&uc->uc_sigmask, SIGBUS);
+		else
+			sigdelset(&uc->uc_sigmask, SIGBUS);
+	}
+	if (set_mask && uc) {
+		mask = uc->uc_sigmask;
+		sigorset(&mask, &mask, &act->sa_mask);
+		if (!(act->sa_flags & SA_NODEFER))
+			sigaddset(&mask, sig);
+		sigdelset(&mask, SIGBUS);
+		nsb_sys_sigmask(SIG_SETMASK, &mask, NULL);
+	}
+	if (handler_depth++ == 0)
+		blocked_outside = was;
+	if (in != was)
+		set_blocked(in);
+	if (act->sa_flags & SA_SIGINFO)
+		act->sa_sigaction(sig, si, uc);
+	else
+		act->sa_handler(sig);
+	/* Back from the handler (not jumped out of it: see nsb_disp_longjmp). */
+	handler_depth--;
+	if (uc) {
+		set_blocked(sigismember(&uc->uc_sigmask, SIGBUS));
+		sigdelset(&uc->uc_sigmask, SIGBUS);
+	} else {
+		set_blocked(was);
+	}
+	deliver_held();
+}
+
+/* [signal-safe] Every program handler of a signal other than SIGBUS. */
+static void
+trampoline(int sig, siginfo_t *si, void *ucv)
+{
+	int saved_errno = errno;
+	struct sigaction act;
+
+	take_action(sig, &act);
+	errno = saved_errno;
+	/* The program changed it while this one was on its way. */
+	if (act.sa_handler == SIG_IGN || (act.sa_handler == SIG_DFL && default_ignores(sig)))
+		return;
+	if (act.sa_handler == SIG_DFL) {
+		die_of(sig, si);
+		return;
+	}
+	run_handler(sig, si, ucv, &act, false);
+}
 
 /* [signal-safe] Raised by the kernel for this thread's own access: the
  * kernel forces these even when blocked or ignored.  BUS_MCEERR_AO and
@@ -364,23 +750,17 @@ is_fault(const siginfo_t *si)
 	       si->si_code == BUS_OBJERR || si->si_code == BUS_MCEERR_AR;
 }
 
-/* [signal-safe] */
+/* [signal-safe] A SIGBUS the library does not rescue. */
 void
 nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 {
-	ucontext_t *uc = ucv;
 	struct sigaction act;
-	sigset_t mask;
-	bool was;
-	int slot;
 
 	if (!is_fault(si) && blocked) {
 		hold(si);
 		return;
 	}
-	slot = atomic_load(&current);
-	act = slots[slot];
-
+	take_action(SIGBUS, &act);
 	/* The kernel forces the default action on a fault that is blocked
 	 * or ignored. */
 	if (act.sa_handler == SIG_DFL ||
@@ -389,41 +769,19 @@ nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 		 * SIGBUS is blocked while we run, and sigreturn restores the
 		 * faulting context first.  Re-faulting instead would not be
 		 * certain: another thread may have remapped the page. */
-		kernel_default();
-		resend(si);
+		die_of(sig, si);
 		return;
 	}
 	if (act.sa_handler == SIG_IGN)
 		return;
-
-	if ((act.sa_flags & SA_RESETHAND) && slot >= SLOT_FIRST)
-		atomic_compare_exchange_strong(&current, &slot, slot + 1);
-	/* The mask the kernel would have set, SIGBUS included unless
-	 * SA_NODEFER; but SIGBUS is blocked only in the program's view, so
-	 * that a fault in its handler can still be rescued. */
-	mask = uc->uc_sigmask;
-	sigorset(&mask, &mask, &act.sa_mask);
-	was = blocked;
-	if (!(act.sa_flags & SA_NODEFER) || sigismember(&mask, SIGBUS))
-		blocked = true;
-	sigdelset(&mask, SIGBUS);
-	if (handler_depth++ == 0)
-		blocked_outside = was;
-	nsb_sys_sigmask(SIG_SETMASK, &mask, NULL);
-	if (act.sa_flags & SA_SIGINFO)
-		act.sa_sigaction(sig, si, ucv);
-	else
-		act.sa_handler(sig);
-	/* Back from the handler (not jumped out of it: see nsb_disp_longjmp). */
-	handler_depth--;
-	blocked = was;
+	run_handler(sig, si, ucv, &act, true);
 }
 
 /*
  * The program leaves a signal handler with siglongjmp or longjmp.  glibc
- * restores a saved mask without going through our sigprocmask, so the
+ * restores a saved mask inside these, past our sigprocmask, so the
  * program's view of SIGBUS is brought back here: to what it was outside
- * the handler when the mask was saved, left blocked when it was not (as
+ * the handler when the mask was saved, left as it is when it was not (as
  * the kernel would leave it).
  */
 void
@@ -434,79 +792,136 @@ nsb_disp_longjmp(bool mask_saved)
 	handler_depth = 0;
 	if (!mask_saved)
 		return;
-	blocked = blocked_outside;
-	nsb_disp_deliver_held();
+	set_blocked(blocked_outside);
+	deliver_held();
+}
+
+/* ---- threads ----------------------------------------------------------- */
+
+/* A new thread inherits its creator's mask, SIGBUS bit included. */
+bool
+nsb_disp_thread_blocked_at_start(void)
+{
+	return atomic_load(&installed) && blocked;
+}
+
+void
+nsb_disp_thread_start(bool b)
+{
+	set_blocked(b);
+}
+
+/*
+ * [signal-safe] A thread the C library started with every signal blocked
+ * runs a function of the program: the program sees SIGBUS blocked there,
+ * as the kernel has it, but a fault must still be rescued.
+ */
+void
+nsb_disp_thread_start_kernel(void)
+{
+	sigset_t cur, bus;
+
+	if (!atomic_load(&installed) || kernel_mask(SIG_BLOCK, NULL, &cur) < 0 ||
+	    !sigismember(&cur, SIGBUS))
+		return;
+	set_blocked(true);
+	sigbus_only(&bus);
+	kernel_mask(SIG_UNBLOCK, &bus, NULL);
 }
 
 /* ---- exec -------------------------------------------------------------- */
 
-/* What an exec'd program inherits is what this one set: an ignored SIGBUS
- * stays ignored and a blocked one stays blocked.  A handler is reset to the
- * default by exec anyway, so ours can stay. */
+/*
+ * What an exec'd program inherits is what this one set: an ignored SIGBUS
+ * stays ignored and a blocked one stays blocked.  Blocking is per thread,
+ * so this thread's kernel mask takes the program's bit for the call.  The
+ * disposition is per process: putting SIG_IGN into the kernel would let
+ * another thread's fault kill the process meanwhile, so with other threads
+ * running (and can_handoff) the new program is told through its
+ * environment instead (NSB_HANDOFF_VAR, read by our constructor there).
+ * A held SIGBUS stays pending across exec, as it would have.
+ */
 void
-nsb_disp_before_exec(void)
+nsb_disp_before_exec(struct nsb_exec *x, bool can_handoff)
 {
-	struct sigaction act, ign;
-	sigset_t set;
+	struct sigaction act;
+	sigset_t bus;
 
+	memset(x, 0, sizeof(*x));
 	if (!atomic_load(&installed))
 		return;
-	current_action(&act);
-	if (act.sa_handler == SIG_IGN) {
-		ign = act;
-		nsb_sys_sigaction(SIGBUS, &ign, NULL);
+	read_action(SIGBUS, &act);
+	x->ignored = act.sa_handler == SIG_IGN;
+	x->blocked = blocked;
+	if (x->ignored) {
+		if (can_handoff && nsb_other_threads())
+			x->handoff = true;
+		else
+			nsb_sys_sigaction(SIGBUS, &act, NULL);
 	}
-	if (blocked) {
-		sigemptyset(&set);
-		sigaddset(&set, SIGBUS);
-		nsb_sys_sigmask(SIG_BLOCK, &set, NULL);
-		/* A held SIGBUS stays pending across exec, as it would have:
-		 * hand it to the kernel, now that it is really blocked. */
+	if (x->blocked) {
+		sigbus_only(&bus);
+		kernel_mask(SIG_BLOCK, &bus, &x->saved_mask);
 		take_held(resend);
 	}
 }
 
-/* The exec failed: back to normal. */
+/* The exec failed (or, for posix_spawn, the child has started): back. */
 void
-nsb_disp_after_exec(void)
+nsb_disp_after_exec(struct nsb_exec *x)
 {
 	struct sigaction act;
-	sigset_t set;
+	sigset_t bus;
 
 	if (!atomic_load(&installed))
 		return;
-	pthread_mutex_lock(&disp_lock);
-	current_action(&act);
-	kernel_install(&act);
-	pthread_mutex_unlock(&disp_lock);
-	sigemptyset(&set);
-	sigaddset(&set, SIGBUS);
-	nsb_sys_sigmask(SIG_UNBLOCK, &set, NULL);
+	if (x->ignored && !x->handoff) {
+		read_action(SIGBUS, &act);
+		kernel_install(SIGBUS, &act);
+	}
+	if (x->blocked) {
+		sigbus_only(&bus);
+		kernel_mask(SIG_UNBLOCK, &bus, NULL);
+	}
 }
 
 /* ---- start and fork ---------------------------------------------------- */
 
-/* The child starts with no signal pending, and one thread. */
-static void
-after_fork_child(void)
+/* The child starts with no signal pending, one thread, and a new id. */
+void
+nsb_disp_after_fork_child(void)
 {
-	pthread_mutex_init(&disp_lock, NULL);
 	held_thread = HELD_NONE;
 	atomic_store(&held_process, HELD_NONE);
+	for (int i = 0; i < BLOCKERS; i++)
+		atomic_store(&blockers[i], 0);
+	if (blocked) {
+		blocked = false;
+		set_blocked(true);
+	}
 }
 
-/* A process can start with SIGBUS blocked (inherited across exec): that is
- * the program's mask, not the kernel's. */
+/*
+ * A process can start with SIGBUS blocked (inherited across exec): that
+ * is the program's mask, not the kernel's.  And a program that ignored
+ * SIGBUS while other threads ran passed that on in the environment.
+ */
 __attribute__((constructor(102))) static void
 disp_init(void)
 {
 	sigset_t set;
 
-	pthread_atfork(NULL, NULL, after_fork_child);
-	if (nsb_sys_sigmask(SIG_BLOCK, NULL, &set) == 0 && sigismember(&set, SIGBUS)) {
-		nsb_disp_set_blocked(true);
-		sigemptyset(&set);
-		sigaddset(&set, SIGBUS);
-		nsb_sys_sigmask(SIG_UNBLOCK, &set, NULL);
+	if (getenv(NSB_HANDOFF_VAR)) {
+		struct sigaction ign;
+
+		memset(&ign, 0, sizeof(ign));
+		ign.sa_handler = SIG_IGN;
+		nsb_sys_sigaction(SIGBUS, &ign, NULL);
+		unsetenv(NSB_HANDOFF_VAR);
+	}
+	if (kernel_mask(SIG_BLOCK, NULL, &set) == 0 && sigismember(&set, SIGBUS)) {
+		nsb_disp_install();
+		sigbus_only(&set);
+		kernel_mask(SIG_UNBLOCK, &set, NULL);
 	}
 }

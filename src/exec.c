@@ -1,56 +1,126 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * exec.c - the exec family and posix_spawn.
+ * exec.c - the exec family, posix_spawn, system and popen.
  *
  * exec resets handled signals to SIG_DFL but keeps ignored ones and the
  * mask.  Since the kernel holds our handler and never a blocked SIGBUS,
  * the new program would lose the program's SIG_IGN and blocked SIGBUS:
- * so, just before, the kernel is given the program's own SIGBUS state,
- * and given ours back if the call returns.  glibc's execvp, execl and
- * friends call execve internally, not through the PLT, so each is here.
+ * dispositions.c gives the kernel the program's own state for the call
+ * (or, for SIG_IGN with other threads running, tells the new program
+ * through its environment), and ours back if the call returns.  glibc's
+ * execvp, execl and friends call execve internally, not through the PLT,
+ * so each is here.
  *
  * Not used in signal context.
  */
 #include <errno.h>
 #include <stdarg.h>
 #include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "nsb.h"
 
 extern char **environ;
 
-/* Runs an exec-like call with the program's own SIGBUS state in the
- * kernel; keeps the call's result and errno. */
-#define WITH_PROGRAM_SIGBUS(call)					\
-	({								\
-		int ret_, err_;						\
-									\
-		nsb_real_init();					\
-		nsb_disp_before_exec();					\
-		ret_ = (call);						\
-		err_ = errno;						\
-		nsb_disp_after_exec();					\
-		errno = err_;						\
-		ret_;							\
-	})
+static const char handoff[] = NSB_HANDOFF_VAR "=1";
+
+/* Will the new program load us?  Only then can it read the handoff. */
+static bool
+preloads_us(char *const envp[])
+{
+	if (!envp)
+		return false;
+	for (size_t i = 0; envp[i]; i++)
+		if (strncmp(envp[i], "LD_PRELOAD=", 11) == 0 && strstr(envp[i], "nosigbus"))
+			return true;
+	return false;
+}
+
+/*
+ * Before the call: the kernel takes the program's SIGBUS state.  Returns
+ * the environment to pass: envp, or a copy that tells the new program
+ * to ignore SIGBUS (freed by finish()).
+ */
+static char *const *
+prepare(struct nsb_exec *x, char *const envp[])
+{
+	char **copy;
+	size_t n = 0;
+
+	nsb_real_init();
+	nsb_disp_before_exec(x, preloads_us(envp));
+	if (!x->handoff)
+		return envp;
+	while (envp[n])
+		n++;
+	copy = malloc((n + 2) * sizeof(*copy));
+	if (!copy) {
+		/* Told neither way: it starts with SIGBUS at its default. */
+		return envp;
+	}
+	memcpy(copy, envp, n * sizeof(*copy));
+	copy[n] = (char *)handoff;
+	copy[n + 1] = NULL;
+	return copy;
+}
+
+/* After the call: ours back; keeps the call's errno. */
+static void
+finish(struct nsb_exec *x, char *const *env, char *const envp[])
+{
+	int err = errno;
+
+	nsb_disp_after_exec(x);
+	if (env != envp)
+		free((void *)env);
+	errno = err;
+}
 
 NSB_EXPORT int
 execve(const char *path, char *const argv[], char *const envp[])
 {
-	return WITH_PROGRAM_SIGBUS(real_execve(path, argv, envp));
+	struct nsb_exec x;
+	char *const *env = prepare(&x, envp);
+	int ret = real_execve(path, argv, env);
+
+	finish(&x, env, envp);
+	return ret;
 }
 
 NSB_EXPORT int
 execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	return WITH_PROGRAM_SIGBUS(real_execvpe(file, argv, envp));
+	struct nsb_exec x;
+	char *const *env = prepare(&x, envp);
+	int ret = real_execvpe(file, argv, env);
+
+	finish(&x, env, envp);
+	return ret;
 }
 
 NSB_EXPORT int
 fexecve(int fd, char *const argv[], char *const envp[])
 {
-	return WITH_PROGRAM_SIGBUS(real_fexecve(fd, argv, envp));
+	struct nsb_exec x;
+	char *const *env = prepare(&x, envp);
+	int ret = real_fexecve(fd, argv, env);
+
+	finish(&x, env, envp);
+	return ret;
+}
+
+NSB_EXPORT int
+execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
+{
+	struct nsb_exec x;
+	char *const *env = prepare(&x, envp);
+	int ret = real_execveat(dirfd, path, argv, env, flags);
+
+	finish(&x, env, envp);
+	return ret;
 }
 
 NSB_EXPORT int
@@ -93,53 +163,90 @@ exec_list(enum list_kind kind, const char *file, const char *arg0, va_list ap)
 	}
 }
 
+#define EXEC_LIST(kind, file, arg)			\
+	({						\
+		va_list ap_;				\
+		int ret_;				\
+							\
+		va_start(ap_, arg);			\
+		ret_ = exec_list(kind, file, arg, ap_);	\
+		va_end(ap_);				\
+		ret_;					\
+	})
+
 NSB_EXPORT int
 execl(const char *path, const char *arg, ...)
 {
-	va_list ap;
-	int ret;
-
-	va_start(ap, arg);
-	ret = exec_list(LIST_PATH, path, arg, ap);
-	va_end(ap);
-	return ret;
+	return EXEC_LIST(LIST_PATH, path, arg);
 }
 
 NSB_EXPORT int
 execlp(const char *file, const char *arg, ...)
 {
-	va_list ap;
-	int ret;
-
-	va_start(ap, arg);
-	ret = exec_list(LIST_SEARCH, file, arg, ap);
-	va_end(ap);
-	return ret;
+	return EXEC_LIST(LIST_SEARCH, file, arg);
 }
 
 NSB_EXPORT int
 execle(const char *path, const char *arg, ...)
 {
-	va_list ap;
-	int ret;
-
-	va_start(ap, arg);
-	ret = exec_list(LIST_ENV, path, arg, ap);
-	va_end(ap);
-	return ret;
+	return EXEC_LIST(LIST_ENV, path, arg);
 }
 
-/* posix_spawn returns an error number and leaves errno alone. */
+/* posix_spawn returns an error number and leaves errno alone.  The child
+ * copies the kernel's dispositions when it is created, and its mask is
+ * this thread's unless the attributes set one. */
 NSB_EXPORT int
 posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *actions,
 	    const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	return WITH_PROGRAM_SIGBUS(real_posix_spawn(pid, path, actions, attr, argv, envp));
+	struct nsb_exec x;
+	char *const *env = prepare(&x, envp);
+	int ret = real_posix_spawn(pid, path, actions, attr, argv, env);
+
+	finish(&x, env, envp);
+	return ret;
 }
 
 NSB_EXPORT int
 posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *actions,
 	     const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	return WITH_PROGRAM_SIGBUS(real_posix_spawnp(pid, file, actions, attr, argv, envp));
+	struct nsb_exec x;
+	char *const *env = prepare(&x, envp);
+	int ret = real_posix_spawnp(pid, file, actions, attr, argv, env);
+
+	finish(&x, env, envp);
+	return ret;
+}
+
+/*
+ * system and popen spawn through the C library's internal posix_spawn,
+ * with the process's environment, which we do not change: with other
+ * threads running, the shell starts with SIGBUS at its default rather
+ * than with SIG_IGN put into the kernel for every thread.
+ */
+NSB_EXPORT int
+system(const char *command)
+{
+	struct nsb_exec x;
+	int ret;
+
+	nsb_real_init();
+	nsb_disp_before_exec(&x, true);
+	ret = real_system(command);
+	finish(&x, environ, environ);
+	return ret;
+}
+
+NSB_EXPORT FILE *
+popen(const char *command, const char *mode)
+{
+	struct nsb_exec x;
+	FILE *f;
+
+	nsb_real_init();
+	nsb_disp_before_exec(&x, true);
+	f = real_popen(command, mode);
+	finish(&x, environ, environ);
+	return f;
 }

@@ -89,9 +89,10 @@ emit(struct line *l)
 
 /* [signal-safe] */
 void
-nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages)
+nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages, bool verified)
 {
-	const char *path = nsb_paths_get(r->path);
+	static const char *const fills[] = { " (fill=page, ", " (fill=range, ", " (fill=auto, " };
+	const char *path = nsb_files_path(r->file);
 	struct line l;
 
 	if (!nsb_config.log)
@@ -101,9 +102,11 @@ nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages)
 	put_num(&l, addr, 16);
 	put(&l, " in ");
 	put(&l, path ? path : (r->meta & NSB_META_ANON) ? "anonymous" : "unknown");
-	put(&l, nsb_config.fill == NSB_FILL_RANGE ? " (fill=range, " : " (fill=page, ");
+	put(&l, fills[nsb_config.fill]);
 	put_num(&l, pages, 10);
-	put(&l, pages == 1 ? " page)" : " pages)");
+	put(&l, pages == 1 ? " page" : " pages");
+	/* The file's size could not be learnt: perhaps not past its end. */
+	put(&l, verified ? ")" : ", unverified)");
 	emit(&l);
 }
 
@@ -151,7 +154,23 @@ summary(void)
 	put(&l, " pages replaced, ");
 	put_num(&l, atomic_load(&nsb_counters.failures), 10);
 	put(&l, " failures");
+	if (atomic_load(&nsb_counters.unverified)) {
+		put(&l, ", ");
+		put_num(&l, atomic_load(&nsb_counters.unverified), 10);
+		put(&l, " unverified");
+	}
 	emit(&l);
+}
+
+/* Each process counts what it did itself, so that the log of a process
+ * tree adds up. */
+void
+nsb_log_after_fork_child(void)
+{
+	atomic_store(&nsb_counters.rescues, 0);
+	atomic_store(&nsb_counters.pages, 0);
+	atomic_store(&nsb_counters.failures, 0);
+	atomic_store(&nsb_counters.unverified, 0);
 }
 
 void

@@ -1,24 +1,33 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * maps.c - reads /proc/self/maps, for the two slow paths that need to know
- * the kernel's VMAs: mremap of a protected mapping that rescues split into
- * pieces, and nosigbus_protect() of an existing mapping.
+ * maps.c - reads /proc/self/maps and /proc/self/smaps: the kernel's own
+ * account of the address space, which the records follow whenever a call
+ * fails or changes more than its arguments say (mman.c), and which
+ * nosigbus_protect() records from (api.c).
  *
- * No malloc (we may be inside mmap called by malloc): one stack buffer,
- * parsed line by line.  Not used in signal context.
+ * No malloc (we may be inside mmap called by malloc): one stack buffer.
+ * nsb_maps_find runs in the SIGBUS handler, perhaps on a small signal
+ * stack: it uses a small buffer and only async-signal-safe calls.
+ * A line longer than the buffer (a long path) is parsed from its start -
+ * the fields before the path always fit - and the rest of it is skipped,
+ * so no text inside a path can ever be read as a line of its own.  The
+ * kernel escapes newlines in names (\012), so a line is a line.
+ *
+ * Signal context: nsb_maps_find (and the parsing it shares).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "nsb.h"
 
 static const char *
-parse_hex(const char *p, uintptr_t *out)
+parse_hex(const char *p, uint64_t *out)
 {
-	uintptr_t v = 0;
+	uint64_t v = 0;
 
 	for (;; p++) {
 		unsigned d;
@@ -35,143 +44,212 @@ parse_hex(const char *p, uintptr_t *out)
 	return p;
 }
 
-/* "start-end perms offset dev inode   path" */
+static const char *
+skip_spaces(const char *p)
+{
+	while (*p == ' ')
+		p++;
+	return p;
+}
+
+/* "start-end perms offset major:minor inode   path" */
 static bool
-parse_line(const char *line, struct nsb_vma *vma)
+parse_header(const char *line, bool whole, struct nsb_vma *vma)
 {
 	const char *p = line;
-	uintptr_t inode;
-	int field;
+	uint64_t v, major, minor;
 
-	p = parse_hex(p, &vma->start);
+	if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+		return false;
+	p = parse_hex(p, &v);
+	vma->start = (uintptr_t)v;
 	if (*p++ != '-')
 		return false;
-	p = parse_hex(p, &vma->end);
-	if (*p++ != ' ' || strlen(p) < 5)
+	p = parse_hex(p, &v);
+	vma->end = (uintptr_t)v;
+	if (*p++ != ' ' || strnlen(p, 5) < 5 || p[4] != ' ')
 		return false;
 	vma->prot = (p[0] == 'r' ? PROT_READ : 0) | (p[1] == 'w' ? PROT_WRITE : 0) |
 		    (p[2] == 'x' ? PROT_EXEC : 0);
 	vma->shared = p[3] == 's';
-	/* Skip perms, offset and dev to reach the inode. */
-	for (field = 0; field < 3; field++) {
-		p = strchr(p, ' ');
-		if (!p)
-			return false;
-		p++;
-	}
-	inode = 0;
+	p = parse_hex(p + 5, &vma->off);
+	if (*p++ != ' ')
+		return false;
+	p = parse_hex(p, &major);
+	if (*p++ != ':')
+		return false;
+	p = parse_hex(p, &minor);
+	if (*p++ != ' ')
+		return false;
+	vma->ino = 0;
 	while (*p >= '0' && *p <= '9')
-		inode = inode * 10 + (uintptr_t)(*p++ - '0');
-	vma->anon = inode == 0;
+		vma->ino = vma->ino * 10 + (uint64_t)(*p++ - '0');
+	vma->dev = nsb_dev_of((unsigned)major, (unsigned)minor);
+	vma->anon = vma->ino == 0;
+	p = skip_spaces(p);
+	vma->path = whole && *p ? p : NULL;
+	vma->page_size = 0;
+	vma->pkey = -1;
 	return true;
 }
 
-/* Calls fn for each line of path (NUL-terminated, without the newline)
- * until fn returns non-zero; returns that, or -1 if path cannot be read. */
-static int
-each_line(const char *path, int (*fn)(const char *line, void *arg), void *arg)
+/* "Name:   1234 kB" -> 1234 */
+static uint64_t
+field_value(const char *line)
 {
-	char buf[4096];
+	uint64_t v = 0;
+
+	line = skip_spaces(strchr(line, ':') + 1);
+	while (*line >= '0' && *line <= '9')
+		v = v * 10 + (uint64_t)(*line++ - '0');
+	return v;
+}
+
+struct walk {
+	uintptr_t lo, hi;
+	bool smaps;
+	bool have;		/* vma holds a header not yet reported */
+	struct nsb_vma vma;
+	char path[256];		/* the path of the pending VMA (smaps) */
+	int (*fn)(const struct nsb_vma *vma, void *arg);
+	void *arg;
+};
+
+/* Reports the pending VMA if it overlaps the range.  2: past the range. */
+static int
+report(struct walk *w)
+{
+	if (!w->have)
+		return 0;
+	w->have = false;
+	if (w->vma.end <= w->lo)
+		return 0;
+	if (w->vma.start >= w->hi)
+		return 2;
+	return w->fn(&w->vma, w->arg);
+}
+
+static int
+on_line(char *line, bool whole, struct walk *w)
+{
+	struct nsb_vma vma;
+	int ret;
+
+	if (parse_header(line, whole, &vma)) {
+		if ((ret = report(w)) != 0)
+			return ret;
+		w->vma = vma;
+		w->have = true;
+		if (!w->smaps)
+			return report(w);
+		/* The buffer moves on: keep a short path, drop a long one. */
+		if (vma.path && strlen(vma.path) < sizeof(w->path)) {
+			strcpy(w->path, vma.path);
+			w->vma.path = w->path;
+		} else {
+			w->vma.path = NULL;
+		}
+		return 0;
+	}
+	if (!w->have)
+		return 0;
+	if (strncmp(line, "KernelPageSize:", 15) == 0)
+		w->vma.page_size = (size_t)field_value(line) * 1024;
+	else if (strncmp(line, "ProtectionKey:", 14) == 0)
+		w->vma.pkey = (int)field_value(line);
+	return 0;
+}
+
+/* [signal-safe] Reads path line by line into buf (size bytes) and walks. */
+static int
+walk_file(const char *path, char *buf, size_t size, struct walk *w)
+{
+	const size_t cap = size - 1;	/* room for a final NUL */
 	size_t have = 0;
+	bool skipping = false, eof = false;
 	int fd, ret = 0;
-	bool eof = false;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	while (!ret) {
 		char *nl = memchr(buf, '\n', have);
+		ssize_t n;
 
-		if (!nl) {
-			ssize_t n;
+		if (nl) {
+			size_t used = (size_t)(nl + 1 - buf);
 
-			if (eof)
-				break;
-			if (have == sizeof(buf))	/* a line longer than the buffer: drop it */
-				have = 0;
-			n = read(fd, buf + have, sizeof(buf) - have);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0) {
-				ret = -1;
-				break;
-			}
-			if (n == 0)
-				eof = true;
-			have += (size_t)n;
+			*nl = '\0';
+			if (!skipping)
+				ret = on_line(buf, true, w);
+			skipping = false;
+			have -= used;
+			memmove(buf, buf + used, have);
 			continue;
 		}
-		*nl = '\0';
-		ret = fn(buf, arg);
-		have -= (size_t)(nl + 1 - buf);
-		memmove(buf, nl + 1, have);
+		if (have == cap) {
+			/* A line longer than the buffer: its fields, not its path. */
+			buf[have] = '\0';
+			if (!skipping)
+				ret = on_line(buf, false, w);
+			skipping = true;
+			have = 0;
+			continue;
+		}
+		if (eof) {
+			if (have && !skipping) {
+				buf[have] = '\0';
+				ret = on_line(buf, true, w);
+			}
+			break;
+		}
+		n = read(fd, buf + have, cap - have);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			ret = -1;
+			break;
+		}
+		if (n == 0)
+			eof = true;
+		have += (size_t)n;
 	}
-	close(fd);
-	return ret;
-}
-
-struct maps_walk {
-	uintptr_t lo, hi;
-	int (*fn)(const struct nsb_vma *vma, void *arg);
-	void *arg;
-};
-
-static int
-maps_line(const char *line, void *arg)
-{
-	struct maps_walk *w = arg;
-	struct nsb_vma vma;
-
-	if (!parse_line(line, &vma) || vma.end <= w->lo)
-		return 0;
-	if (vma.start >= w->hi)
-		return 2;	/* past the range: stop, no error */
-	return w->fn(&vma, w->arg);
-}
-
-int
-nsb_maps_each(uintptr_t lo, uintptr_t hi,
-	      int (*fn)(const struct nsb_vma *vma, void *arg), void *arg)
-{
-	struct maps_walk w = { .lo = lo, .hi = hi, .fn = fn, .arg = arg };
-	int ret = each_line("/proc/self/maps", maps_line, &w);
-
+	if (!ret)
+		ret = report(w);
+	syscall(SYS_close, fd);
 	return ret == 2 ? 0 : ret;
 }
 
-struct page_walk {
-	uintptr_t addr;
-	bool inside;
-	size_t size;
-};
-
-static int
-smaps_line(const char *line, void *arg)
+int
+nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
+	      int (*fn)(const struct nsb_vma *vma, void *arg), void *arg)
 {
-	struct page_walk *w = arg;
-	struct nsb_vma vma;
-	unsigned long kb = 0;
+	struct walk w = { .lo = lo, .hi = hi, .smaps = smaps, .fn = fn, .arg = arg };
+	char buf[8192];
 
-	if (parse_line(line, &vma)) {
-		w->inside = vma.start <= w->addr && w->addr < vma.end;
-		return 0;
-	}
-	if (!w->inside || strncmp(line, "KernelPageSize:", 15) != 0)
-		return 0;
-	for (line += 15; *line == ' '; line++)
-		;
-	while (*line >= '0' && *line <= '9')
-		kb = kb * 10 + (unsigned long)(*line++ - '0');
-	w->size = kb * 1024;
+	return walk_file(smaps ? "/proc/self/smaps" : "/proc/self/maps", buf, sizeof(buf), &w);
+}
+
+/* [signal-safe] */
+static int
+found(const struct nsb_vma *vma, void *arg)
+{
+	struct nsb_vma *out = arg;
+
+	*out = *vma;
+	out->path = NULL;	/* in a buffer that is gone on return */
 	return 1;
 }
 
-size_t
-nsb_maps_page_size(uintptr_t addr)
+/* [signal-safe] The VMA that contains addr. */
+bool
+nsb_maps_find(uintptr_t addr, struct nsb_vma *vma)
 {
-	struct page_walk w = { .addr = addr };
+	struct walk w = { .lo = addr, .hi = addr + 1, .fn = found, .arg = vma };
+	char buf[512];
+	int saved_errno = errno;
+	bool ok = walk_file("/proc/self/maps", buf, sizeof(buf), &w) == 1;
 
-	if (each_line("/proc/self/smaps", smaps_line, &w) != 1 || !w.size)
-		return nsb_config.page_size;
-	return w.size;
+	errno = saved_errno;
+	return ok;
 }

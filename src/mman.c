@@ -7,9 +7,15 @@
  * call that touches no protected mapping and makes none, costs one
  * lock-free check.  The rules (SPEC §4):
  *  - MAP_NOSIGBUS never reaches the kernel;
- *  - records are cut *before* a call that can hand their addresses to
- *    someone else (munmap, mremap, MAP_FIXED), and put back if it fails;
- *  - a protected mapping that cannot be recorded is undone (ENOMEM).
+ *  - every call that touches records runs the same way: under the table
+ *    lock, the span it may change is put in flux (faults there wait by
+ *    faulting again), the kernel is called, and then the records are made
+ *    to say what the kernel did - by the call's own rules when it
+ *    succeeded (with the kernel's rounding: pages, huge pages), and by
+ *    asking the kernel (resync(), /proc/self/maps) when it failed, since
+ *    a call can fail part-way;
+ *  - a protected mapping that cannot be recorded is undone (ENOMEM):
+ *    room for the records is made before the call.
  *
  * Not used in signal context.
  */
@@ -18,11 +24,22 @@
 #undef _FILE_OFFSET_BITS
 #include <errno.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+#include <linux/magic.h>
 
 #include "nosigbus.h"
 #include "nsb.h"
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+#ifndef MAP_HUGE_SHIFT
+#define MAP_HUGE_SHIFT 26
+#endif
 
 static inline uintptr_t
 round_up(uintptr_t v, size_t unit)
@@ -36,64 +53,161 @@ page_aligned(uintptr_t v)
 	return (v & (nsb_config.page_size - 1)) == 0;
 }
 
-/* [start, start + len rounded to pages), or false if it wraps around. */
-static bool
-span_of(void *addr, size_t len, uintptr_t *start, uintptr_t *end)
+static inline size_t
+unit_of(uint32_t meta)
 {
-	*start = (uintptr_t)addr;
-	if (len > UINTPTR_MAX - *start - nsb_config.page_size)
-		return false;
-	*end = round_up(*start + len, nsb_config.page_size);
-	return true;
+	return (size_t)1 << NSB_META_SHIFT(meta);
 }
 
-/* Is [start, end) still mapped?  (After a failed MAP_FIXED the kernel
- * may or may not have unmapped the old mapping.) */
+/* [start, start + len rounded to unit), or false if it wraps around. */
 static bool
-still_mapped(uintptr_t start, uintptr_t end)
+span_of(void *addr, size_t len, size_t unit, uintptr_t *start, uintptr_t *end)
 {
-	unsigned char vec[256];
-	size_t page = nsb_config.page_size;
-
-	for (uintptr_t a = start; a < end; a += sizeof(vec) * page) {
-		size_t n = (end - a) / page;
-
-		if (n > sizeof(vec))
-			n = sizeof(vec);
-		if (mincore((void *)a, n * page, vec) < 0)
-			return false;
-	}
+	*start = (uintptr_t)addr;
+	if (len > UINTPTR_MAX - *start - unit)
+		return false;
+	*end = round_up(*start + len, unit);
 	return true;
 }
 
 int
-nsb_protect_range(uintptr_t start, uintptr_t end, uint32_t meta, uint32_t path)
+nsb_record(const struct nsb_range *r)
 {
 	nsb_disp_install();
-	return nsb_ranges_insert(start, end, meta, path);
+	return nsb_ranges_insert(r);
+}
+
+/* ---- resync: records from the kernel's own account --------------------- */
+
+struct resync {
+	const struct nsb_saved *cands;
+	struct nsb_saved keep;
+	int err;
+};
+
+/* Is the VMA still the mapping the candidate record described? */
+static bool
+same_mapping(const struct nsb_range *c, const struct nsb_vma *vma, uintptr_t at)
+{
+	uint64_t dev, ino;
+
+	if (c->meta & NSB_META_ANON)
+		return vma->anon || (vma->path && strncmp(vma->path, "/anon_hugepage", 14) == 0);
+	/* A page rescued inside a file mapping is anonymous memory. */
+	if (vma->anon)
+		return true;
+	if (!nsb_files_identity(c->file, &dev, &ino))
+		return true;	/* nothing to compare with */
+	return vma->dev == dev && vma->ino == ino &&
+	       vma->off + (at - vma->start) == c->off + (at - c->start);
+}
+
+static int
+resync_vma(const struct nsb_vma *vma, void *arg)
+{
+	struct resync *rs = arg;
+
+	for (size_t i = 0; i < rs->cands->n; i++) {
+		struct nsb_range r = rs->cands->r[i];
+		uintptr_t s = r.start > vma->start ? r.start : vma->start;
+		uintptr_t e = r.end < vma->end ? r.end : vma->end;
+
+		if (s >= e || !same_mapping(&r, vma, s))
+			continue;
+		r.off += s - r.start;
+		r.start = s;
+		r.end = e;
+		r.meta = (r.meta & ~NSB_META_PROT) | ((uint32_t)vma->prot & NSB_META_PROT);
+		if (vma->pkey >= 0)
+			r.meta = (r.meta & ~NSB_META_PKEY_MASK) | NSB_META_MKPKEY(vma->pkey);
+		if (nsb_saved_push(&rs->keep, &r) < 0) {
+			rs->err = ENOMEM;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * After a call over [start, end) failed, or may have done something else
+ * than its arguments say: the records there become exactly those of the
+ * candidates (what was recorded before, possibly moved) that the kernel
+ * still shows, at the protection it shows.  Slow (it reads the maps), and
+ * only for calls that failed.  If the maps cannot be read, nothing of the
+ * span stays recorded rather than something wrong.
+ */
+static void
+resync(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys)
+{
+	struct resync rs = { .cands = cands };
+
+	if (end <= start)
+		return;
+	nsb_saved_init(&rs.keep);
+	if (cands->n && nsb_maps_each(start, end, pkeys, resync_vma, &rs) != 0)
+		rs.keep.n = 0;
+	nsb_ranges_cut(start, end);
+	for (size_t i = 0; i < rs.keep.n; i++)
+		(void)nsb_ranges_insert(&rs.keep.r[i]);
+	nsb_saved_free(&rs.keep);
+}
+
+/* ---- mmap -------------------------------------------------------------- */
+
+/* The page size of the mapping an mmap call makes: a huge page for
+ * hugetlbfs and MAP_HUGETLB, which the kernel rounds lengths to. */
+static size_t
+new_unit(int flags, int fd, const struct nsb_decision *d)
+{
+	struct statfs fs;
+
+	if (d->protect)
+		return unit_of(d->meta);
+	if (flags & MAP_HUGETLB) {
+		unsigned s = ((unsigned)flags >> MAP_HUGE_SHIFT) & 0x3f;
+
+		if (s)
+			return (size_t)1 << s;
+	}
+	if ((flags & MAP_HUGETLB) ||
+	    (!(flags & MAP_ANONYMOUS) && fd >= 0 && fstatfs(fd, &fs) == 0 &&
+	     fs.f_type == HUGETLBFS_MAGIC))
+		return (flags & MAP_HUGETLB) ? (size_t)2 << 20 : (size_t)fs.f_bsize;
+	return nsb_config.page_size;
+}
+
+static uint32_t
+file_of(int fd, const struct nsb_decision *d)
+{
+	char link[64], path[4096];
+	ssize_t n = -1;
+
+	if (!d->has_file)
+		return 0;
+	if (nsb_config.log) {
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		n = readlink(link, path, sizeof(path) - 1);
+	}
+	if (n > 0)
+		path[n] = '\0';
+	return nsb_files_get(fd, &d->st, n > 0 ? path : NULL);
 }
 
 static void *
 do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	int kflags = flags & ~MAP_NOSIGBUS;
-	bool fixed = (flags & MAP_FIXED) != 0;
-	uintptr_t start, end;
-	struct nsb_saved saved;
-	uint32_t meta = 0, path = 0;
-	bool protect;
+	struct nsb_decision d;
+	struct nsb_saved before;
+	uintptr_t start = 0, end = 0;
+	bool replacing;
+	size_t unit;
 	void *p;
 	int err;
 
 	nsb_init();
-	/* The fast path: nothing to record, nothing to cut. */
-	if (!(flags & MAP_NOSIGBUS) && nsb_config.policy == NSB_POLICY_FLAG &&
-	    (!fixed || !span_of(addr, len, &start, &end) ||
-	     !nsb_ranges_overlap(start, end)))
-		return nsb_sys_mmap(addr, len, prot, kflags, fd, off);
-
-	protect = nsb_policy_protect(prot, flags, fd, &meta, &path);
-	if (protect && (meta & NSB_META_SHARED) && nsb_config.strict) {
+	nsb_policy_decide(prot, flags, fd, &d);
+	if (d.protect && (d.meta & NSB_META_SHARED) && nsb_config.strict) {
 		if (flags & MAP_NOSIGBUS) {
 			/* The v2 patch: MAP_NOSIGBUS is for private mappings.
 			 * MAP_SHARED_VALIDATE has the MAP_PRIVATE bit, passes
@@ -101,48 +215,57 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 			errno = (flags & MAP_TYPE) == MAP_SHARED_VALIDATE ? EOPNOTSUPP : EINVAL;
 			return MAP_FAILED;
 		}
-		protect = false;	/* policies follow v2 too */
+		d.protect = false;	/* policies follow v2 too */
 	}
-	fixed = fixed && span_of(addr, len, &start, &end) && page_aligned(start) &&
-		len && nsb_ranges_overlap(start, end);
-	if (!protect && !fixed)
+	/* MAP_FIXED_NOREPLACE succeeds only where nothing is mapped, so
+	 * where nothing is recorded. */
+	replacing = (flags & MAP_FIXED) && len && page_aligned((uintptr_t)addr) &&
+		    span_of(addr, len, nsb_config.page_size, &start, &end) &&
+		    nsb_ranges_overlap(start, end);
+	if (!d.protect && !replacing)
 		return nsb_sys_mmap(addr, len, prot, kflags, fd, off);
 
-	nsb_saved_init(&saved);
+	unit = new_unit(flags, fd, &d);
+	if (replacing)
+		end = round_up(end, unit);
+	nsb_saved_init(&before);
 	nsb_ranges_lock();
-	if (fixed && nsb_ranges_cut(start, end, &saved) < 0) {
+	/* Room first: once the mapping exists, recording it must not fail. */
+	if (nsb_ranges_reserve(4) < 0 ||
+	    (replacing && nsb_ranges_collect(start, end, &before) < 0)) {
 		p = MAP_FAILED;
 		err = ENOMEM;
 		goto out;
 	}
-	/* Make room first: after the mapping exists, recording it must not fail. */
-	if (protect && nsb_ranges_reserve(2) < 0) {
-		p = MAP_FAILED;
-		err = ENOMEM;
-		if (fixed)
-			nsb_ranges_restore(&saved);
-		goto out;
-	}
+	if (replacing)
+		nsb_ranges_flux(start, end, 0, 0);
 	p = nsb_sys_mmap(addr, len, prot, kflags, fd, off);
 	err = errno;
 	if (p == MAP_FAILED) {
-		if (fixed && still_mapped(start, end))
-			nsb_ranges_restore(&saved);
+		if (replacing)
+			resync(start, end, &before, false);
 		goto out;
 	}
-	if (protect) {
-		size_t unit = (size_t)1 << NSB_META_SHIFT(meta);
-		uintptr_t s = (uintptr_t)p;
+	if (replacing)
+		nsb_ranges_cut(start, end);
+	if (d.protect) {
+		struct nsb_range r = { .start = (uintptr_t)p,
+				       .end = round_up((uintptr_t)p + len, unit),
+				       .off = (d.meta & NSB_META_ANON) ? 0 : (uint64_t)off,
+				       .meta = d.meta, .file = file_of(fd, &d) };
 
-		if (nsb_protect_range(s, round_up(s + len, unit), meta, path) < 0) {
+		if (nsb_record(&r) < 0) {
 			nsb_sys_munmap(p, len);
 			p = MAP_FAILED;
 			err = ENOMEM;
 		}
 	}
 out:
+	if (replacing)
+		nsb_ranges_flux_end();
+	nsb_files_release_unused();
 	nsb_ranges_unlock();
-	nsb_saved_free(&saved);
+	nsb_saved_free(&before);
 	errno = err;
 	return p;
 }
@@ -156,11 +279,11 @@ mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	/* Most calls: no flag, no policy, nothing replaced.  (The policy is
 	 * only known once page_size is set.) */
 	if (__builtin_expect(!(flags & (MAP_NOSIGBUS | MAP_FIXED)) &&
-			     nsb_config.policy == NSB_POLICY_FLAG && nsb_config.page_size, 1))
+			     (nsb_config.policy == NSB_POLICY_FLAG || (flags & MAP_ANONYMOUS)) &&
+			     nsb_config.page_size, 1))
 		return nsb_sys_mmap(addr, len, prot, flags, fd, off);
 	saved_errno = errno;
 	p = do_mmap(addr, len, prot, flags, fd, off);
-
 	if (p != MAP_FAILED)
 		errno = saved_errno;
 	return p;
@@ -172,94 +295,82 @@ mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
 	return mmap(addr, len, prot, flags, fd, off);
 }
 
+/* ---- munmap ------------------------------------------------------------ */
+
 NSB_EXPORT int
 munmap(void *addr, size_t len)
 {
 	uintptr_t start, end;
-	struct nsb_saved saved;
+	struct nsb_saved before;
 	int ret, err;
 
 	if (nsb_ranges_count() == 0)
 		return nsb_sys_munmap(addr, len);
 	nsb_init();
-	if (!span_of(addr, len, &start, &end) || !page_aligned(start) || !len ||
+	if (!len || !page_aligned((uintptr_t)addr) ||
+	    !span_of(addr, len, nsb_config.page_size, &start, &end) ||
 	    !nsb_ranges_overlap(start, end))
 		return nsb_sys_munmap(addr, len);
 
-	nsb_saved_init(&saved);
+	nsb_saved_init(&before);
 	nsb_ranges_lock();
-	if (nsb_ranges_cut(start, end, &saved) < 0) {
+	if (nsb_ranges_reserve(2) < 0 || nsb_ranges_collect(start, end, &before) < 0) {
 		nsb_ranges_unlock();
+		nsb_saved_free(&before);
 		errno = ENOMEM;
 		return -1;
 	}
+	nsb_ranges_flux(start, end, 0, 0);
 	ret = nsb_sys_munmap(addr, len);
 	err = errno;
-	if (ret < 0)
-		nsb_ranges_restore(&saved);
+	if (ret == 0)
+		nsb_ranges_cut(start, end);
+	else
+		resync(start, end, &before, false);
+	nsb_ranges_flux_end();
 	nsb_ranges_unlock();
-	nsb_saved_free(&saved);
+	nsb_saved_free(&before);
 	errno = err;
 	return ret;
 }
 
 /* ---- mprotect ---------------------------------------------------------- */
 
-struct span {
-	uintptr_t start, end;
-};
-
-/* Records of [start, end) take the protection the kernel reports. */
-static int
-sync_prot(const struct nsb_vma *vma, void *arg)
-{
-	const struct span *sp = arg;
-	uintptr_t s = vma->start < sp->start ? sp->start : vma->start;
-	uintptr_t e = vma->end > sp->end ? sp->end : vma->end;
-
-	(void)nsb_ranges_set_prot(s, e, vma->prot, -1);
-	return 0;
-}
-
 static int
 do_mprotect(void *addr, size_t len, int prot, int pkey, bool with_pkey)
 {
 	uintptr_t start, end;
-	struct nsb_saved saved;
+	struct nsb_saved before;
 	int ret, err;
 
 	nsb_init();
-	if (!span_of(addr, len, &start, &end) || !page_aligned(start) ||
+	if (nsb_ranges_count() == 0 || !page_aligned((uintptr_t)addr) ||
+	    !span_of(addr, len, nsb_config.page_size, &start, &end) ||
 	    !nsb_ranges_overlap(start, end))
 		return with_pkey ? nsb_sys_pkey_mprotect(addr, len, prot, pkey)
 				 : nsb_sys_mprotect(addr, len, prot);
 
-	/* Record first, so that a rescue racing with us already uses the
-	 * new protection; set right if the kernel refused the call. */
-	nsb_saved_init(&saved);
+	nsb_saved_init(&before);
 	nsb_ranges_lock();
-	if (nsb_ranges_collect(start, end, &saved) < 0 ||
-	    nsb_ranges_set_prot(start, end, prot, with_pkey ? pkey : -1) < 0) {
+	if (nsb_ranges_reserve(2) < 0 || nsb_ranges_collect(start, end, &before) < 0) {
 		nsb_ranges_unlock();
-		nsb_saved_free(&saved);
+		nsb_saved_free(&before);
 		errno = ENOMEM;
 		return -1;
 	}
+	/* No rescue in the span until the records have the new protection:
+	 * a page rescued meanwhile would keep the old one. */
+	nsb_ranges_flux(start, end, 0, 0);
 	ret = with_pkey ? nsb_sys_pkey_mprotect(addr, len, prot, pkey)
 			: nsb_sys_mprotect(addr, len, prot);
 	err = errno;
-	if (ret < 0) {
-		/* The kernel may have changed a part before it stopped (at a
-		 * hole, say): put the records back, then take each VMA's
-		 * protection as it really is now. */
-		struct span sp = { start, end };
-
-		nsb_ranges_cut(start, end, NULL);
-		nsb_ranges_restore(&saved);
-		nsb_maps_each(start, end, sync_prot, &sp);
-	}
+	if (ret == 0)
+		nsb_ranges_set_prot(start, end, prot, with_pkey ? pkey : -1);
+	else	/* it may have stopped part-way, at a hole */
+		resync(start, end, &before, with_pkey);
+	nsb_ranges_flux_end();
 	nsb_ranges_unlock();
-	nsb_saved_free(&saved);
+	nsb_saved_free(&before);
 	errno = err;
 	return ret;
 }
@@ -281,10 +392,19 @@ pkey_mprotect(void *addr, size_t len, int prot, int pkey)
 /*
  * After rescues, a protected mapping is several VMAs to the kernel, and its
  * mremap fails with EFAULT.  To the program it is one mapping, as it would
- * be with the kernel patch, so we move it piece by piece.
+ * be with the kernel patch, so we move it piece by piece - and put back
+ * what moved if a later piece cannot, so that a failed call changes
+ * nothing, as the kernel's own does.
  */
+struct piece {
+	uintptr_t from;		/* where it was */
+	size_t len;		/* its length there */
+	uintptr_t to;		/* where it is now (from, if not moved) */
+	size_t now;		/* its length now */
+};
+
 struct pieces {
-	struct nsb_saved list;	/* start/end of each VMA; meta NSB_META_ANON */
+	struct nsb_saved vmas;	/* start/end of each VMA */
 	uintptr_t next;		/* where the next piece must start */
 	uintptr_t end;		/* where the mapping ends */
 	bool hole;
@@ -294,8 +414,7 @@ static int
 collect_piece(const struct nsb_vma *vma, void *arg)
 {
 	struct pieces *pc = arg;
-	struct nsb_range r = { .start = vma->start, .end = vma->end,
-			       .meta = vma->anon ? NSB_META_ANON : 0 };
+	struct nsb_range r = { .start = vma->start, .end = vma->end };
 
 	if (vma->start > pc->next) {
 		pc->hole = true;
@@ -307,21 +426,44 @@ collect_piece(const struct nsb_vma *vma, void *arg)
 	if (r.end > pc->end)
 		r.end = pc->end;
 	pc->next = r.end;
-	return nsb_saved_push(&pc->list, &r) < 0 ? -1 : 0;
+	return nsb_saved_push(&pc->vmas, &r) < 0 ? -1 : 0;
+}
+
+/* Moves one piece; on failure, moves back the `done` ones before it. */
+static bool
+move_piece(struct piece *pcs, size_t i, int *err)
+{
+	struct piece *p = &pcs[i];
+
+	if (nsb_sys_mremap((void *)p->from, p->len, p->now,
+			   MREMAP_MAYMOVE | MREMAP_FIXED, (void *)p->to) != MAP_FAILED)
+		return true;
+	*err = errno;
+	while (i-- > 0) {
+		struct piece *b = &pcs[i];
+
+		/* Back where it was: the kernel made room there. */
+		(void)nsb_sys_mremap((void *)b->to, b->now, b->len,
+				     MREMAP_MAYMOVE | MREMAP_FIXED, (void *)b->from);
+	}
+	return false;
 }
 
 static void *
 remap_pieces(uintptr_t old, size_t old_len, size_t new_len, int flags, uintptr_t dest)
 {
-	uintptr_t old_end = old + old_len;
+	uintptr_t old_end = old + old_len, target;
 	struct pieces pc = { .next = old, .end = old_end };
+	struct piece *pcs = NULL;
+	size_t n, i, pcs_bytes = 0;
 	void *ret = MAP_FAILED;
 	int err = EFAULT;
 
-	nsb_saved_init(&pc.list);
-	if (nsb_maps_each(old, old_end, collect_piece, &pc) != 0 || pc.hole ||
-	    pc.next < old_end || pc.list.n == 0)
+	nsb_saved_init(&pc.vmas);
+	if (nsb_maps_each(old, old_end, false, collect_piece, &pc) != 0 || pc.hole ||
+	    pc.next < old_end || pc.vmas.n == 0)
 		goto out;
+	n = pc.vmas.n;
 
 	if (!(flags & MREMAP_FIXED) && new_len <= old_len) {
 		if (new_len < old_len && nsb_sys_munmap((void *)(old + new_len), old_len - new_len) < 0) {
@@ -333,7 +475,7 @@ remap_pieces(uintptr_t old, size_t old_len, size_t new_len, int flags, uintptr_t
 	}
 	if (!(flags & MREMAP_FIXED)) {
 		/* Grow in place by growing the last piece. */
-		struct nsb_range *last = &pc.list.r[pc.list.n - 1];
+		struct nsb_range *last = &pc.vmas.r[n - 1];
 		size_t len = last->end - last->start;
 
 		if (nsb_sys_mremap((void *)last->start, len, len + new_len - old_len, 0, NULL) != MAP_FAILED) {
@@ -344,53 +486,108 @@ remap_pieces(uintptr_t old, size_t old_len, size_t new_len, int flags, uintptr_t
 			err = ENOMEM;
 			goto out;
 		}
-		/* A reservation that the pieces will replace. */
+		/* A reservation that the pieces will replace: taking the whole
+		 * new size first means that the address space limit fails
+		 * here, before anything has moved. */
 		ret = nsb_sys_mmap(NULL, new_len, PROT_NONE,
 				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		if (ret == MAP_FAILED) {
 			err = errno;
 			goto out;
 		}
-		dest = (uintptr_t)ret;
+		target = (uintptr_t)ret;
+		ret = MAP_FAILED;
 	} else {
-		ret = (void *)dest;
+		target = dest;
 	}
-	for (size_t i = 0; i < pc.list.n; i++) {
-		struct nsb_range *p = &pc.list.r[i];
-		size_t off = p->start - old, len = p->end - p->start, to;
 
-		if (off >= new_len) {
-			nsb_sys_munmap((void *)p->start, len);
-			continue;
-		}
-		to = len < new_len - off ? len : new_len - off;
-		if (i == pc.list.n - 1 && new_len > old_len)
-			to += new_len - old_len;
-		if (nsb_sys_mremap((void *)p->start, len, to, MREMAP_MAYMOVE | MREMAP_FIXED,
-				   (void *)(dest + off)) == MAP_FAILED) {
-			/* Half moved: nothing sane to go back to. */
-			err = errno;
-			ret = MAP_FAILED;
-			goto out;
-		}
+	/* The plan, in the order that keeps every step reversible: the
+	 * pieces that keep their length first, then the one (at most) that
+	 * shrinks or grows. */
+	pcs_bytes = (n + 1) * sizeof(*pcs);
+	pcs = nsb_sys_mmap(NULL, pcs_bytes, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (pcs == MAP_FAILED) {
+		pcs = NULL;
+		err = ENOMEM;
+		goto out_unreserve;
 	}
+	{
+		struct piece resized = { 0 };
+		size_t k = 0;
+
+		for (i = 0; i < n; i++) {
+			struct nsb_range *v = &pc.vmas.r[i];
+			size_t off = v->start - old, len = v->end - v->start;
+			struct piece p = { .from = v->start, .len = len, .to = target + off, .now = len };
+
+			if (off >= new_len)
+				continue;	/* unmapped once all have moved */
+			if (off + len > new_len)
+				p.now = new_len - off;
+			if (i == n - 1 && new_len > old_len)
+				p.now = len + new_len - old_len;
+			if (p.now != p.len)
+				resized = p;
+			else
+				pcs[k++] = p;
+		}
+		if (resized.len)
+			pcs[k++] = resized;
+		for (i = 0; i < k; i++)
+			if (!move_piece(pcs, i, &err))
+				goto out_unreserve;
+	}
+	for (i = 0; i < n; i++) {
+		struct nsb_range *v = &pc.vmas.r[i];
+
+		if (v->start - old >= new_len)
+			nsb_sys_munmap((void *)v->start, v->end - v->start);
+	}
+	ret = (void *)target;
+	goto out;
+
+out_unreserve:
+	if (!(flags & MREMAP_FIXED))
+		nsb_sys_munmap((void *)target, new_len);
 out:
-	nsb_saved_free(&pc.list);
+	nsb_saved_free(&pc.vmas);
+	if (pcs)
+		nsb_sys_munmap(pcs, pcs_bytes);
 	if (ret == MAP_FAILED)
 		errno = err;
 	return ret;
 }
 
+/* The records of `from` (clipped to the old span), moved to base. */
+static void
+moved_records(const struct nsb_saved *from, uintptr_t old, size_t keep, uintptr_t base,
+	      struct nsb_saved *out)
+{
+	for (size_t i = 0; i < from->n; i++) {
+		struct nsb_range r = from->r[i];
+		uintptr_t s = r.start - old, e = r.end - old;
+
+		if (s >= keep)
+			continue;
+		if (e > keep)
+			e = keep;
+		r.start = base + s;
+		r.end = base + e;
+		(void)nsb_saved_push(out, &r);
+	}
+}
+
 NSB_EXPORT void *
 mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 {
-	uintptr_t old = (uintptr_t)old_addr, old_end, dest = 0, dest_end = 0;
-	struct nsb_saved from, over;
-	bool moves_old, covers_dest = false;
-	uint32_t tail_meta = 0, tail_path = 0;
-	bool has_tail = false;
+	uintptr_t old = (uintptr_t)old_addr, old_end, dest = 0, dest_end = 0, base;
+	struct nsb_saved from, over, cands;
+	bool moves_old, covers_dest = false, has_tail = false;
+	struct nsb_range tail = { 0 };
+	size_t unit, old_len_r, new_len_r, keep;
 	void *new_addr = NULL, *p;
-	int err;
+	int err, saved_errno = errno;
 
 	if (flags & MREMAP_FIXED) {
 		va_list ap;
@@ -401,75 +598,98 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 		dest = (uintptr_t)new_addr;
 	}
 	nsb_init();
-	if (!page_aligned(old) || !new_len ||
-	    !span_of(old_addr, old_len ? old_len : 1, &old, &old_end) ||
-	    ((flags & MREMAP_FIXED) && !span_of(new_addr, new_len, &dest, &dest_end)))
+	/* old_len == 0 duplicates [old, old + new_len) of a shared mapping. */
+	if (nsb_ranges_count() == 0 || !page_aligned(old) || !new_len ||
+	    !span_of(old_addr, old_len ? old_len : new_len, nsb_config.page_size, &old, &old_end) ||
+	    ((flags & MREMAP_FIXED) &&
+	     !span_of(new_addr, new_len, nsb_config.page_size, &dest, &dest_end)))
 		return nsb_sys_mremap(old_addr, old_len, new_len, flags, new_addr);
 	covers_dest = (flags & MREMAP_FIXED) && nsb_ranges_overlap(dest, dest_end);
 	if (!nsb_ranges_overlap(old, old_end) && !covers_dest)
 		return nsb_sys_mremap(old_addr, old_len, new_len, flags, new_addr);
 
-	/* old_len == 0 duplicates a shared mapping; DONTUNMAP keeps the old
-	 * range mapped.  In both cases its records stay. */
+	/* DONTUNMAP keeps the old range mapped; so does a duplicate.  In
+	 * both cases its records stay. */
 	moves_old = old_len && !(flags & MREMAP_DONTUNMAP);
 	nsb_saved_init(&from);
 	nsb_saved_init(&over);
+	nsb_saved_init(&cands);
 	nsb_ranges_lock();
+	if (nsb_ranges_collect(old, old_end, &from) < 0)
+		goto nomem;
+	/* The kernel rounds lengths to the mapping's page size (a huge page
+	 * on hugetlbfs), and so do the records. */
+	unit = from.n ? unit_of(from.r[0].meta) : nsb_config.page_size;
+	old_len_r = round_up(old_len ? old_len : new_len, unit);
+	new_len_r = round_up(new_len, unit);
+	old_end = old + old_len_r;
+	if (flags & MREMAP_FIXED)
+		dest_end = dest + new_len_r;
+	nsb_saved_free(&from);
+	nsb_saved_init(&from);
 	if (nsb_ranges_collect(old, old_end, &from) < 0 ||
-	    nsb_ranges_reserve(from.n + 2) < 0)
+	    (covers_dest && nsb_ranges_collect(dest, dest_end, &over) < 0) ||
+	    nsb_ranges_reserve(2 * from.n + 6) < 0)
 		goto nomem;
 	if (from.n && from.r[from.n - 1].end == old_end) {
 		has_tail = true;
-		tail_meta = from.r[from.n - 1].meta;
-		tail_path = from.r[from.n - 1].path;
-	}
-	if (moves_old && nsb_ranges_cut(old, old_end, NULL) < 0)
-		goto nomem;
-	if (covers_dest && nsb_ranges_cut(dest, dest_end, &over) < 0) {
-		if (moves_old)
-			nsb_ranges_restore(&from);
-		goto nomem;
+		tail = from.r[from.n - 1];
 	}
 
+	nsb_ranges_flux(old, old_len ? old_end : old, dest, dest_end);
 	p = nsb_sys_mremap(old_addr, old_len, new_len, flags, new_addr);
 	err = errno;
 	if (p == MAP_FAILED && err == EFAULT && moves_old && from.n &&
-	    from.r[0].start == old && has_tail)
-		p = remap_pieces(old, old_end - old, new_len, flags, dest), err = errno;
+	    from.r[0].start == old && has_tail) {
+		p = remap_pieces(old, old_len_r, new_len_r, flags, dest);
+		err = errno;
+	}
 	if (p == MAP_FAILED) {
-		if (moves_old)
-			nsb_ranges_restore(&from);
-		nsb_ranges_restore(&over);
+		/* Put the records where the kernel shows the mappings: pieces
+		 * may have moved before the call failed. */
+		if (flags & MREMAP_FIXED) {
+			moved_records(&from, old, new_len_r, dest, &cands);
+			for (size_t i = 0; i < over.n; i++)
+				(void)nsb_saved_push(&cands, &over.r[i]);
+			resync(dest, dest_end, &cands, false);
+		}
+		resync(old, old_end, &from, false);
 		goto out;
 	}
 
-	/* The records follow the mapping; a grown tail is protected too. */
-	{
-		uintptr_t base = (uintptr_t)p;
-		size_t keep = new_len < (size_t)(old_end - old) ? new_len : (size_t)(old_end - old);
-
-		for (size_t i = 0; i < from.n; i++) {
-			uintptr_t s = from.r[i].start - old, e = from.r[i].end - old;
-
-			if (s >= keep)
-				continue;
-			if (e > keep)
-				e = keep;
-			(void)nsb_ranges_insert(base + s, base + e, from.r[i].meta, from.r[i].path);
-		}
-		if (has_tail && new_len > keep)
-			(void)nsb_ranges_insert(base + keep, round_up(base + new_len, nsb_config.page_size),
-						tail_meta, tail_path);
+	/* Success: the records follow the mapping; a grown tail is protected
+	 * too, its file offset following on. */
+	base = (uintptr_t)p;
+	keep = new_len_r < old_len_r ? new_len_r : old_len_r;
+	if (moves_old)
+		nsb_ranges_cut(old, old_end);
+	else if (old_len && base == old && new_len_r < old_len_r)
+		nsb_ranges_cut(old + new_len_r, old_end);
+	nsb_ranges_cut(base, base + new_len_r);
+	moved_records(&from, old, keep, base, &cands);
+	for (size_t i = 0; i < cands.n; i++)
+		(void)nsb_ranges_insert(&cands.r[i]);
+	if (has_tail && new_len_r > old_len_r) {
+		tail.off += tail.end - tail.start;
+		tail.start = base + old_len_r;
+		tail.end = base + new_len_r;
+		(void)nsb_ranges_insert(&tail);
 	}
+	err = saved_errno;
 	goto out;
 
 nomem:
 	p = MAP_FAILED;
 	err = ENOMEM;
-out:
 	nsb_ranges_unlock();
+	goto done;
+out:
+	nsb_ranges_flux_end();
+	nsb_ranges_unlock();
+done:
 	nsb_saved_free(&from);
 	nsb_saved_free(&over);
+	nsb_saved_free(&cands);
 	errno = err;
 	return p;
 }

@@ -24,12 +24,13 @@ extern "C" {
 #define NOSIGBUS_VERSION_MAJOR 0
 #define NOSIGBUS_VERSION_MINOR 1
 
-/* Counters since the process started (after fork: inherited). */
+/* Counters since the process started (a fork child starts from zero). */
 struct nosigbus_stats {
 	uint64_t rescues;	/* faults answered with zero pages */
 	uint64_t pages;		/* pages replaced, in units of the system page size */
 	uint64_t failures;	/* faults in a protected mapping passed on unrescued */
 	uint64_t mappings;	/* protected mappings recorded right now */
+	uint64_t unverified;	/* rescues made without knowing the file's size */
 };
 
 /*

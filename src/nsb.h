@@ -2,17 +2,20 @@
 /*
  * Internal interfaces of libnosigbus.  Nothing here is exported.
  *
- * Signal context: functions marked [signal-safe] may be called from the
- * SIGBUS handler; everything else may not.
+ * Signal context: functions marked [signal-safe] may be called from a
+ * signal handler (the SIGBUS handler, or the trampoline that runs the
+ * program's handlers); everything else may not.
  */
 #ifndef NSB_H
 #define NSB_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #define NSB_INTERNAL __attribute__((visibility("hidden")))
@@ -36,10 +39,13 @@ extern int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)
 extern int (*real_execve)(const char *, char *const[], char *const[]);
 extern int (*real_execvpe)(const char *, char *const[], char *const[]);
 extern int (*real_fexecve)(int, char *const[], char *const[]);
+extern int (*real_execveat)(int, const char *, char *const[], char *const[], int);
 extern int (*real_posix_spawn)(pid_t *, const char *, const void *, const void *,
 			       char *const[], char *const[]);
 extern int (*real_posix_spawnp)(pid_t *, const char *, const void *, const void *,
 				char *const[], char *const[]);
+extern int (*real_system)(const char *);
+extern void *(*real_popen)(const char *, const char *);
 extern sighandler_t (*real_signal)(int, sighandler_t);
 extern sighandler_t (*real_sigset)(int, sighandler_t);
 extern sighandler_t (*real_sysv_signal)(int, sighandler_t);
@@ -47,6 +53,14 @@ extern int (*real_siginterrupt)(int, int);
 extern int (*real_sighold)(int);
 extern int (*real_sigrelse)(int);
 extern int (*real_sigignore)(int);
+extern int (*real_timer_create)(clockid_t, struct sigevent *, void *);
+extern int (*real_timer_delete)(void *);
+extern int (*real_mq_notify)(int, const struct sigevent *);
+extern int (*real_close)(int);
+extern int (*real_dup2)(int, int);
+extern int (*real_dup3)(int, int, int);
+extern int (*real_close_range)(unsigned, unsigned, int);
+extern void (*real_closefrom)(int);
 struct __jmp_buf_tag;
 typedef void (*nsb_jump_fn)(struct __jmp_buf_tag *, int) __attribute__((noreturn));
 extern nsb_jump_fn real_longjmp;
@@ -57,11 +71,13 @@ extern nsb_jump_fn real___longjmp_chk;
 /* ---- config.c: NOSIGBUS_* read once ------------------------------------ */
 
 enum nsb_policy { NSB_POLICY_FLAG, NSB_POLICY_SHM, NSB_POLICY_FILES };
-enum nsb_fill { NSB_FILL_PAGE, NSB_FILL_RANGE };
+enum nsb_fill { NSB_FILL_PAGE, NSB_FILL_RANGE, NSB_FILL_AUTO };
+enum nsb_errors { NSB_ERRORS_PASS, NSB_ERRORS_ZERO };
 
 struct nsb_config {
 	enum nsb_policy policy;
 	enum nsb_fill fill;
+	enum nsb_errors errors;
 	bool strict;
 	bool log;
 	size_t page_size;	/* sysconf(_SC_PAGESIZE), read outside signals */
@@ -83,39 +99,74 @@ nsb_init(void)
 		nsb_config_init();
 }
 
+/* ---- process.c: the library's locks, and what fork does to its state -- */
+
+/*
+ * Every lock of the library blocks every signal while it is held: a
+ * signal handler can never find a lock held by its own thread (so every
+ * interposed call may be made from any handler), and the program can
+ * never stop a holder with one of its own handlers (so nobody waits for a
+ * thread the program has suspended, SPEC §5 "Progress").
+ */
+struct nsb_lock {
+	pthread_mutex_t mutex;
+	sigset_t saved;		/* the holder's mask, restored at unlock */
+};
+#define NSB_LOCK_INITIALIZER { PTHREAD_MUTEX_INITIALIZER, { { 0 } } }
+void nsb_lock(struct nsb_lock *l);
+void nsb_unlock(struct nsb_lock *l);
+extern struct nsb_lock nsb_table_lock;	/* ranges.c and files.c */
+extern struct nsb_lock nsb_disp_lock;	/* dispositions.c */
+
+/* The pid whose memory this is: differs from getpid() in a vfork child,
+ * which shares our memory and must not take the parent's state. */
+bool nsb_in_vfork_child(void);
+pid_t nsb_gettid(void);	/* [signal-safe] */
+/* The mask to restore when this thread releases its outermost lock
+ * (NULL: it holds none): what "this thread's mask" means under a lock. */
+sigset_t *nsb_outer_mask(void);
+bool nsb_other_threads(void);
+
 /* ---- ranges.c: the table of protected mappings ------------------------- */
 
-/* meta: protection, sharing, page size and pkey of a protected range. */
+/* meta: what a rescue needs to know about a protected range. */
 #define NSB_META_PROT		0x0007u		/* PROT_READ|PROT_WRITE|PROT_EXEC */
 #define NSB_META_SHARED		0x0008u
+#define NSB_META_ANON		0x0010u		/* no file behind it */
+#define NSB_META_MEMFS		0x0020u		/* a file that lives in memory */
+#define NSB_META_ROOMY		0x0040u		/* ... whose writes cannot run out of room */
 #define NSB_META_SHIFT(m)	(((m) >> 8) & 0x3fu)	/* log2 of the page size */
 #define NSB_META_MKSHIFT(s)	((uint32_t)(s) << 8)
 #define NSB_META_PKEY(m)	((int)(((m) >> 16) & 0x1fu) - 1) /* -1: none */
 #define NSB_META_MKPKEY(k)	((uint32_t)((k) + 1) << 16)
 #define NSB_META_PKEY_MASK	0x1f0000u
-#define NSB_META_ANON		0x0010u
 
 struct nsb_range {
 	uintptr_t start;
 	uintptr_t end;
+	uint64_t off;		/* file offset of start */
 	uint32_t meta;
-	uint32_t path;		/* offset in the path pool, 0: unknown */
+	uint32_t file;		/* files.c index, 0: none */
 };
 
-/* Writers: every function below except the [signal-safe] ones must be
- * called between nsb_ranges_lock() and nsb_ranges_unlock(). */
+/* Writers: every function below except the lock-free ones must be called
+ * between nsb_ranges_lock() and nsb_ranges_unlock().  The same lock
+ * guards files.c. */
 void nsb_ranges_lock(void);
 void nsb_ranges_unlock(void);
 
-/* Records [start, end).  0, or -1 with errno ENOMEM (table full). */
-int nsb_ranges_insert(uintptr_t start, uintptr_t end, uint32_t meta, uint32_t path);
+/* Makes room for n more records now, so that the updates after a system
+ * call cannot fail.  0, or -1 with errno ENOMEM. */
+int nsb_ranges_reserve(size_t n);
+/* 0, or -1 with errno ENOMEM (table full). */
+int nsb_ranges_insert(const struct nsb_range *r);
+/* Removes [start, end) from every record, splitting as needed.  On return
+ * no rescue is still using the removed pieces. */
+int nsb_ranges_cut(uintptr_t start, uintptr_t end);
+/* Sets the protection (and pkey, -1 to keep) of the recorded parts. */
+int nsb_ranges_set_prot(uintptr_t start, uintptr_t end, int prot, int pkey);
 
-/*
- * Removes [start, end) from every record, splitting as needed.  When
- * saved is not NULL, the removed pieces are kept there so that
- * nsb_ranges_restore() can put them back if the system call fails.
- * On return no rescue is using the removed pieces any more.
- */
+/* A list of ranges, in memory of its own (never malloc). */
 struct nsb_saved {
 	size_t n;
 	size_t cap;
@@ -125,16 +176,21 @@ struct nsb_saved {
 void nsb_saved_init(struct nsb_saved *s);
 void nsb_saved_free(struct nsb_saved *s);
 int nsb_saved_push(struct nsb_saved *s, const struct nsb_range *r);
-int nsb_ranges_cut(uintptr_t start, uintptr_t end, struct nsb_saved *saved);
-void nsb_ranges_restore(const struct nsb_saved *saved);
-
-/* Sets the protection (and pkey, -1 to keep) of the recorded parts of [start, end). */
-int nsb_ranges_set_prot(uintptr_t start, uintptr_t end, int prot, int pkey);
-
-/* Copies the records overlapping [start, end) into saved (reader side). */
+/* Appends the records overlapping [start, end), clipped, lowest first. */
 int nsb_ranges_collect(uintptr_t start, uintptr_t end, struct nsb_saved *saved);
 
-/* Does any record overlap [start, end)?  Lock-free. */
+/*
+ * Changes in flux: while a call may change [s1, e1) and [s2, e2), a fault
+ * there is neither rescued nor passed on: the handler returns, and the
+ * instruction faults again until the call is over and the records say
+ * what the kernel did.  nsb_ranges_flux() returns once no rescue that
+ * started before it is still running.
+ */
+void nsb_ranges_flux(uintptr_t s1, uintptr_t e1, uintptr_t s2, uintptr_t e2);
+void nsb_ranges_flux_end(void);
+
+/* Does any record overlap [start, end)?  Lock-free, and never waits for
+ * a thread the program can stop. */
 bool nsb_ranges_overlap(uintptr_t start, uintptr_t end);
 size_t nsb_ranges_count(void);	/* [signal-safe] */
 unsigned long nsb_ranges_version(void);	/* [signal-safe] changes with every update */
@@ -143,67 +199,110 @@ size_t nsb_ranges_bytes(void);	/* memory the table holds */
 /*
  * [signal-safe] Finds the record containing addr and keeps it alive (no
  * writer can finish removing it) until nsb_ranges_leave(ticket).
- * Returns false if there is none (then nothing is held).
  */
-bool nsb_ranges_enter(uintptr_t addr, struct nsb_range *out, int *ticket);
+enum nsb_lookup { NSB_LOOKUP_NONE, NSB_LOOKUP_FOUND, NSB_LOOKUP_BUSY };
+enum nsb_lookup nsb_ranges_enter(uintptr_t addr, struct nsb_range *out, int *ticket);
 void nsb_ranges_leave(int ticket);	/* [signal-safe] */
 
-/* Path pool (only used when logging). */
-uint32_t nsb_paths_intern(const char *path);
-const char *nsb_paths_get(uint32_t off);	/* [signal-safe] */
+void nsb_ranges_fail_next_alloc(void);	/* test hook */
+void nsb_ranges_after_fork_child(void);
 
-/* Makes room for n more records now, so that the inserts after a system
- * call cannot fail.  Caller holds the lock. */
-int nsb_ranges_reserve(size_t n);
+/* ---- files.c: the files behind protected mappings ---------------------- */
 
-/* Test hook: make the next table allocation fail. */
-void nsb_ranges_fail_next_alloc(void);
+/*
+ * One entry per file (st_dev, st_ino) that a record names, holding a
+ * descriptor the library keeps to learn the file's size at fault time.
+ * Entries are counted by the records that name them; callers hold the
+ * table lock (nsb_ranges_lock) except where marked.
+ */
+uint32_t nsb_files_get(int fd, const struct stat *st, const char *path);
+uint32_t nsb_files_get_mapped(uintptr_t start, uintptr_t end, uint64_t dev, uint64_t ino,
+			      const char *path, bool *memfs);
+void nsb_files_ref(uint32_t file, int delta);
+void nsb_files_release_unused(void);
+bool nsb_files_identity(uint32_t file, uint64_t *dev, uint64_t *ino);
+/* [signal-safe] The size now of the file mapped at addr; false if the
+ * library cannot tell. */
+bool nsb_files_size(uint32_t file, uintptr_t addr, uint64_t *size);
+const char *nsb_files_path(uint32_t file);	/* [signal-safe] NULL: unknown */
+uint64_t nsb_dev_of(unsigned major, unsigned minor);
 
 /* ---- rescue.c: the SIGBUS handler -------------------------------------- */
 
 void nsb_rescue_handler(int sig, siginfo_t *si, void *uc); /* [signal-safe] */
+void nsb_rescue_after_fork_child(void);
 
-/* ---- dispositions.c: the program's SIGBUS disposition and mask --------- */
+/* ---- dispositions.c: the program's view of signals --------------------- */
 
 /* Installs the library's handler under the program's disposition (once). */
 void nsb_disp_install(void);
 bool nsb_disp_installed(void);
-/* The program's view of SIGBUS; see dispositions.c. */
-int nsb_disp_set(const struct sigaction *act, struct sigaction *old);
-bool nsb_disp_blocked(void);		/* [signal-safe] this thread */
-void nsb_disp_set_blocked(bool blocked);
-void nsb_disp_deliver_held(void);
-bool nsb_disp_held(void);
-/* [signal-safe] Everything that is not rescued ends up here. */
+/* The program's action for sig: set (act) and/or query (old).  0 or -1 with errno. */
+int nsb_disp_action(int sig, const struct sigaction *act, struct sigaction *old);
+/* The program's view of its mask: like pthread_sigmask, returns 0 or an
+ * error number.  set and old are the caller's (they may be bad pointers). */
+int nsb_disp_mask(int how, const sigset_t *set, sigset_t *old);
+bool nsb_disp_blocked(void);		/* [signal-safe] this thread's view */
+int nsb_disp_pending(sigset_t *set);
+int nsb_disp_suspend(const sigset_t *mask);
+/* [signal-safe] Everything the library does not rescue ends up here. */
 void nsb_disp_chain(int sig, siginfo_t *si, void *uc);
 /* The program jumps out of a signal handler (see dispositions.c). */
 void nsb_disp_longjmp(bool mask_saved);
-/* exec: make the kernel state what the program set, and back. */
-void nsb_disp_before_exec(void);
-void nsb_disp_after_exec(void);
+/* A thread starts: its view of SIGBUS is its creator's (or, for threads
+ * the C library starts with every signal blocked, blocked). */
+bool nsb_disp_thread_blocked_at_start(void);
+void nsb_disp_thread_start(bool blocked);
+void nsb_disp_thread_start_kernel(void);
+/* exec and spawn: what the new program must inherit. */
+struct nsb_exec {
+	bool ignored;		/* the program ignores SIGBUS */
+	bool blocked;		/* ... and blocks it */
+	bool handoff;		/* pass "ignored" through the environment */
+	sigset_t saved_mask;
+};
+void nsb_disp_before_exec(struct nsb_exec *x, bool can_handoff);
+void nsb_disp_after_exec(struct nsb_exec *x);
+void nsb_disp_after_fork_child(void);
+#define NSB_HANDOFF_VAR "NOSIGBUS_INHERIT_IGNORED"
 
-/* ---- maps.c: /proc/self/maps (never in signal context) ----------------- */
+/* ---- maps.c: /proc/self/maps and smaps --------------------------------- */
 
 struct nsb_vma {
 	uintptr_t start;
 	uintptr_t end;
+	uint64_t off;
+	uint64_t dev;		/* nsb_dev_of(major, minor) */
+	uint64_t ino;
 	int prot;
 	bool shared;
 	bool anon;		/* no file behind it */
+	int pkey;		/* smaps only: -1 when unknown */
+	size_t page_size;	/* smaps only: 0 when unknown */
+	const char *path;	/* NULL when absent or too long to keep */
 };
-/* Calls fn for each VMA overlapping [lo, hi), in address order.
- * fn returns non-zero to stop.  Returns -1 with errno if the file
- * could not be read, else fn's last return value (0 when it never stopped). */
-int nsb_maps_each(uintptr_t lo, uintptr_t hi,
+/* Calls fn for each VMA overlapping [lo, hi), in address order, from
+ * /proc/self/smaps when smaps is true (page sizes and keys), else maps.
+ * fn returns non-zero to stop.  Returns -1 with errno if the file could
+ * not be read, else fn's last return value (0 when it never stopped). */
+int nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
 		  int (*fn)(const struct nsb_vma *vma, void *arg), void *arg);
-/* The kernel's page size for the VMA at addr (huge for hugetlbfs). */
-size_t nsb_maps_page_size(uintptr_t addr);
+/* [signal-safe] The VMA containing addr (path not kept). */
+bool nsb_maps_find(uintptr_t addr, struct nsb_vma *vma);
 
 /* ---- policy.c: which mappings are protected ---------------------------- */
 
 /* Decides, at mmap() time, whether a mapping is protected and how.
- * Returns true and fills in meta and path when it is. */
-bool nsb_policy_protect(int prot, int flags, int fd, uint32_t *meta, uint32_t *path);
+ * Returns true and fills in the record's meta and file when it is; the
+ * caller holds the table lock when it is (files.c). */
+struct nsb_decision {
+	bool protect;
+	uint32_t meta;
+	bool has_file;
+	struct stat st;
+	bool memfs;
+};
+void nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d);
 
 /* ---- log.c: counters and messages -------------------------------------- */
 
@@ -211,17 +310,20 @@ struct nsb_counters {
 	atomic_uint_least64_t rescues;
 	atomic_uint_least64_t pages;
 	atomic_uint_least64_t failures;
+	atomic_uint_least64_t unverified;
 };
 extern struct nsb_counters nsb_counters;
 
 void nsb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* [signal-safe] */
-void nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages);
+void nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages, bool verified);
 void nsb_log_failure(uintptr_t addr, int err);	/* [signal-safe] */
 void nsb_log_init(void);
+void nsb_log_after_fork_child(void);
 
 /* ---- mman.c: shared with api.c ----------------------------------------- */
 
-int nsb_protect_range(uintptr_t start, uintptr_t end, uint32_t meta, uint32_t path);
+/* Records r (the library's handler is installed first).  Table lock held. */
+int nsb_record(const struct nsb_range *r);
 
 #endif /* NSB_H */

@@ -4,8 +4,9 @@
  *
  * The decision is made from the file descriptor (fstatfs, fstat, fcntl),
  * never from a path, so a file cannot pretend to live in memory.  With
- * NOSIGBUS_POLICY=flag (the default) and no MAP_NOSIGBUS, this costs
- * nothing: no system call is made.
+ * NOSIGBUS_POLICY=flag and no MAP_NOSIGBUS, this costs
+ * nothing: no system call is made.  The file itself (its descriptor kept
+ * for the end-of-file check) is looked up by mman.c under the table lock.
  *
  * Not used in signal context.
  */
@@ -55,22 +56,6 @@ default_huge_shift(void)
 	return kb ? log2_of(kb * 1024) : 21;
 }
 
-static uint32_t
-remember_path(int fd)
-{
-	char link[64], path[4096];
-	ssize_t n;
-
-	if (!nsb_config.log)
-		return 0;
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	n = readlink(link, path, sizeof(path) - 1);
-	if (n <= 0)
-		return 0;
-	path[n] = '\0';
-	return nsb_paths_intern(path);
-}
-
 /* A memfd that can never shrink cannot fault past its end. */
 static bool
 cannot_shrink(int fd)
@@ -80,17 +65,45 @@ cannot_shrink(int fd)
 	return seals > 0 && (seals & F_SEAL_SHRINK);
 }
 
-bool
-nsb_policy_protect(int prot, int flags, int fd, uint32_t *meta, uint32_t *path)
+/*
+ * Can a write into this memory-backed file never be refused for room?  A
+ * tmpfs without a size limit (memfds live on one) only refuses pages when
+ * the kernel does not overcommit memory (vm.overcommit_memory=2).
+ */
+static bool
+roomy(const struct statfs *fs)
+{
+	static int strict = -1;
+
+	if (fs->f_type != TMPFS_MAGIC || fs->f_blocks != 0)
+		return false;
+	if (strict < 0) {
+		char c = '0';
+		int fd = open("/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC);
+
+		if (fd >= 0) {
+			if (read(fd, &c, 1) != 1)
+				c = '2';
+			close(fd);
+		}
+		strict = c == '2';
+	}
+	return !strict;
+}
+
+void
+nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d)
 {
 	bool anon = (flags & MAP_ANONYMOUS) || fd < 0;
 	bool flagged = flags & MAP_NOSIGBUS;
 	unsigned shift = log2_of(nsb_config.page_size);
 	struct statfs fs;
-	struct stat st;
 
+	d->protect = false;
+	d->has_file = false;
+	d->memfs = false;
 	if (!flagged && (anon || nsb_config.policy == NSB_POLICY_FLAG))
-		return false;
+		return;
 
 	if (anon) {
 		if (flags & MAP_HUGETLB) {
@@ -98,29 +111,32 @@ nsb_policy_protect(int prot, int flags, int fd, uint32_t *meta, uint32_t *path)
 
 			shift = s ? s : default_huge_shift();
 		}
-		*meta = NSB_META_ANON;
+		d->meta = NSB_META_ANON;
 	} else {
-		if (fstatfs(fd, &fs) < 0)
-			return flagged;
+		if (fstatfs(fd, &fs) < 0) {
+			if (!flagged)
+				return;
+			fs.f_type = 0;
+		}
+		d->memfs = fs.f_type == TMPFS_MAGIC || fs.f_type == HUGETLBFS_MAGIC;
 		if (fs.f_type == HUGETLBFS_MAGIC)
 			shift = log2_of((size_t)fs.f_bsize);
+		d->has_file = fstat(fd, &d->st) == 0;
 		if (!flagged) {
-			bool in_memory = fs.f_type == TMPFS_MAGIC ||
-					 fs.f_type == HUGETLBFS_MAGIC;
-
-			if (nsb_config.policy == NSB_POLICY_SHM && !in_memory)
-				return false;
-			if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-				return false;
-			if (in_memory && cannot_shrink(fd))
-				return false;
+			if (nsb_config.policy == NSB_POLICY_SHM && !d->memfs)
+				return;
+			if (!d->has_file || !S_ISREG(d->st.st_mode))
+				return;
+			if (d->memfs && cannot_shrink(fd))
+				return;
 		}
-		*meta = 0;
+		d->meta = d->memfs ? NSB_META_MEMFS : 0;
+		if (roomy(&fs))
+			d->meta |= NSB_META_ROOMY;
 	}
-	*meta |= ((uint32_t)prot & NSB_META_PROT) | NSB_META_MKSHIFT(shift) |
-		 NSB_META_MKPKEY(-1);
+	d->meta |= ((uint32_t)prot & NSB_META_PROT) | NSB_META_MKSHIFT(shift) |
+		   NSB_META_MKPKEY(-1);
 	if ((flags & MAP_TYPE) != MAP_PRIVATE)
-		*meta |= NSB_META_SHARED;
-	*path = anon ? 0 : remember_path(fd);
-	return true;
+		d->meta |= NSB_META_SHARED;
+	d->protect = true;
 }

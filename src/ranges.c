@@ -2,29 +2,41 @@
 /*
  * ranges.c - the table of protected mappings.
  *
- * Readers are SIGBUS handlers: they may not lock, allocate or wait, and
- * must find a record in O(log n).  Writers are the interposed mapping
- * calls: they are serialised by one mutex and may wait.  The table is a
- * "left-right" pair: two sorted arrays with the same contents.  Readers
- * use the active copy; a writer changes the inactive one, makes it active,
- * waits until no reader can still be on the other one, and applies the
- * same change there.  Readers never wait; a writer waits only for rescues
- * already in flight, which is exactly the guarantee the mapping calls need:
- * once a record is cut, no rescue can still map a page over it.
+ * Three kinds of readers:
+ *  - SIGBUS handlers (nsb_ranges_enter): may not lock, allocate or wait,
+ *    and must find a record in O(log n).  They register in one of two
+ *    counters while they read and rescue, and writers wait for them to
+ *    leave: a rescue is a few system calls in a handler that runs with
+ *    every signal blocked, so the program cannot stop it (SPEC §5).
+ *  - the interposed calls' quick check (nsb_ranges_overlap): optimistic,
+ *    like a seqlock, registered nowhere.  A writer never waits for them,
+ *    which matters: the program may stop a thread inside any call, from a
+ *    signal handler, and keep it stopped while another thread maps.
+ *  - writers, serialised by the table lock (process.c: every signal
+ *    blocked while held).
+ * The table is a "left-right" pair: two sorted arrays with the same
+ * contents.  Handlers use the active copy; a writer changes the inactive
+ * one, makes it active, waits until no handler can still be on the other
+ * one, and applies the same change there.  Once a record is cut, no rescue
+ * can still map a page over it.
+ *
+ * While a call changes a span (flux, see nsb.h), a fault there is neither
+ * rescued nor passed on but retried, so that records never lag behind the
+ * kernel in either direction: a live protected page is never unprotected,
+ * even during a call that fails part-way, and a page is never rescued on
+ * the strength of a record the call is about to remove.
  *
  * The arrays are sorted by descending start address because the kernel
  * hands out addresses top-down, so new records usually go at the end.
- * Inserting elsewhere costs a memmove of the tail (O(n), n <= the number of
- * VMAs a process can have).  Storage comes straight from mmap through
- * nsb_sys_mmap, never malloc: malloc may itself call mmap.
+ * Storage comes straight from mmap through nsb_sys_mmap, never malloc, and
+ * is never unmapped while the process lives (an optimistic reader may
+ * still be looking at it).
  *
- * Signal context: nsb_ranges_enter, nsb_ranges_leave, nsb_ranges_count and
- * nsb_paths_get.  Everything else runs with the table lock held, with
- * asynchronous signals blocked so that a handler calling mmap cannot
- * deadlock on it.
+ * Signal context: nsb_ranges_enter, nsb_ranges_leave, nsb_ranges_count,
+ * nsb_ranges_version.  Everything else runs with the table lock held,
+ * except nsb_ranges_overlap.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -37,30 +49,30 @@ struct table {
 	size_t cap;		/* entries */
 };
 
+struct nsb_lock nsb_table_lock = NSB_LOCK_INITIALIZER;
+
 static struct table copies[2];
 static atomic_int active;		/* the copy readers use */
 static atomic_int reader_side;		/* the counter new readers use */
 static atomic_long readers[2];
 static atomic_size_t live_count;	/* records, for lock-free fast paths */
 static atomic_size_t last_hit;		/* index of the last record found */
-static atomic_ulong version;		/* bumped by every change */
-
-static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
-static sigset_t held_mask;		/* the lock holder's mask */
+static atomic_ulong version;		/* even: stable; odd: a writer is changing a copy */
+static atomic_uintptr_t flux[4];	/* two spans [flux[0], flux[1]), [flux[2], flux[3]) */
 static bool fail_next_alloc;
 
 /* ---- reader side ------------------------------------------------------- */
 
-/* First index whose start is <= addr ([signal-safe]). */
+/* First index whose start is <= addr, in the first n entries. */
 static size_t
-first_at_or_below(const struct table *t, uintptr_t addr)
+first_at_or_below(const struct nsb_range *r, size_t n, uintptr_t addr)
 {
-	size_t lo = 0, hi = t->n;
+	size_t lo = 0, hi = n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (t->r[mid].start <= addr)
+		if (r[mid].start <= addr)
 			hi = mid;
 		else
 			lo = mid + 1;
@@ -86,7 +98,20 @@ nsb_ranges_leave(int ticket)
 }
 
 /* [signal-safe] */
-bool
+static bool
+in_flux(uintptr_t addr)
+{
+	for (int i = 0; i < 4; i += 2) {
+		uintptr_t s = atomic_load(&flux[i]), e = atomic_load(&flux[i + 1]);
+
+		if (addr >= s && addr < e)
+			return true;
+	}
+	return false;
+}
+
+/* [signal-safe] */
+enum nsb_lookup
 nsb_ranges_enter(uintptr_t addr, struct nsb_range *out, int *ticket)
 {
 	const struct table *t;
@@ -94,41 +119,76 @@ nsb_ranges_enter(uintptr_t addr, struct nsb_range *out, int *ticket)
 	int side;
 
 	if (atomic_load(&live_count) == 0)
-		return false;
+		return NSB_LOOKUP_NONE;
 	side = reader_enter();
+	/* After registering: a writer that set the flux before we did
+	 * waits for us; one that sets it later finds us gone or sees us. */
+	if (in_flux(addr)) {
+		nsb_ranges_leave(side);
+		return NSB_LOOKUP_BUSY;
+	}
 	t = &copies[atomic_load(&active)];
 	/* Faults come in runs over one mapping: try the last hit first.
 	 * The hint may be stale or from the other copy; it is only a guess,
 	 * checked against the copy we hold. */
 	i = atomic_load_explicit(&last_hit, memory_order_relaxed);
 	if (i >= t->n || addr < t->r[i].start || addr >= t->r[i].end) {
-		i = first_at_or_below(t, addr);
+		i = first_at_or_below(t->r, t->n, addr);
 		if (i >= t->n || addr >= t->r[i].end) {
 			nsb_ranges_leave(side);
-			return false;
+			return NSB_LOOKUP_NONE;
 		}
 		atomic_store_explicit(&last_hit, i, memory_order_relaxed);
 	}
 	*out = t->r[i];
 	*ticket = side;
-	return true;
+	return NSB_LOOKUP_FOUND;
 }
 
+/*
+ * Optimistic: reads the active copy with no registration, and trusts the
+ * answer only if no writer changed a copy meanwhile.  Memory is never
+ * unmapped, so a torn read is only a wrong answer, and it is thrown away.
+ * After a few tries (a writer is busy), it asks under the lock, whose
+ * holder the program cannot stop.
+ */
 bool
 nsb_ranges_overlap(uintptr_t start, uintptr_t end)
 {
-	const struct table *t;
 	bool hit;
-	size_t i;
-	int side;
 
 	if (atomic_load(&live_count) == 0 || end <= start)
 		return false;
-	side = reader_enter();
-	t = &copies[atomic_load(&active)];
-	i = first_at_or_below(t, end - 1);
-	hit = i < t->n && t->r[i].end > start;
-	nsb_ranges_leave(side);
+	for (int tries = 0; tries < 8; tries++) {
+		unsigned long v = atomic_load(&version);
+		const struct table *t;
+		const struct nsb_range *r;
+		size_t n, cap, i;
+
+		if (v & 1) {
+			sched_yield();
+			continue;
+		}
+		t = &copies[atomic_load(&active)];
+		r = t->r;
+		n = t->n;
+		cap = t->cap;
+		if (n > cap)
+			n = cap;
+		i = r ? first_at_or_below(r, n, end - 1) : n;
+		hit = i < n && r[i].end > start;
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load(&version) == v)
+			return hit;
+	}
+	nsb_ranges_lock();
+	{
+		const struct table *t = &copies[atomic_load(&active)];
+		size_t i = first_at_or_below(t->r, t->n, end - 1);
+
+		hit = i < t->n && t->r[i].end > start;
+	}
+	nsb_ranges_unlock();
 	return hit;
 }
 
@@ -143,7 +203,7 @@ nsb_ranges_count(void)
 unsigned long
 nsb_ranges_version(void)
 {
-	return atomic_load(&version);
+	return atomic_load(&version) >> 1;
 }
 
 size_t
@@ -161,17 +221,40 @@ wait_for_readers(atomic_long *counter)
 		sched_yield();
 }
 
+/* Returns once every handler that registered before the call has left. */
+static void
+drain_readers(void)
+{
+	int side = atomic_load(&reader_side);
+
+	wait_for_readers(&readers[1 - side]);
+	atomic_store(&reader_side, 1 - side);
+	wait_for_readers(&readers[side]);
+}
+
 /* Makes the inactive copy active; on return nobody reads the other one. */
 static void
 switch_copies(void)
 {
-	int side;
-
 	atomic_store(&active, 1 - atomic_load(&active));
-	side = atomic_load(&reader_side);
-	wait_for_readers(&readers[1 - side]);
-	atomic_store(&reader_side, 1 - side);
-	wait_for_readers(&readers[side]);
+	drain_readers();
+}
+
+void
+nsb_ranges_flux(uintptr_t s1, uintptr_t e1, uintptr_t s2, uintptr_t e2)
+{
+	atomic_store(&flux[0], s1);
+	atomic_store(&flux[1], e1);
+	atomic_store(&flux[2], s2);
+	atomic_store(&flux[3], e2);
+	drain_readers();
+}
+
+void
+nsb_ranges_flux_end(void)
+{
+	for (int i = 0; i < 4; i++)
+		atomic_store(&flux[i], 0);
 }
 
 /*
@@ -180,7 +263,8 @@ switch_copies(void)
  * program has just freed, and a program may take its own freed addresses
  * back with MAP_FIXED (stress-ng does), which would wipe the table out.
  * Each copy gets half of the reservation (address space only, nothing is
- * committed until used); past that, it moves out with mremap.
+ * committed until used); past that, it moves to a bigger mapping, and the
+ * old one stays mapped for optimistic readers.
  */
 #define RESERVE ((size_t)64 << 20)
 static char *reservation;
@@ -214,12 +298,11 @@ grow(struct table *t, size_t need)
 			return -1;
 		}
 		p = mine;
-	} else if (t->r) {
-		p = nsb_sys_mremap(t->r, t->cap * sizeof(struct nsb_range), bytes,
-				   MREMAP_MAYMOVE, NULL);
 	} else {
 		p = nsb_sys_mmap(NULL, bytes, PROT_READ | PROT_WRITE,
 				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p != MAP_FAILED && t->r)
+			memcpy(p, t->r, t->n * sizeof(struct nsb_range));
 	}
 	if (p == MAP_FAILED) {
 		errno = ENOMEM;
@@ -236,14 +319,18 @@ nsb_ranges_reserve(size_t extra)
 {
 	int inactive = 1 - atomic_load(&active);
 	size_t need = copies[inactive].n + extra;
+	int ret = 0;
 
 	if (copies[inactive].cap < need && grow(&copies[inactive], need) < 0)
 		return -1;
 	if (copies[1 - inactive].cap >= need)
 		return 0;
 	/* The contents are equal: swap, then grow the other one. */
+	atomic_fetch_add(&version, 1);
 	switch_copies();
-	return grow(&copies[1 - atomic_load(&active)], need);
+	ret = grow(&copies[1 - atomic_load(&active)], need);
+	atomic_fetch_add(&version, 1);
+	return ret;
 }
 
 static void
@@ -254,26 +341,31 @@ insert_at(struct table *t, size_t i, const struct nsb_range *r)
 	t->n++;
 }
 
-/* Splits the record that strictly contains addr into two. */
+/* Splits the record that strictly contains addr into two.  `count` is
+ * set on the first of the two copies an update changes: the files'
+ * reference counts follow the records once. */
 static void
-split_at(struct table *t, uintptr_t addr)
+split_at(struct table *t, uintptr_t addr, bool count)
 {
-	size_t i = first_at_or_below(t, addr);
+	size_t i = first_at_or_below(t->r, t->n, addr);
 	struct nsb_range upper;
 
 	if (i >= t->n || t->r[i].start == addr || t->r[i].end <= addr)
 		return;
 	upper = t->r[i];
 	upper.start = addr;
+	upper.off += addr - t->r[i].start;
 	t->r[i].end = addr;
 	insert_at(t, i, &upper);
+	if (count)
+		nsb_files_ref(upper.file, 1);
 }
 
 /* Indexes [*lo, *hi) of the records inside [start, end) after splitting. */
 static void
 span(const struct table *t, uintptr_t start, uintptr_t end, size_t *lo, size_t *hi)
 {
-	size_t i = first_at_or_below(t, end - 1);
+	size_t i = first_at_or_below(t->r, t->n, end - 1);
 
 	*lo = i;
 	while (i < t->n && t->r[i].start >= start)
@@ -289,20 +381,25 @@ struct op {
 };
 
 static void
-apply(struct table *t, const struct op *op)
+apply(struct table *t, const struct op *op, bool count)
 {
 	size_t lo, hi;
 
 	switch (op->kind) {
 	case OP_INSERT:
-		insert_at(t, first_at_or_below(t, op->r.start), &op->r);
+		insert_at(t, first_at_or_below(t->r, t->n, op->r.start), &op->r);
+		if (count)
+			nsb_files_ref(op->r.file, 1);
 		return;
 	case OP_CUT:
 	case OP_PROT:
-		split_at(t, op->r.start);
-		split_at(t, op->r.end);
+		split_at(t, op->r.start, count);
+		split_at(t, op->r.end, count);
 		span(t, op->r.start, op->r.end, &lo, &hi);
 		if (op->kind == OP_CUT) {
+			if (count)
+				for (size_t i = lo; i < hi; i++)
+					nsb_files_ref(t->r[i].file, -1);
 			memmove(&t->r[lo], &t->r[hi], (t->n - hi) * sizeof(t->r[0]));
 			t->n -= hi - lo;
 			return;
@@ -329,59 +426,58 @@ update(const struct op *op)
 		return -1;
 	inactive = 1 - atomic_load(&active);
 	atomic_fetch_add(&version, 1);
-	apply(&copies[inactive], op);
+	apply(&copies[inactive], op, true);
 	/* Before the switch, so that a first record is never skipped. */
 	atomic_store(&live_count, copies[inactive].n);
 	switch_copies();
-	apply(&copies[inactive ^ 1], op);
+	apply(&copies[inactive ^ 1], op, false);
+	atomic_fetch_add(&version, 1);
+	/* No handler can hold a removed record now. */
+	nsb_files_release_unused();
 	return 0;
 }
 
 void
 nsb_ranges_lock(void)
 {
-	sigset_t all, old;
-
-	/* Synchronous signals must stay deliverable; the rest wait. */
-	sigfillset(&all);
-	sigdelset(&all, SIGBUS);
-	sigdelset(&all, SIGSEGV);
-	sigdelset(&all, SIGILL);
-	sigdelset(&all, SIGFPE);
-	sigdelset(&all, SIGTRAP);
-	sigdelset(&all, SIGABRT);
-	nsb_sys_sigmask(SIG_BLOCK, &all, &old);
-	pthread_mutex_lock(&table_lock);
-	held_mask = old;
+	nsb_lock(&nsb_table_lock);
 }
 
 void
 nsb_ranges_unlock(void)
 {
-	sigset_t old = held_mask;
-
-	pthread_mutex_unlock(&table_lock);
-	nsb_sys_sigmask(SIG_SETMASK, &old, NULL);
+	nsb_unlock(&nsb_table_lock);
 }
 
 int
-nsb_ranges_insert(uintptr_t start, uintptr_t end, uint32_t meta, uint32_t path)
+nsb_ranges_insert(const struct nsb_range *r)
 {
-	struct op op = { .kind = OP_INSERT,
-			 .r = { .start = start, .end = end, .meta = meta, .path = path } };
+	struct op op = { .kind = OP_INSERT, .r = *r };
 
 	return update(&op);
 }
 
+/* Is any record in [start, end) of the copy the writer holds?  (The lock
+ * is held: nothing changes under us.) */
+static bool
+overlap_locked(uintptr_t start, uintptr_t end)
+{
+	const struct table *t = &copies[atomic_load(&active)];
+	size_t i;
+
+	if (end <= start)
+		return false;
+	i = first_at_or_below(t->r, t->n, end - 1);
+	return i < t->n && t->r[i].end > start;
+}
+
 int
-nsb_ranges_cut(uintptr_t start, uintptr_t end, struct nsb_saved *saved)
+nsb_ranges_cut(uintptr_t start, uintptr_t end)
 {
 	struct op op = { .kind = OP_CUT, .r = { .start = start, .end = end } };
 
-	if (end <= start || !nsb_ranges_overlap(start, end))
+	if (!overlap_locked(start, end))
 		return 0;
-	if (saved && nsb_ranges_collect(start, end, saved) < 0)
-		return -1;
 	return update(&op);
 }
 
@@ -391,19 +487,9 @@ nsb_ranges_set_prot(uintptr_t start, uintptr_t end, int prot, int pkey)
 	struct op op = { .kind = OP_PROT, .r = { .start = start, .end = end },
 			 .prot = prot, .pkey = pkey };
 
-	if (end <= start || !nsb_ranges_overlap(start, end))
+	if (!overlap_locked(start, end))
 		return 0;
 	return update(&op);
-}
-
-void
-nsb_ranges_restore(const struct nsb_saved *saved)
-{
-	/* Each piece was cut from a live record: there is room for it
-	 * unless the table cannot grow, and then it stays lost. */
-	for (size_t i = 0; i < saved->n; i++)
-		(void)nsb_ranges_insert(saved->r[i].start, saved->r[i].end,
-					saved->r[i].meta, saved->r[i].path);
 }
 
 void
@@ -445,7 +531,6 @@ nsb_saved_push(struct nsb_saved *s, const struct nsb_range *r)
 	return 0;
 }
 
-/* Lowest address first, clipped to [start, end).  Caller holds the lock. */
 int
 nsb_ranges_collect(uintptr_t start, uintptr_t end, struct nsb_saved *saved)
 {
@@ -454,15 +539,17 @@ nsb_ranges_collect(uintptr_t start, uintptr_t end, struct nsb_saved *saved)
 
 	if (end <= start)
 		return 0;
-	i = first_at_or_below(t, end - 1);
+	i = first_at_or_below(t->r, t->n, end - 1);
 	last = i;
 	while (last < t->n && t->r[last].end > start)
 		last++;
 	while (last-- > i) {
 		struct nsb_range r = t->r[last];
 
-		if (r.start < start)
+		if (r.start < start) {
+			r.off += start - r.start;
 			r.start = start;
+		}
 		if (r.end > end)
 			r.end = end;
 		if (nsb_saved_push(saved, &r) < 0)
@@ -477,72 +564,12 @@ nsb_ranges_fail_next_alloc(void)
 	fail_next_alloc = true;
 }
 
-/* ---- fork -------------------------------------------------------------- */
-
-static void
-before_fork(void)
-{
-	nsb_ranges_lock();
-}
-
-static void
-after_fork_parent(void)
-{
-	nsb_ranges_unlock();
-}
-
 /* The child has one thread: rescues in flight elsewhere are gone with
- * their threads, and so is whoever waited for the lock. */
-static void
-after_fork_child(void)
+ * their threads (process.c re-initialised the lock). */
+void
+nsb_ranges_after_fork_child(void)
 {
-	sigset_t old = held_mask;
-
 	atomic_store(&readers[0], 0);
 	atomic_store(&readers[1], 0);
-	pthread_mutex_init(&table_lock, NULL);
-	nsb_sys_sigmask(SIG_SETMASK, &old, NULL);
-}
-
-__attribute__((constructor(101))) static void
-ranges_init(void)
-{
-	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
-}
-
-/* ---- path pool (NOSIGBUS_LOG only) ------------------------------------- */
-
-#define PATH_POOL_SIZE (1u << 20)
-static char *path_pool;
-static size_t path_used = 1;	/* offset 0 means "unknown" */
-
-/* Caller holds the lock.  Paths are never freed; a full pool gives 0. */
-uint32_t
-nsb_paths_intern(const char *path)
-{
-	size_t len = strlen(path) + 1;
-
-	if (!path_pool) {
-		void *p = nsb_sys_mmap(NULL, PATH_POOL_SIZE, PROT_READ | PROT_WRITE,
-				       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-
-		if (p == MAP_FAILED)
-			return 0;
-		path_pool = p;
-	}
-	for (size_t off = 1; off < path_used; off += strlen(path_pool + off) + 1)
-		if (strcmp(path_pool + off, path) == 0)
-			return (uint32_t)off;
-	if (len > PATH_POOL_SIZE - path_used)
-		return 0;
-	memcpy(path_pool + path_used, path, len);
-	path_used += len;
-	return (uint32_t)(path_used - len);
-}
-
-/* [signal-safe] */
-const char *
-nsb_paths_get(uint32_t off)
-{
-	return off && path_pool ? path_pool + off : NULL;
+	nsb_ranges_flux_end();
 }

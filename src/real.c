@@ -38,6 +38,17 @@ int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *
 int (*real_execve)(const char *, char *const[], char *const[]);
 int (*real_execvpe)(const char *, char *const[], char *const[]);
 int (*real_fexecve)(int, char *const[], char *const[]);
+int (*real_execveat)(int, const char *, char *const[], char *const[], int);
+int (*real_system)(const char *);
+void *(*real_popen)(const char *, const char *);
+int (*real_timer_create)(clockid_t, struct sigevent *, void *);
+int (*real_timer_delete)(void *);
+int (*real_mq_notify)(int, const struct sigevent *);
+int (*real_close)(int);
+int (*real_dup2)(int, int);
+int (*real_dup3)(int, int, int);
+int (*real_close_range)(unsigned, unsigned, int);
+void (*real_closefrom)(int);
 int (*real_posix_spawn)(pid_t *, const char *, const void *, const void *,
 			char *const[], char *const[]);
 int (*real_posix_spawnp)(pid_t *, const char *, const void *, const void *,
@@ -89,6 +100,25 @@ lookup(const char *name, bool mandatory)
 	return p;
 }
 
+/* For a C library older than 2.34, which has not these. */
+static int
+fallback_execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
+{
+	return (int)syscall(SYS_execveat, dirfd, path, argv, envp, flags);
+}
+
+static int
+fallback_close_range(unsigned first, unsigned last, int flags)
+{
+	return (int)syscall(SYS_close_range, first, last, flags);
+}
+
+static void
+fallback_closefrom(int lowfd)
+{
+	(void)syscall(SYS_close_range, (unsigned)lowfd, ~0u, 0);
+}
+
 #define LOOKUP(var, name, mandatory) \
 	(*(void **)&(var) = lookup(name, mandatory))
 
@@ -118,6 +148,23 @@ nsb_real_init(void)
 	LOOKUP(real_execve, "execve", true);
 	LOOKUP(real_execvpe, "execvpe", true);
 	LOOKUP(real_fexecve, "fexecve", true);
+	LOOKUP(real_execveat, "execveat", false);
+	LOOKUP(real_system, "system", true);
+	LOOKUP(real_popen, "popen", true);
+	LOOKUP(real_timer_create, "timer_create", true);
+	LOOKUP(real_timer_delete, "timer_delete", true);
+	LOOKUP(real_mq_notify, "mq_notify", true);
+	LOOKUP(real_close, "close", true);
+	LOOKUP(real_dup2, "dup2", true);
+	LOOKUP(real_dup3, "dup3", true);
+	LOOKUP(real_close_range, "close_range", false);
+	LOOKUP(real_closefrom, "closefrom", false);
+	if (!real_execveat)
+		real_execveat = fallback_execveat;
+	if (!real_close_range)
+		real_close_range = fallback_close_range;
+	if (!real_closefrom)
+		real_closefrom = fallback_closefrom;
 	LOOKUP(real_posix_spawn, "posix_spawn", true);
 	LOOKUP(real_posix_spawnp, "posix_spawnp", true);
 	LOOKUP(real_signal, "signal", true);

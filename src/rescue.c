@@ -3,15 +3,25 @@
  * rescue.c - the SIGBUS handler.
  *
  * Everything in this file runs in signal context.  It finds the record,
- * maps zero-filled private memory over the faulting page, and returns so
- * that the instruction runs again (SPEC §5).  No locks, no malloc, no
- * stdio; errno is preserved.  What is not rescued goes to
- * nsb_disp_chain(), which behaves as if the library were absent.
+ * decides whether the fault is one to rescue (a page at or past the end
+ * of its file, SPEC §5), maps zero-filled private memory over the
+ * faulting page (or more, by NOSIGBUS_FILL), and returns so that the
+ * instruction runs again.  No locks, no malloc, no stdio; errno is
+ * preserved.  What is not rescued goes to nsb_disp_chain(), which behaves
+ * as if the library were absent.
+ *
+ * Three outcomes besides a rescue never wait for anyone: "not ours" (pass
+ * the signal on), and "fault again" - a call is changing the records
+ * there (flux), another thread is rescuing the same page (claim), or the
+ * page no longer faults (someone rescued it, or the file grew back).
  */
 #include <errno.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 
 #include "nsb.h"
+
+enum verdict { NOT_OURS, RESCUED, AGAIN };
 
 /* [signal-safe] Replaces [start, end) with zero pages at the recorded protection. */
 static bool
@@ -30,54 +40,40 @@ replace(uintptr_t start, uintptr_t end, const struct nsb_range *r)
 	return true;
 }
 
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22
-#endif
-
-/* [signal-safe] Would reading the page at addr fault?  1 yes, 0 no, -1
- * cannot tell (kernels before 5.14, or another error). */
-static int
-would_fault(uintptr_t addr, size_t unit)
-{
-	if (madvise((void *)addr, unit, MADV_POPULATE_READ) == 0)
-		return 0;
-	return errno == EFAULT ? 1 : -1;
-}
-
 /*
- * [signal-safe] Where a range fill from start must stop: below the pages
- * that an earlier range fill replaced (and the program may have written
- * since).  Range fills make the replaced pages one tail of the record, so
- * a binary search finds its start; pages that still fault lie below it.
- * When the kernel cannot tell, fall back to one page: nothing is lost.
+ * [signal-safe] The first page at or after start, below end, that is in
+ * memory: a page the program touched since an earlier fill replaced it
+ * (it may have written it), or a page of the file that exists again.  A
+ * fill stops there.  Pages that are not in memory hold nothing a fill
+ * could lose: past the end of the file, or replaced and never touched.
  */
 static uintptr_t
-range_end(uintptr_t start, const struct nsb_range *r, size_t unit)
+first_present(uintptr_t start, uintptr_t end)
 {
-	uintptr_t lo = start, hi = r->end;	/* lo faults; hi is past the end */
+	size_t ps = nsb_config.page_size;
+	unsigned char vec[256];
 
-	if (!(r->meta & PROT_READ))
-		return start + unit;
-	while (hi - lo > unit) {
-		uintptr_t mid = lo + (hi - lo) / unit / 2 * unit;
-		int f = would_fault(mid, unit);
+	for (uintptr_t a = start; a < end; a += sizeof(vec) * ps) {
+		size_t n = (end - a) / ps;
 
-		if (f < 0)
-			return start + unit;
-		if (f)
-			lo = mid;
-		else
-			hi = mid;
+		if (n > sizeof(vec))
+			n = sizeof(vec);
+		if (mincore((void *)a, n * ps, vec) < 0)
+			return a;	/* cannot tell: go no further */
+		for (size_t i = 0; i < n; i++)
+			if (vec[i] & 1)
+				return a + i * ps;
 	}
-	return hi;
+	return end;
 }
 
 /*
  * Threads that fault on the same page at once must not each replace it:
  * the second replacement would throw away what the first thread wrote.
- * A rescue first claims its page (with range fill: its record) in this
- * small table; whoever finds it claimed returns and lets the instruction
- * fault again, which it will not once the owner is done.  Nobody waits.
+ * A rescue first claims its page (with range and auto fill: its record) in
+ * this small table; whoever finds it claimed returns and lets the
+ * instruction fault again, which it will not once the owner is done.
+ * Nobody waits.  A fork child has none of the owners: it starts empty.
  */
 #define CLAIMS 64
 static atomic_uintptr_t claims[CLAIMS];
@@ -116,52 +112,172 @@ release(int slot)
 	atomic_store(&claims[slot], 0);
 }
 
-/* The page this thread last found already rescued by someone else, and
- * the table's version then (a later mapping at the same address is new). */
-static __thread uintptr_t last_declined __attribute__((tls_model("initial-exec")));
-static __thread unsigned long declined_version __attribute__((tls_model("initial-exec")));
+void
+nsb_rescue_after_fork_child(void)
+{
+	for (int i = 0; i < CLAIMS; i++)
+		atomic_store(&claims[i], 0);
+}
+
+/* The page this thread was last sent back to fault on again, and the
+ * table's version then: if it comes straight back, the reason to wait was
+ * wrong (a write the file system refused still reads fine). */
+static __thread uintptr_t again_page __attribute__((tls_model("initial-exec")));
+static __thread unsigned long again_version __attribute__((tls_model("initial-exec")));
+
+/* NOSIGBUS_FILL=auto: where this thread's last rescue in a record ended,
+ * and how many pages it replaced; a fault right there doubles it. */
+static __thread uintptr_t auto_record __attribute__((tls_model("initial-exec")));
+static __thread unsigned long auto_version __attribute__((tls_model("initial-exec")));
+static __thread uintptr_t auto_next __attribute__((tls_model("initial-exec")));
+static __thread size_t auto_pages __attribute__((tls_model("initial-exec")));
+
+/* [signal-safe] Was the fault a write?  1 yes, 0 no, -1 cannot tell. */
+static int
+fault_is_write(const void *ucv)
+{
+	const ucontext_t *uc = ucv;
+
+	if (!uc)
+		return -1;
+#if defined(__x86_64__) || defined(__i386__)
+	/* The page-fault error code: bit 1 is a write. */
+	return (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+#elif defined(__aarch64__)
+	{
+		/* The ESR record of the signal frame: a data abort's WnR bit. */
+		const unsigned char *p = (const unsigned char *)uc->uc_mcontext.__reserved;
+		size_t size = sizeof(uc->uc_mcontext.__reserved), off = 0;
+
+		while (off + 16 <= size) {
+			uint32_t magic = *(const uint32_t *)(p + off);
+			uint32_t len = *(const uint32_t *)(p + off + 4);
+
+			if (!magic || len < 8)
+				break;
+			if (magic == 0x45535201) {	/* ESR_MAGIC */
+				uint64_t esr = *(const uint64_t *)(p + off + 8);
+				unsigned ec = (unsigned)(esr >> 26) & 0x3f;
+
+				if (ec == 0x24 || ec == 0x25)
+					return (int)((esr >> 6) & 1);
+				return -1;
+			}
+			off += len;
+		}
+		return -1;
+	}
+#else
+	return -1;
+#endif
+}
+
+enum check { PAST_EOF, INSIDE, UNKNOWN };
+
+/*
+ * [signal-safe] Only a page at or past the end of its file is rescued; a
+ * fault inside the size is an error the file system reported (a write it
+ * refused, a read that failed), and hiding it would lose data silently.
+ * Where nothing can be lost, no size is needed: anonymous memory (the
+ * rescued page is the memory), and a memory-backed file read, or written
+ * privately, inside its size (a hole on a full tmpfs: its contents are
+ * zeros), or written where room cannot run out (a memfd: no size limit).
+ * What cannot be checked is rescued, and counted as unverified.
+ */
+static enum check
+check_eof(const struct nsb_range *r, uintptr_t page, size_t unit, const void *uc)
+{
+	uint64_t size, off;
+
+	if (nsb_config.errors == NSB_ERRORS_ZERO || (r->meta & NSB_META_ANON))
+		return PAST_EOF;
+	if ((r->meta & NSB_META_MEMFS) &&
+	    (!(r->meta & NSB_META_SHARED) || (r->meta & NSB_META_ROOMY) || fault_is_write(uc) == 0))
+		return PAST_EOF;
+	if (!nsb_files_size(r->file, page, &size))
+		return UNKNOWN;
+	off = r->off + (page - r->start);
+	/* The kernel maps the page that holds the last byte. */
+	return off >= ((size + unit - 1) & ~(uint64_t)(unit - 1)) ? PAST_EOF : INSIDE;
+}
+
+/* [signal-safe] How far a rescue from start replaces. */
+static uintptr_t
+fill_end(uintptr_t start, size_t unit, const struct nsb_range *r, unsigned long version)
+{
+	uintptr_t end = r->end;
+
+	switch (nsb_config.fill) {
+	case NSB_FILL_PAGE:
+		return start + unit;
+	case NSB_FILL_AUTO: {
+		/* Like readahead: a fault right after the last fill in the
+		 * same record doubles the window, any other starts at one. */
+		bool follows = auto_record == r->start && auto_version == version &&
+			       auto_next == start;
+		size_t pages = follows ? auto_pages * 2 : 1;
+
+		if (pages < (end - start) / unit)
+			end = start + pages * unit;
+		break;
+	}
+	case NSB_FILL_RANGE:
+		break;
+	}
+	if (end > start + unit)
+		end = start + unit + ((first_present(start + unit, end) - start - unit) & ~(uintptr_t)(unit - 1));
+	return end;
+}
 
 /* [signal-safe] */
-static bool
-rescue(uintptr_t addr)
+static enum verdict
+rescue(uintptr_t addr, const void *uc)
 {
 	struct nsb_range r;
 	uintptr_t start, end;
 	unsigned long version;
+	enum check check;
 	size_t unit;
-	bool ok;
+	bool ok, again;
 	int ticket, slot;
 
-	if (!nsb_ranges_enter(addr, &r, &ticket))
-		return false;
+	switch (nsb_ranges_enter(addr, &r, &ticket)) {
+	case NSB_LOOKUP_NONE:
+		return NOT_OURS;
+	case NSB_LOOKUP_BUSY:
+		return AGAIN;	/* a call is changing the records here */
+	case NSB_LOOKUP_FOUND:
+		break;
+	}
 	/* A huge page cannot be split: replace the whole of it. */
 	unit = (size_t)1 << NSB_META_SHIFT(r.meta);
 	start = addr & ~(uintptr_t)(unit - 1);
 	if (start < r.start)
 		start = r.start;
+	version = nsb_ranges_version();
+	again = again_page == start && again_version == version;
 
-	slot = claim(nsb_config.fill == NSB_FILL_RANGE ? r.start : start);
+	slot = claim(nsb_config.fill == NSB_FILL_PAGE ? start : r.start);
 	if (slot < 0) {
 		nsb_ranges_leave(ticket);
-		return true;	/* fault again; the owner will be done */
+		return AGAIN;	/* the owner will be done */
 	}
-	/* Another thread may have rescued (and written) it just before us.
-	 * A page that reads fine but faulted anyway (a write the file system
-	 * refused) comes back at once: replace it then. */
-	version = nsb_ranges_version();
-	if ((last_declined != start || declined_version != version) &&
-	    would_fault(start, unit) == 0) {
-		last_declined = start;
-		declined_version = version;
+	/* Another thread may have rescued (and written) it just before us,
+	 * or the file grew back: then it does not fault any more. */
+	if (!again && first_present(start, start + nsb_config.page_size) == start)
+		goto fault_again;
+	check = check_eof(&r, start, unit, uc);
+	if (check == INSIDE) {
+		/* Unless it grew back meanwhile, an error: pass it on. */
+		if (!again)
+			goto fault_again;
 		release(slot);
 		nsb_ranges_leave(ticket);
-		return true;
+		again_page = 0;
+		return NOT_OURS;
 	}
-	last_declined = 0;
-	end = nsb_config.fill == NSB_FILL_RANGE ? range_end(start, &r, unit) : start + unit;
-	if (end > r.end)
-		end = r.end;
-
+	again_page = 0;
+	end = fill_end(start, unit, &r, version);
 	ok = replace(start, end, &r);
 	/* Out of VMAs (vm.max_map_count): one mapping for the rest of the
 	 * record needs none, and merges what earlier rescues split (SPEC §5;
@@ -176,12 +292,25 @@ rescue(uintptr_t addr)
 	if (!ok) {
 		atomic_fetch_add(&nsb_counters.failures, 1);
 		nsb_log_failure(addr, errno);
-		return false;
+		return NOT_OURS;
 	}
+	auto_record = r.start;
+	auto_version = version;
+	auto_next = end;
+	auto_pages = (end - start) / unit;
 	atomic_fetch_add(&nsb_counters.rescues, 1);
 	atomic_fetch_add(&nsb_counters.pages, (end - start) / nsb_config.page_size);
-	nsb_log_rescue(addr, &r, (end - start) / nsb_config.page_size);
-	return true;
+	if (check == UNKNOWN)
+		atomic_fetch_add(&nsb_counters.unverified, 1);
+	nsb_log_rescue(addr, &r, (end - start) / nsb_config.page_size, check != UNKNOWN);
+	return RESCUED;
+
+fault_again:
+	again_page = start;
+	again_version = version;
+	release(slot);
+	nsb_ranges_leave(ticket);
+	return AGAIN;
 }
 
 /* [signal-safe] The SIGBUS handler the library installs. */
@@ -192,7 +321,7 @@ nsb_rescue_handler(int sig, siginfo_t *si, void *uc)
 
 	/* Only a fault the kernel raised counts: si_code BUS_ADRERR cannot
 	 * be sent by another process (the kernel refuses si_code >= 0). */
-	if (si && si->si_code == BUS_ADRERR && rescue((uintptr_t)si->si_addr)) {
+	if (si && si->si_code == BUS_ADRERR && rescue((uintptr_t)si->si_addr, uc) != NOT_OURS) {
 		errno = saved_errno;
 		return;
 	}

@@ -1,21 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * signals.c - the interposed signal calls: sigaction and its older
- * relatives, the mask calls, sigpending, sigsuspend and pthread_create.
+ * relatives, the mask calls, sigpending and sigsuspend.
  *
- * For every signal but SIGBUS each one is exactly libc's (we call it).
- * For SIGBUS they read and write the program's disposition and mask kept
- * by dispositions.c, so the program sees what it set while the library's
- * handler stays installed and SIGBUS stays deliverable underneath.
- * glibc's signal(), sigset() and friends call sigaction internally, not
- * through the PLT, so each needs its own shim; their SIGBUS flags are
- * glibc's (sysdeps/posix/signal.c, sysv_signal.c, sigset.c).
+ * Thin shims: each keeps the C library's contract (return value, errno,
+ * EFAULT for a bad pointer where it gives EFAULT) and hands the work to
+ * dispositions.c, which keeps the program's view.  glibc's signal(),
+ * sigset() and friends call sigaction internally, not through the PLT,
+ * so each needs its own shim; their flags are glibc's
+ * (sysdeps/posix/signal.c, sysv_signal.c, sigset.c).
  *
- * Not used in signal context.
+ * Not used in signal context (but every one may be called from a signal
+ * handler: dispositions.c takes its lock with every signal blocked).
  */
 #include <errno.h>
-#include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "nsb.h"
@@ -28,13 +26,13 @@ sighandler_t bsd_signal(int sig, sighandler_t handler);
 #define SA_INTERRUPT 0x20000000
 #endif
 
-/* siginterrupt(SIGBUS, 1): later signal() calls leave out SA_RESTART. */
-static bool sigbus_interrupts;
+/* siginterrupt(sig, 1): later signal() calls leave out SA_RESTART. */
+static sigset_t interrupts;
 
 static inline bool
 library_owns(int sig)
 {
-	return sig == SIGBUS && nsb_disp_installed();
+	return sig > 0 && sig < 65 && nsb_disp_installed();
 }
 
 /* ---- dispositions ------------------------------------------------------ */
@@ -43,9 +41,7 @@ static int
 do_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	nsb_real_init();
-	if (sig != SIGBUS)
-		return nsb_sys_sigaction(sig, act, old);
-	return nsb_disp_set(act, old);
+	return nsb_disp_action(sig, act, old);
 }
 
 NSB_EXPORT int
@@ -60,19 +56,23 @@ __sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 	return do_sigaction(sig, act, old);
 }
 
-/* Installs handler for SIGBUS the way glibc's wrappers would. */
+/* Installs handler for sig the way glibc's wrappers would. */
 static sighandler_t
-set_handler(sighandler_t handler, int flags, bool mask_self)
+set_handler(int sig, sighandler_t handler, int flags, bool mask_self)
 {
 	struct sigaction act, old;
 
+	if (handler == SIG_ERR) {
+		errno = EINVAL;
+		return SIG_ERR;
+	}
 	memset(&act, 0, sizeof(act));
 	act.sa_handler = handler;
 	act.sa_flags = flags;
 	sigemptyset(&act.sa_mask);
-	if (mask_self)
-		sigaddset(&act.sa_mask, SIGBUS);
-	if (nsb_disp_set(&act, &old) < 0)
+	if (mask_self && sigaddset(&act.sa_mask, sig) < 0)
+		return SIG_ERR;
+	if (nsb_disp_action(sig, &act, &old) < 0)
 		return SIG_ERR;
 	return old.sa_handler;
 }
@@ -83,11 +83,7 @@ bsd_semantics(int sig, sighandler_t handler)
 	nsb_real_init();
 	if (!library_owns(sig))
 		return real_signal(sig, handler);
-	if (handler == SIG_ERR) {
-		errno = EINVAL;
-		return SIG_ERR;
-	}
-	return set_handler(handler, sigbus_interrupts ? 0 : SA_RESTART, true);
+	return set_handler(sig, handler, sigismember(&interrupts, sig) == 1 ? 0 : SA_RESTART, true);
 }
 
 NSB_EXPORT sighandler_t
@@ -108,11 +104,7 @@ sysv_semantics(int sig, sighandler_t handler)
 	nsb_real_init();
 	if (!library_owns(sig))
 		return real_sysv_signal(sig, handler);
-	if (handler == SIG_ERR) {
-		errno = EINVAL;
-		return SIG_ERR;
-	}
-	return set_handler(handler, SA_RESETHAND | SA_NODEFER | SA_INTERRUPT, false);
+	return set_handler(sig, handler, SA_RESETHAND | SA_NODEFER | SA_INTERRUPT, false);
 }
 
 NSB_EXPORT sighandler_t
@@ -135,13 +127,16 @@ siginterrupt(int sig, int flag)
 	nsb_real_init();
 	if (!library_owns(sig))
 		return real_siginterrupt(sig, flag);
-	nsb_disp_set(NULL, &act);
-	sigbus_interrupts = flag != 0;
-	if (flag)
+	if (nsb_disp_action(sig, NULL, &act) < 0)
+		return -1;
+	if (flag) {
+		sigaddset(&interrupts, sig);
 		act.sa_flags &= ~SA_RESTART;
-	else
+	} else {
+		sigdelset(&interrupts, sig);
 		act.sa_flags |= SA_RESTART;
-	return nsb_disp_set(&act, NULL);
+	}
+	return nsb_disp_action(sig, &act, NULL);
 }
 
 NSB_EXPORT int
@@ -150,70 +145,25 @@ sigignore(int sig)
 	nsb_real_init();
 	if (!library_owns(sig))
 		return real_sigignore(sig);
-	set_handler(SIG_IGN, 0, false);
-	return 0;
+	return set_handler(sig, SIG_IGN, 0, false) == SIG_ERR ? -1 : 0;
 }
 
 /* ---- masks ------------------------------------------------------------- */
 
-/*
- * The one place where a program's mask change is split in two: SIGBUS goes
- * to the per-thread record, the rest to the kernel.  Returns 0 or an error
- * number, like pthread_sigmask.
- */
-static int
-change_mask(int how, const sigset_t *set, sigset_t *old)
-{
-	bool was = nsb_disp_blocked(), now = was;
-	sigset_t copy, prev;
-	int ret;
-
-	nsb_real_init();
-	if (set) {
-		if (how != SIG_BLOCK && how != SIG_UNBLOCK && how != SIG_SETMASK)
-			return EINVAL;
-		if (how == SIG_BLOCK)
-			now = was || sigismember(set, SIGBUS);
-		else if (how == SIG_UNBLOCK)
-			now = was && !sigismember(set, SIGBUS);
-		else
-			now = sigismember(set, SIGBUS);
-		copy = *set;
-		sigdelset(&copy, SIGBUS);
-		if (now && !was)
-			nsb_disp_set_blocked(true);
-	}
-	ret = nsb_sys_sigmask(how, set ? &copy : NULL, &prev) < 0 ? errno : 0;
-	if (ret) {
-		if (now && !was)
-			nsb_disp_set_blocked(false);
-		return ret;
-	}
-	if (old) {
-		*old = prev;
-		if (was)
-			sigaddset(old, SIGBUS);
-		else
-			sigdelset(old, SIGBUS);
-	}
-	if (!now && was) {
-		nsb_disp_set_blocked(false);
-		nsb_disp_deliver_held();
-	}
-	return 0;
-}
-
 NSB_EXPORT int
 pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
-	return change_mask(how, set, old);
+	nsb_real_init();
+	return nsb_disp_mask(how, set, old);
 }
 
 NSB_EXPORT int
 sigprocmask(int how, const sigset_t *set, sigset_t *old)
 {
-	int err = change_mask(how, set, old);
+	int err;
 
+	nsb_real_init();
+	err = nsb_disp_mask(how, set, old);
 	if (err) {
 		errno = err;
 		return -1;
@@ -222,133 +172,81 @@ sigprocmask(int how, const sigset_t *set, sigset_t *old)
 }
 
 static int
-block_sigbus(int how)
+change_one(int how, int sig)
 {
 	sigset_t set;
+	int err;
 
 	sigemptyset(&set);
-	sigaddset(&set, SIGBUS);
-	return change_mask(how, &set, NULL);
+	if (sigaddset(&set, sig) < 0)
+		return -1;
+	err = nsb_disp_mask(how, &set, NULL);
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return 0;
 }
 
 NSB_EXPORT int
 sighold(int sig)
 {
 	nsb_real_init();
-	if (sig != SIGBUS)
+	if (!library_owns(sig) && sig != SIGBUS)
 		return real_sighold(sig);
-	return block_sigbus(SIG_BLOCK) ? -1 : 0;
+	return change_one(SIG_BLOCK, sig);
 }
 
 NSB_EXPORT int
 sigrelse(int sig)
 {
 	nsb_real_init();
-	if (sig != SIGBUS)
+	if (!library_owns(sig))
 		return real_sigrelse(sig);
-	return block_sigbus(SIG_UNBLOCK) ? -1 : 0;
+	return change_one(SIG_UNBLOCK, sig);
+}
+
+/* Is sig blocked in the program's view of this thread's mask? */
+static bool
+view_blocks(int sig)
+{
+	sigset_t cur;
+
+	return nsb_disp_mask(SIG_BLOCK, NULL, &cur) == 0 && sigismember(&cur, sig) == 1;
 }
 
 NSB_EXPORT sighandler_t
 sigset(int sig, sighandler_t disp)
 {
-	bool was_blocked = nsb_disp_blocked();
 	sighandler_t prev;
 	struct sigaction act;
+	bool was_blocked;
 
 	nsb_real_init();
-	if (sig != SIGBUS)
+	if (!library_owns(sig))
 		return real_sigset(sig, disp);
+	was_blocked = view_blocks(sig);
 	if (disp == SIG_HOLD) {
-		block_sigbus(SIG_BLOCK);
-		nsb_disp_set(NULL, &act);
+		if (change_one(SIG_BLOCK, sig) < 0 || nsb_disp_action(sig, NULL, &act) < 0)
+			return SIG_ERR;
 		return was_blocked ? SIG_HOLD : act.sa_handler;
 	}
-	if (!nsb_disp_installed()) {
-		/* glibc's sigset unblocks through the kernel: that is fine. */
-		prev = real_sigset(sig, disp);
-		if (prev != SIG_ERR && was_blocked)
-			prev = SIG_HOLD;
-		nsb_disp_set_blocked(false);
-		return prev;
-	}
-	prev = set_handler(disp, 0, false);
-	block_sigbus(SIG_UNBLOCK);
+	prev = set_handler(sig, disp, 0, false);
+	if (prev == SIG_ERR || change_one(SIG_UNBLOCK, sig) < 0)
+		return SIG_ERR;
 	return was_blocked ? SIG_HOLD : prev;
 }
 
 NSB_EXPORT int
 sigpending(sigset_t *set)
 {
-	int ret;
-
 	nsb_real_init();
-	ret = real_sigpending(set);
-	if (ret == 0 && nsb_disp_held())
-		sigaddset(set, SIGBUS);
-	return ret;
+	return nsb_disp_pending(set);
 }
 
 NSB_EXPORT int
 sigsuspend(const sigset_t *mask)
 {
-	bool was = nsb_disp_blocked();
-	sigset_t copy;
-	int ret;
-
 	nsb_real_init();
-	if (!nsb_disp_installed())
-		return real_sigsuspend(mask);
-	copy = *mask;
-	nsb_disp_set_blocked(sigismember(&copy, SIGBUS));
-	sigdelset(&copy, SIGBUS);
-	if (!nsb_disp_blocked() && nsb_disp_held()) {
-		/* A pending, now unblocked signal: handled, then EINTR. */
-		nsb_disp_deliver_held();
-		nsb_disp_set_blocked(was);
-		errno = EINTR;
-		return -1;
-	}
-	ret = real_sigsuspend(&copy);
-	nsb_disp_set_blocked(was);
-	return ret;
-}
-
-/* ---- threads ----------------------------------------------------------- */
-
-/* A new thread inherits its creator's mask, SIGBUS bit included. */
-struct start {
-	void *(*fn)(void *);
-	void *arg;
-};
-
-static void *
-start_blocked(void *p)
-{
-	struct start s = *(struct start *)p;
-
-	free(p);
-	nsb_disp_set_blocked(true);
-	return s.fn(s.arg);
-}
-
-NSB_EXPORT int
-pthread_create(pthread_t *thread, const pthread_attr_t *attr,
-	       void *(*fn)(void *), void *arg)
-{
-	struct start *s;
-	int ret;
-
-	nsb_real_init();
-	if (!nsb_disp_blocked())
-		return real_pthread_create(thread, attr, fn, arg);
-	s = malloc(sizeof(*s));
-	if (!s)
-		return EAGAIN;
-	s->fn = fn;
-	s->arg = arg;
-	ret = real_pthread_create(thread, attr, start_blocked, s);
-	if (ret)
-		free(s);
-	return ret;
+	return nsb_disp_suspend(mask);
 }

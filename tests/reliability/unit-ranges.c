@@ -4,7 +4,7 @@
  * (src/nsb.h), linked directly with the library's objects, so that it runs
  * under ASan+UBSan and valgrind (issue 7, item 3).
  *
- *  random   random inserts, cuts (with and without saving the pieces),
+ *  random   random inserts, cuts (some with the pieces put back after),
  *           restores and protection changes on a window of fake addresses,
  *           checked after each against a page-by-page reference model:
  *           the record count, nsb_ranges_enter() for every page (the
@@ -148,7 +148,8 @@ check_table(const char *after)
 	for (int i = 0; i < U; i++) {
 		struct nsb_range r;
 		int ticket, s = i, e = i + 1;
-		bool found = nsb_ranges_enter(addr_of(i) + (size_t)rnd((int)ps), &r, &ticket);
+		bool found = nsb_ranges_enter(addr_of(i) + (size_t)rnd((int)ps), &r, &ticket) ==
+			     NSB_LOOKUP_FOUND;
 
 		if (!id[i]) {
 			NSBT_CHECK(!found, "after %s: page %d is not recorded, but enter() found [%d, %d)",
@@ -203,6 +204,15 @@ check_spans(const char *after)
 	}
 }
 
+/* Records [s, e) with meta, as the mapping calls do. */
+static int
+insert(uintptr_t s, uintptr_t e, uint32_t meta)
+{
+	struct nsb_range r = { .start = s, .end = e, .meta = meta };
+
+	return nsb_ranges_insert(&r);
+}
+
 /* ---- random -------------------------------------------------------------- */
 
 static void
@@ -222,20 +232,22 @@ test_random(int ops)
 		if (r < 45) {
 			/* As the mapping calls do: cut what is there, then record. */
 			snprintf(what, sizeof(what), "op %d: insert [%d, %d) meta 0x%x", k, s, e, meta);
-			NSBT_CHECK(nsb_ranges_cut(addr_of(s), addr_of(e), NULL) == 0, "%s: cut", what);
-			NSBT_CHECK(nsb_ranges_insert(addr_of(s), addr_of(e), meta, 0) == 0, "%s: %s", what,
+			NSBT_CHECK(nsb_ranges_cut(addr_of(s), addr_of(e)) == 0, "%s: cut", what);
+			NSBT_CHECK(insert(addr_of(s), addr_of(e), meta) == 0, "%s: %s", what,
 				   strerror(errno));
 			model_cut(s, e);
 			model_insert(s, e, meta);
 			inserts++;
 		} else if (r < 70) {
 			snprintf(what, sizeof(what), "op %d: cut [%d, %d)", k, s, e);
-			NSBT_CHECK(nsb_ranges_cut(addr_of(s), addr_of(e), &saved) == 0, "%s", what);
+			NSBT_CHECK(nsb_ranges_collect(addr_of(s), addr_of(e), &saved) == 0, "%s: collect", what);
+			NSBT_CHECK(nsb_ranges_cut(addr_of(s), addr_of(e)) == 0, "%s", what);
 			model_cut(s, e);
 			cuts++;
 			if (rnd(3) == 0) {
 				/* A failed system call puts the pieces back. */
-				nsb_ranges_restore(&saved);
+				for (size_t i = 0; i < saved.n; i++)
+					NSBT_CHECK(nsb_ranges_insert(&saved.r[i]) == 0, "%s: restore", what);
 				for (size_t i = 0; i < saved.n; i++) {
 					int ps_ = (int)((saved.r[i].start - base) / ps);
 					int pe_ = (int)((saved.r[i].end - base) / ps);
@@ -259,7 +271,7 @@ test_random(int ops)
 		check_spans(what);
 	}
 	nsb_ranges_lock();
-	NSBT_CHECK(nsb_ranges_cut(base, addr_of(U), NULL) == 0, "cut all");
+	NSBT_CHECK(nsb_ranges_cut(base, addr_of(U)) == 0, "cut all");
 	nsb_ranges_unlock();
 	model_cut(0, U);
 	check_table("cutting everything");
@@ -289,7 +301,7 @@ test_alloc(void)
 		int r;
 
 		nsb_ranges_lock();
-		r = nsb_ranges_insert(a, a + ps, PROT_READ | NSB_META_MKSHIFT(12) | NSB_META_MKPKEY(-1), 0);
+		r = insert(a, a + ps, PROT_READ | NSB_META_MKSHIFT(12) | NSB_META_MKPKEY(-1));
 		if (r < 0) {
 			NSBT_CHECK(errno == ENOMEM, "a failed insert: %s, not ENOMEM", strerror(errno));
 			failed_at = i;
@@ -306,11 +318,11 @@ test_alloc(void)
 		   "the failed insert left a record");
 	/* The hook fires once: the same insert now grows the table. */
 	nsb_ranges_lock();
-	NSBT_CHECK(nsb_ranges_insert(area + (uintptr_t)failed_at * 2 * ps,
+	NSBT_CHECK(insert(area + (uintptr_t)failed_at * 2 * ps,
 				     area + (uintptr_t)failed_at * 2 * ps + ps,
-				     PROT_READ | NSB_META_MKSHIFT(12) | NSB_META_MKPKEY(-1), 0) == 0,
+				     PROT_READ | NSB_META_MKSHIFT(12) | NSB_META_MKPKEY(-1)) == 0,
 		   "the insert after the failure: %s", strerror(errno));
-	NSBT_CHECK(nsb_ranges_cut(area, area + len, NULL) == 0, "cut");
+	NSBT_CHECK(nsb_ranges_cut(area, area + len) == 0, "cut");
 	nsb_ranges_unlock();
 	munmap((void *)area, len);
 	NSBT_CHECK(nsb_ranges_count() == before, "records left");
@@ -390,7 +402,7 @@ test_mmap(void)
 		int r;
 
 		nsb_ranges_lock();
-		r = nsb_ranges_insert(a, a + ps, PROT_READ | NSB_META_MKSHIFT(12) | NSB_META_MKPKEY(-1), 0);
+		r = insert(a, a + ps, PROT_READ | NSB_META_MKSHIFT(12) | NSB_META_MKPKEY(-1));
 		nsb_ranges_unlock();
 		if (r < 0)
 			break;
@@ -412,7 +424,7 @@ test_mmap(void)
 		printf("unit-ranges: mmap: MAP_FIXED over a protected mapping needed no table room\n");
 	}
 	nsb_ranges_lock();
-	nsb_ranges_cut((uintptr_t)area + 2 * 4096 * ps, (uintptr_t)area + 4 * 4096 * ps, NULL);
+	nsb_ranges_cut((uintptr_t)area + 2 * 4096 * ps, (uintptr_t)area + 4 * 4096 * ps);
 	nsb_ranges_unlock();
 	NSBT_CHECK(munmap(area, 4 * 4096 * ps) == 0, "munmap");
 	NSBT_CHECK(nsb_ranges_count() == before, "%zu records left after unmapping",

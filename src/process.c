@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * process.c - the library's locks, and the one place that says what fork
+ * does to the library's per-process state (SPEC §7).
+ *
+ * A lock blocks every signal for as long as it is held: no signal handler
+ * can then run in the holder, so a handler that calls mmap or sigaction
+ * never finds the lock held by its own thread, and a program that stops
+ * threads from a handler (a garbage collector) can never stop one holding
+ * it.  Holders only make system calls and touch the library's memory.
+ *
+ * fork: the parent takes every lock first (so the child never inherits
+ * one held by a thread it does not have), and the child resets, in one
+ * sequence below, everything that belonged to threads it does not have:
+ * rescues in flight and their claims, readers of the table, held
+ * signals, the threads' views, the counters.  vfork and the C library's
+ * posix_spawn share our memory and run no handlers: what they must not
+ * touch is guarded with nsb_in_vfork_child().
+ *
+ * Signal context: nsb_gettid.
+ */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "nsb.h"
+
+static pid_t owner_pid;	/* the process this memory belongs to */
+
+/* The mask this thread had before it took its first lock. */
+static __thread sigset_t *outer_mask __attribute__((tls_model("initial-exec")));
+
+void
+nsb_lock(struct nsb_lock *l)
+{
+	sigset_t all, old;
+
+	sigfillset(&all);
+	nsb_sys_sigmask(SIG_BLOCK, &all, &old);
+	pthread_mutex_lock(&l->mutex);
+	l->saved = old;
+	if (!outer_mask)
+		outer_mask = &l->saved;
+}
+
+void
+nsb_unlock(struct nsb_lock *l)
+{
+	sigset_t old = l->saved;
+
+	if (outer_mask == &l->saved)
+		outer_mask = NULL;
+	pthread_mutex_unlock(&l->mutex);
+	nsb_sys_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+sigset_t *
+nsb_outer_mask(void)
+{
+	return outer_mask;
+}
+
+/* Does the process run other threads?  (/proc/self/stat, field 20.) */
+bool
+nsb_other_threads(void)
+{
+	char buf[1024], *p;
+	ssize_t n;
+	int fd, field = 2;
+
+	fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true;
+	n = read(fd, buf, sizeof(buf) - 1);
+	syscall(SYS_close, fd);
+	if (n <= 0)
+		return true;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');	/* the name may hold anything */
+	if (!p)
+		return true;
+	for (; *p && field < 20; p++)
+		if (*p == ' ')
+			field++;
+	return atoi(p) != 1;
+}
+
+/* [signal-safe] */
+pid_t
+nsb_gettid(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+bool
+nsb_in_vfork_child(void)
+{
+	return owner_pid && getpid() != owner_pid;
+}
+
+/* The locks are taken in this order everywhere: table, then dispositions. */
+static void
+before_fork(void)
+{
+	nsb_lock(&nsb_table_lock);
+	nsb_lock(&nsb_disp_lock);
+}
+
+static void
+after_fork_parent(void)
+{
+	nsb_unlock(&nsb_disp_lock);
+	nsb_unlock(&nsb_table_lock);
+}
+
+static void
+after_fork_child(void)
+{
+	sigset_t mask = nsb_table_lock.saved;
+
+	owner_pid = getpid();
+	pthread_mutex_init(&nsb_table_lock.mutex, NULL);
+	pthread_mutex_init(&nsb_disp_lock.mutex, NULL);
+	nsb_ranges_after_fork_child();
+	nsb_rescue_after_fork_child();
+	nsb_disp_after_fork_child();
+	nsb_log_after_fork_child();
+	nsb_sys_sigmask(SIG_SETMASK, &mask, NULL);
+}
+
+__attribute__((constructor(101))) static void
+process_init(void)
+{
+	owner_pid = getpid();
+	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}

@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * threads.c - code of the program that runs in threads it did not start
+ * itself with its own mask: pthread_create (a new thread inherits its
+ * creator's view of SIGBUS), and the SIGEV_THREAD notifications of
+ * timer_create and mq_notify, which the C library runs in threads that
+ * have every signal blocked - SIGBUS too, so that a fault there would kill
+ * the process.  Their functions run through a thunk that makes SIGBUS
+ * deliverable and keeps it blocked in the program's view, as it is
+ * without the library (dispositions.c).
+ *
+ * Signal context: none (the thunks run in ordinary threads).
+ */
+#include <errno.h>
+#include <mqueue.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nsb.h"
+
+/* ---- pthread_create ---------------------------------------------------- */
+
+struct start {
+	void *(*fn)(void *);
+	void *arg;
+};
+
+static void *
+start_blocked(void *p)
+{
+	struct start s = *(struct start *)p;
+
+	free(p);
+	nsb_disp_thread_start(true);
+	return s.fn(s.arg);
+}
+
+NSB_EXPORT int
+pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+	       void *(*fn)(void *), void *arg)
+{
+	struct start *s;
+	int ret;
+
+	nsb_real_init();
+	if (!nsb_disp_thread_blocked_at_start())
+		return real_pthread_create(thread, attr, fn, arg);
+	s = malloc(sizeof(*s));
+	if (!s)
+		return EAGAIN;
+	s->fn = fn;
+	s->arg = arg;
+	ret = real_pthread_create(thread, attr, start_blocked, s);
+	if (ret)
+		free(s);
+	return ret;
+}
+
+/* ---- SIGEV_THREAD ------------------------------------------------------ */
+
+struct notify {
+	void (*fn)(union sigval);
+	union sigval value;
+	bool once;		/* mq_notify: fires once, then frees itself */
+};
+
+static void
+thunk(union sigval v)
+{
+	struct notify *n = v.sival_ptr;
+	struct notify copy = *n;
+
+	if (copy.once)
+		free(n);
+	nsb_disp_thread_start_kernel();
+	copy.fn(copy.value);
+}
+
+/* The notification of sev, through the thunk; NULL if sev needs none. */
+static struct notify *
+wrap(const struct sigevent *sev, struct sigevent *copy, bool once)
+{
+	struct notify *n;
+
+	if (!sev || sev->sigev_notify != SIGEV_THREAD || !sev->sigev_notify_function)
+		return NULL;
+	n = malloc(sizeof(*n));
+	if (!n)
+		return NULL;	/* unwrapped: as without the library */
+	n->fn = sev->sigev_notify_function;
+	n->value = sev->sigev_value;
+	n->once = once;
+	*copy = *sev;
+	copy->sigev_notify_function = thunk;
+	copy->sigev_value.sival_ptr = n;
+	return n;
+}
+
+/*
+ * A deleted timer's notification may still be on its way to a thread:
+ * its box is freed only after RETIRED later deletions, so memory stays
+ * bounded without freeing one that is about to be read.
+ */
+#define RETIRED 256
+struct timer_box {
+	timer_t id;
+	struct notify *n;
+	struct timer_box *next;
+};
+static struct timer_box *timers;
+static struct notify *retired[RETIRED];
+static unsigned retired_next;
+static struct nsb_lock timers_lock = NSB_LOCK_INITIALIZER;
+
+NSB_EXPORT int
+timer_create(clockid_t clock, struct sigevent *sev, timer_t *id)
+{
+	struct timer_box *box;
+	struct sigevent copy;
+	struct notify *n;
+	int ret;
+
+	nsb_real_init();
+	n = wrap(sev, &copy, false);
+	if (!n)
+		return real_timer_create(clock, sev, id);
+	box = malloc(sizeof(*box));
+	if (!box) {
+		free(n);
+		return real_timer_create(clock, sev, id);
+	}
+	ret = real_timer_create(clock, &copy, id);
+	if (ret < 0) {
+		int err = errno;
+
+		free(n);
+		free(box);
+		errno = err;
+		return ret;
+	}
+	box->id = *id;
+	box->n = n;
+	nsb_lock(&timers_lock);
+	box->next = timers;
+	timers = box;
+	nsb_unlock(&timers_lock);
+	return ret;
+}
+
+NSB_EXPORT int
+timer_delete(timer_t id)
+{
+	struct timer_box **p, *box = NULL;
+	struct notify *old = NULL;
+	int ret;
+
+	nsb_real_init();
+	ret = real_timer_delete(id);
+	if (ret < 0)
+		return ret;
+	nsb_lock(&timers_lock);
+	for (p = &timers; *p; p = &(*p)->next) {
+		if ((*p)->id == id) {
+			box = *p;
+			*p = box->next;
+			old = retired[retired_next];
+			retired[retired_next] = box->n;
+			retired_next = (retired_next + 1) % RETIRED;
+			break;
+		}
+	}
+	nsb_unlock(&timers_lock);
+	free(box);
+	free(old);
+	return ret;
+}
+
+NSB_EXPORT int
+mq_notify(mqd_t mqd, const struct sigevent *sev)
+{
+	struct sigevent copy;
+	struct notify *n;
+	int ret;
+
+	nsb_real_init();
+	n = wrap(sev, &copy, true);
+	if (!n)
+		return real_mq_notify(mqd, sev);
+	ret = real_mq_notify(mqd, &copy);
+	if (ret < 0) {
+		int err = errno;
+
+		free(n);
+		errno = err;
+	}
+	return ret;
+}
