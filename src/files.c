@@ -62,7 +62,7 @@ struct file {
 	uint32_t path;		/* offset in the path pool, 0: unknown */
 };
 
-#define MAX_FILES	(1u << 16)
+#define MAX_FILES	(1u << 16)	/* indexes fit a record's 16 bits */
 static struct file *files;	/* MAX_FILES entries, reserved, index 0 unused */
 static uint32_t files_top = 1;	/* entries ever used: [1, files_top) */
 static bool release_pending;

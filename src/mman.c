@@ -71,8 +71,11 @@ span_of(void *addr, size_t len, size_t unit, uintptr_t *start, uintptr_t *end)
 }
 
 int
-nsb_record(const struct nsb_range *r)
+nsb_record(struct nsb_range *r)
 {
+	static uint16_t gen;
+
+	r->gen = ++gen;
 	nsb_disp_install();
 	return nsb_ranges_insert(r);
 }
@@ -598,9 +601,9 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 		dest = (uintptr_t)new_addr;
 	}
 	nsb_init();
-	/* old_len == 0 duplicates [old, old + new_len) of a shared mapping. */
+	/* old_len == 0 duplicates a shared mapping from old on. */
 	if (nsb_ranges_count() == 0 || !page_aligned(old) || !new_len ||
-	    !span_of(old_addr, old_len ? old_len : new_len, nsb_config.page_size, &old, &old_end) ||
+	    !span_of(old_addr, old_len ? old_len : 1, nsb_config.page_size, &old, &old_end) ||
 	    ((flags & MREMAP_FIXED) &&
 	     !span_of(new_addr, new_len, nsb_config.page_size, &dest, &dest_end)))
 		return nsb_sys_mremap(old_addr, old_len, new_len, flags, new_addr);
@@ -620,7 +623,9 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 	/* The kernel rounds lengths to the mapping's page size (a huge page
 	 * on hugetlbfs), and so do the records. */
 	unit = from.n ? unit_of(from.r[0].meta) : nsb_config.page_size;
-	old_len_r = round_up(old_len ? old_len : new_len, unit);
+	/* A duplicate maps new_len of the file from old on: its first unit
+	 * is what is recorded at old, the rest grows from it. */
+	old_len_r = old_len ? round_up(old_len, unit) : unit;
 	new_len_r = round_up(new_len, unit);
 	old_end = old + old_len_r;
 	if (flags & MREMAP_FIXED)

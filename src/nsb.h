@@ -146,7 +146,9 @@ struct nsb_range {
 	uintptr_t end;
 	uint64_t off;		/* file offset of start */
 	uint32_t meta;
-	uint32_t file;		/* files.c index, 0: none */
+	uint16_t file;		/* files.c index, 0: none */
+	uint16_t gen;		/* which mapping made it (wraps): tells a new
+				 * mapping at the same address from the old */
 };
 
 /* Writers: every function below except the lock-free ones must be called
@@ -231,6 +233,8 @@ uint64_t nsb_dev_of(unsigned major, unsigned minor);
 
 void nsb_rescue_handler(int sig, siginfo_t *si, void *uc); /* [signal-safe] */
 void nsb_rescue_after_fork_child(void);
+/* Records of [start, end) were removed: forget the rescues done there. */
+void nsb_rescue_forget(uintptr_t start, uintptr_t end);
 
 /* ---- dispositions.c: the program's view of signals --------------------- */
 
@@ -323,7 +327,8 @@ void nsb_log_after_fork_child(void);
 
 /* ---- mman.c: shared with api.c ----------------------------------------- */
 
-/* Records r (the library's handler is installed first).  Table lock held. */
-int nsb_record(const struct nsb_range *r);
+/* Records r, a new mapping (the library's handler is installed first).
+ * Table lock held. */
+int nsb_record(struct nsb_range *r);
 
 #endif /* NSB_H */

@@ -433,6 +433,8 @@ update(const struct op *op)
 	apply(&copies[inactive ^ 1], op, false);
 	atomic_fetch_add(&version, 1);
 	/* No handler can hold a removed record now. */
+	if (op->kind == OP_CUT)
+		nsb_rescue_forget(op->r.start, op->r.end);
 	nsb_files_release_unused();
 	return 0;
 }

@@ -112,6 +112,100 @@ release(int slot)
 	atomic_store(&claims[slot], 0);
 }
 
+/*
+ * Rescues just done, so that a thread whose fault raced with another
+ * thread's rescue of the same page does not replace it a second time
+ * (throwing away what the other thread has written there since): its
+ * fault happened before that rescue, its handler runs after.  Page fills
+ * by page, in a small hash; range and auto fills in a small ring.  Both
+ * only need to remember the last few microseconds' rescues; a call that
+ * removes records forgets what was rescued there (nsb_rescue_forget).
+ */
+#define DONE_PAGES 256
+static atomic_uintptr_t done_page[DONE_PAGES];
+
+#define DONE_FILLS 16
+struct done_fill {
+	atomic_uint seq;	/* odd while being written */
+	uintptr_t start, end;
+};
+static struct done_fill done_fills[DONE_FILLS];
+static atomic_uint done_fills_next;
+
+static unsigned
+page_slot(uintptr_t page)
+{
+	return (unsigned)((page >> 12) * 2654435761u) % DONE_PAGES;
+}
+
+/* [signal-safe] */
+static void
+remember(uintptr_t start, uintptr_t end, size_t unit)
+{
+	struct done_fill *f;
+	unsigned s;
+
+	if (end - start == unit) {
+		atomic_store(&done_page[page_slot(start)], start);
+		return;
+	}
+	f = &done_fills[atomic_fetch_add(&done_fills_next, 1) % DONE_FILLS];
+	s = atomic_load(&f->seq);
+	if ((s & 1) || !atomic_compare_exchange_strong(&f->seq, &s, s + 1))
+		return;	/* another rescue is writing this one */
+	f->start = start;
+	f->end = end;
+	atomic_store(&f->seq, s + 2);
+}
+
+/* The table lock is held and no rescue is running in [start, end). */
+void
+nsb_rescue_forget(uintptr_t start, uintptr_t end)
+{
+	for (int i = 0; i < DONE_PAGES; i++) {
+		uintptr_t p = atomic_load(&done_page[i]);
+
+		if (p >= start && p < end)
+			atomic_compare_exchange_strong(&done_page[i], &p, 0);
+	}
+	for (int i = 0; i < DONE_FILLS; i++) {
+		struct done_fill *f = &done_fills[i];
+		unsigned s = atomic_load(&f->seq);
+
+		if (!(s & 1) && f->start < end && f->end > start &&
+		    atomic_compare_exchange_strong(&f->seq, &s, s + 1)) {
+			f->start = f->end = 0;
+			atomic_store(&f->seq, s + 2);
+		}
+	}
+}
+
+/* [signal-safe] Was page replaced by a recent rescue?  Also lowers
+ * *limit to the start of any such fill above page. */
+static bool
+rescued(uintptr_t page, uintptr_t *limit)
+{
+	bool hit = atomic_load(&done_page[page_slot(page)]) == page;
+
+	for (int i = 0; i < DONE_FILLS; i++) {
+		struct done_fill *f = &done_fills[i], c;
+		unsigned s = atomic_load(&f->seq);
+
+		if (s == 0 || (s & 1))
+			continue;
+		c.start = f->start;
+		c.end = f->end;
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load(&f->seq) != s)
+			continue;
+		if (c.start <= page && page < c.end)
+			hit = true;
+		else if (c.start > page && c.start < *limit)
+			*limit = c.start;
+	}
+	return hit;
+}
+
 void
 nsb_rescue_after_fork_child(void)
 {
@@ -119,16 +213,18 @@ nsb_rescue_after_fork_child(void)
 		atomic_store(&claims[i], 0);
 }
 
-/* The page this thread was last sent back to fault on again, and the
- * table's version then: if it comes straight back, the reason to wait was
- * wrong (a write the file system refused still reads fine). */
+/* The page this thread was last sent back to fault on again, and which
+ * mapping it was in: if it comes straight back, the reason to wait is gone
+ * (the file did not grow back; the other rescue was of another mapping)
+ * and the fault is decided on its own.  A new mapping there since (say,
+ * after the same threads meet at the same address again) is a new start. */
 static __thread uintptr_t again_page __attribute__((tls_model("initial-exec")));
-static __thread unsigned long again_version __attribute__((tls_model("initial-exec")));
+static __thread uint16_t again_gen __attribute__((tls_model("initial-exec")));
 
 /* NOSIGBUS_FILL=auto: where this thread's last rescue in a record ended,
  * and how many pages it replaced; a fault right there doubles it. */
 static __thread uintptr_t auto_record __attribute__((tls_model("initial-exec")));
-static __thread unsigned long auto_version __attribute__((tls_model("initial-exec")));
+static __thread uint16_t auto_gen __attribute__((tls_model("initial-exec")));
 static __thread uintptr_t auto_next __attribute__((tls_model("initial-exec")));
 static __thread size_t auto_pages __attribute__((tls_model("initial-exec")));
 
@@ -174,6 +270,12 @@ fault_is_write(const void *ucv)
 
 enum check { PAST_EOF, INSIDE, UNKNOWN };
 
+struct fate {
+	enum check check;	/* what is known of the page */
+	bool rescue;		/* replace it */
+	bool extend;		/* range and auto fill may go on above it */
+};
+
 /*
  * [signal-safe] Only a page at or past the end of its file is rescued; a
  * fault inside the size is an error the file system reported (a write it
@@ -183,29 +285,48 @@ enum check { PAST_EOF, INSIDE, UNKNOWN };
  * privately, inside its size (a hole on a full tmpfs: its contents are
  * zeros), or written where room cannot run out (a memfd: no size limit).
  * What cannot be checked is rescued, and counted as unverified.
+ *
+ * A fill goes on above the page only over pages past the end of the file
+ * (every page after one past the end is past it too): never over the
+ * file's data, which a rescue inside the size (a hole; NOSIGBUS_ERRORS=
+ * zero) does not make zeros of.  So range and auto fill always learn the
+ * size; page fill only when the page could be an error.
  */
-static enum check
-check_eof(const struct nsb_range *r, uintptr_t page, size_t unit, const void *uc)
+static struct fate
+decide(const struct nsb_range *r, uintptr_t page, size_t unit, const void *uc)
 {
+	struct fate f = { PAST_EOF, true, true };
+	bool harmless, wants_size;
 	uint64_t size, off;
 
-	if (nsb_config.errors == NSB_ERRORS_ZERO || (r->meta & NSB_META_ANON))
-		return PAST_EOF;
-	if ((r->meta & NSB_META_MEMFS) &&
-	    (!(r->meta & NSB_META_SHARED) || (r->meta & NSB_META_ROOMY) || fault_is_write(uc) == 0))
-		return PAST_EOF;
-	if (!nsb_files_size(r->file, page, &size))
-		return UNKNOWN;
+	if (r->meta & NSB_META_ANON)
+		return f;
+	harmless = nsb_config.errors == NSB_ERRORS_ZERO ||
+		   ((r->meta & NSB_META_MEMFS) &&
+		    (!(r->meta & NSB_META_SHARED) || (r->meta & NSB_META_ROOMY) ||
+		     fault_is_write(uc) == 0));
+	wants_size = !harmless || nsb_config.fill != NSB_FILL_PAGE;
+	if (!wants_size)
+		return f;
+	if (!nsb_files_size(r->file, page, &size)) {
+		f.check = UNKNOWN;
+		return f;
+	}
 	off = r->off + (page - r->start);
 	/* The kernel maps the page that holds the last byte. */
-	return off >= ((size + unit - 1) & ~(uint64_t)(unit - 1)) ? PAST_EOF : INSIDE;
+	if (off >= ((size + unit - 1) & ~(uint64_t)(unit - 1)))
+		return f;
+	f.check = INSIDE;
+	f.rescue = harmless;
+	f.extend = false;
+	return f;
 }
 
-/* [signal-safe] How far a rescue from start replaces. */
+/* [signal-safe] How far a rescue from start replaces, below limit. */
 static uintptr_t
-fill_end(uintptr_t start, size_t unit, const struct nsb_range *r, unsigned long version)
+fill_end(uintptr_t start, size_t unit, const struct nsb_range *r, uintptr_t limit)
 {
-	uintptr_t end = r->end;
+	uintptr_t end = limit < r->end ? limit : r->end;
 
 	switch (nsb_config.fill) {
 	case NSB_FILL_PAGE:
@@ -213,8 +334,7 @@ fill_end(uintptr_t start, size_t unit, const struct nsb_range *r, unsigned long 
 	case NSB_FILL_AUTO: {
 		/* Like readahead: a fault right after the last fill in the
 		 * same record doubles the window, any other starts at one. */
-		bool follows = auto_record == r->start && auto_version == version &&
-			       auto_next == start;
+		bool follows = auto_record == r->start && auto_gen == r->gen && auto_next == start;
 		size_t pages = follows ? auto_pages * 2 : 1;
 
 		if (pages < (end - start) / unit)
@@ -234,9 +354,8 @@ static enum verdict
 rescue(uintptr_t addr, const void *uc)
 {
 	struct nsb_range r;
-	uintptr_t start, end;
-	unsigned long version;
-	enum check check;
+	uintptr_t start, end, limit;
+	struct fate fate;
 	size_t unit;
 	bool ok, again;
 	int ticket, slot;
@@ -254,20 +373,27 @@ rescue(uintptr_t addr, const void *uc)
 	start = addr & ~(uintptr_t)(unit - 1);
 	if (start < r.start)
 		start = r.start;
-	version = nsb_ranges_version();
-	again = again_page == start && again_version == version;
+	again = again_page == start && again_gen == r.gen;
 
 	slot = claim(nsb_config.fill == NSB_FILL_PAGE ? start : r.start);
 	if (slot < 0) {
 		nsb_ranges_leave(ticket);
 		return AGAIN;	/* the owner will be done */
 	}
-	/* Another thread may have rescued (and written) it just before us,
-	 * or the file grew back: then it does not fault any more. */
-	if (!again && first_present(start, start + nsb_config.page_size) == start)
+	/*
+	 * Faults that are not (or no longer) ours to rescue: this one's
+	 * signal may have been on its way while another thread rescued the
+	 * page and wrote to it, or while a call replaced the mapping there
+	 * (anonymous memory faults with SIGBUS only on huge pages).  A page in
+	 * memory does not fault on a read; an untouched one holds nothing.
+	 */
+	limit = r.end;
+	if (!again && (rescued(start, &limit) ||
+		       ((r.meta & NSB_META_ANON) && unit == nsb_config.page_size) ||
+		       first_present(start, start + nsb_config.page_size) == start))
 		goto fault_again;
-	check = check_eof(&r, start, unit, uc);
-	if (check == INSIDE) {
+	fate = decide(&r, start, unit, uc);
+	if (!fate.rescue) {
 		/* Unless it grew back meanwhile, an error: pass it on. */
 		if (!again)
 			goto fault_again;
@@ -277,15 +403,18 @@ rescue(uintptr_t addr, const void *uc)
 		return NOT_OURS;
 	}
 	again_page = 0;
-	end = fill_end(start, unit, &r, version);
+	end = fate.extend ? fill_end(start, unit, &r, limit) : start + unit;
 	ok = replace(start, end, &r);
 	/* Out of VMAs (vm.max_map_count): one mapping for the rest of the
 	 * record needs none, and merges what earlier rescues split (SPEC §5;
-	 * what the program wrote into those earlier pages is lost then). */
-	if (!ok && errno == ENOMEM && end < r.end) {
+	 * what the program wrote into those earlier pages is lost then).  Not
+	 * over the file's own data. */
+	if (!ok && errno == ENOMEM && end < r.end && fate.extend) {
 		end = r.end;
 		ok = replace(start, end, &r);
 	}
+	if (ok)
+		remember(start, end, unit);
 	release(slot);
 	nsb_ranges_leave(ticket);
 
@@ -295,19 +424,19 @@ rescue(uintptr_t addr, const void *uc)
 		return NOT_OURS;
 	}
 	auto_record = r.start;
-	auto_version = version;
+	auto_gen = r.gen;
 	auto_next = end;
 	auto_pages = (end - start) / unit;
 	atomic_fetch_add(&nsb_counters.rescues, 1);
 	atomic_fetch_add(&nsb_counters.pages, (end - start) / nsb_config.page_size);
-	if (check == UNKNOWN)
+	if (fate.check == UNKNOWN)
 		atomic_fetch_add(&nsb_counters.unverified, 1);
-	nsb_log_rescue(addr, &r, (end - start) / nsb_config.page_size, check != UNKNOWN);
+	nsb_log_rescue(addr, &r, (end - start) / nsb_config.page_size, fate.check != UNKNOWN);
 	return RESCUED;
 
 fault_again:
 	again_page = start;
-	again_version = version;
+	again_gen = r.gen;
 	release(slot);
 	nsb_ranges_leave(ticket);
 	return AGAIN;
