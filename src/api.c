@@ -98,7 +98,6 @@ nosigbus_protect(void *addr, size_t len)
 	nsb_ranges_flux_end();
 	ret = 0;
 out:
-	nsb_files_release_unused();
 	nsb_ranges_unlock();
 	nsb_saved_free(&w.recs);
 	if (ret < 0)

@@ -266,7 +266,6 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 out:
 	if (replacing)
 		nsb_ranges_flux_end();
-	nsb_files_release_unused();
 	nsb_ranges_unlock();
 	nsb_saved_free(&before);
 	errno = err;

@@ -435,7 +435,6 @@ update(const struct op *op)
 	/* No handler can hold a removed record now. */
 	if (op->kind == OP_CUT)
 		nsb_rescue_forget(op->r.start, op->r.end);
-	nsb_files_release_unused();
 	return 0;
 }
 
@@ -445,9 +444,13 @@ nsb_ranges_lock(void)
 	nsb_lock(&nsb_table_lock);
 }
 
+/* Files that no record names any more are let go only here, once the
+ * caller's changes are all made: a call may cut records and then put
+ * them back elsewhere (mremap). */
 void
 nsb_ranges_unlock(void)
 {
+	nsb_files_release_unused();
 	nsb_unlock(&nsb_table_lock);
 }
 
