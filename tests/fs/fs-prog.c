@@ -14,7 +14,8 @@
  *              "sigbus code=C map=M off=O" printed (O in bytes from the
  *              start of mapping M).  Without it a SIGBUS kills.
  * Steps (PAGE and PAGES count system pages; SIZE is PAGES[+BYTES]):
- *   create=PATH:SIZE    create (or empty) PATH and ftruncate it to SIZE
+ *   create=PATH:SIZE    create (or empty) PATH, ftruncate it to SIZE; it
+ *                       becomes the current file (as open= does)
  *   open=PATH           open PATH read-only
  *   pwrite=PAGE:C       pwrite() page PAGE full of the character C
  *   append=BYTES:C      write() BYTES bytes of C at the file position
@@ -31,7 +32,6 @@
  *   write=PAGE:C        write the page full of C (byte 0 first)
  *   writeall=FROM:TO    write pages FROM..TO-1 full of fs_tag(page)
  *   poke=BYTE:C         store C at byte BYTE of the mapping
- *   pokes=FROM:TO:STEP:C  poke=B:C for B = FROM, FROM+STEP, ... < TO
  *   msync               msync(MS_SYNC) the current mapping
  *   stats               the library's counters, if it is loaded
  * A line starting with "#" is information that differs between runs
@@ -385,13 +385,6 @@ step(char *arg)
 
 		((volatile unsigned char *)current_map())[b] = (unsigned char)f[1][0];
 		say("poked %zu", b);
-	} else if (strcmp(name, "pokes") == 0 && n == 4) {
-		size_t to = number(f[1], NULL), stride = number(f[2], NULL);
-
-		for (size_t b = number(f[0], NULL); b < to; b += stride) {
-			((volatile unsigned char *)current_map())[b] = (unsigned char)f[3][0];
-			say("poked %zu", b);
-		}
 	} else if (strcmp(name, "msync") == 0 && n == 0) {
 		if (msync(current_map(), maps[nmaps - 1].len, MS_SYNC) == 0)
 			say("msync ok");
