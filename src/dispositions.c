@@ -269,6 +269,7 @@ nsb_disp_install(void)
 
 	if (atomic_load(&installed))
 		return;
+	nsb_process_note_pid();
 	nsb_lock(&nsb_disp_lock);
 	if (!atomic_load(&installed)) {
 		for (int sig = 1; sig < NSIGS; sig++) {

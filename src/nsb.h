@@ -121,6 +121,7 @@ extern struct nsb_lock nsb_disp_lock;	/* dispositions.c */
 /* The pid whose memory this is: differs from getpid() in a vfork child,
  * which shares our memory and must not take the parent's state. */
 bool nsb_in_vfork_child(void);
+void nsb_process_note_pid(void);
 pid_t nsb_gettid(void);	/* [signal-safe] */
 /* The mask to restore when this thread releases its outermost lock
  * (NULL: it holds none): what "this thread's mask" means under a lock. */

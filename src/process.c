@@ -100,6 +100,15 @@ nsb_in_vfork_child(void)
 	return owner_pid && getpid() != owner_pid;
 }
 
+/* Learnt when it first matters (the library's handler is installed), not
+ * at start-up, which costs nothing it does not need. */
+void
+nsb_process_note_pid(void)
+{
+	if (!owner_pid)
+		owner_pid = getpid();
+}
+
 /* The locks are taken in this order everywhere: table, then dispositions. */
 static void
 before_fork(void)
@@ -133,6 +142,5 @@ after_fork_child(void)
 __attribute__((constructor(101))) static void
 process_init(void)
 {
-	owner_pid = getpid();
 	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }
