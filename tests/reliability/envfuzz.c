@@ -227,7 +227,7 @@ show(const char *what, const char *v)
 static int
 fuzz_one(int run, char vals[NVARS][131072], const bool set[NVARS])
 {
-	int expect[NVARS], invalid = 0, pfd[2], status, warnings[NVARS] = { 0 };
+	int expect[NVARS], pfd[2], status, warnings[NVARS] = { 0 };
 	char arg[NVARS][8], *out = NULL, *copy, *line, *save = NULL;
 	size_t len = 0, cap = 0;
 	const char *problem = NULL;
@@ -239,7 +239,6 @@ fuzz_one(int run, char vals[NVARS][131072], const bool set[NVARS])
 		int x = set[v] ? parse(v, vals[v]) : defaults[v];
 
 		bad[v] = set[v] && x < 0;
-		invalid += bad[v];
 		expect[v] = x < 0 ? defaults[v] : x;
 		snprintf(arg[v], sizeof(arg[v]), "%d", expect[v]);
 	}
