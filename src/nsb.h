@@ -57,11 +57,19 @@ extern nsb_jump_fn real___longjmp_chk;
 /* ---- config.c: NOSIGBUS_* read once ------------------------------------ */
 
 enum nsb_policy { NSB_POLICY_FLAG, NSB_POLICY_SHM, NSB_POLICY_FILES };
-enum nsb_fill { NSB_FILL_PAGE, NSB_FILL_RANGE };
+enum nsb_fill { NSB_FILL_PAGE, NSB_FILL_RANGE, NSB_FILL_AUTO };
+/* What a SIGBUS inside the file's size (an I/O error) gets. */
+enum nsb_errors { NSB_ERRORS_PASS, NSB_ERRORS_ZERO };
+
+/* The defaults, also used before the constructor has read the variables. */
+#define NSB_DEFAULT_POLICY	NSB_POLICY_SHM
+#define NSB_DEFAULT_FILL	NSB_FILL_PAGE
+#define NSB_DEFAULT_ERRORS	NSB_ERRORS_PASS
 
 struct nsb_config {
 	enum nsb_policy policy;
 	enum nsb_fill fill;
+	enum nsb_errors errors;
 	bool strict;
 	bool log;
 	size_t page_size;	/* sysconf(_SC_PAGESIZE), read outside signals */
@@ -219,6 +227,8 @@ void nsb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages);
 void nsb_log_failure(uintptr_t addr, int err);	/* [signal-safe] */
 void nsb_log_init(void);
+/* Per-process counters: zeroes them in a fork child. */
+void nsb_log_after_fork_child(void);
 
 /* ---- mman.c: shared with api.c ----------------------------------------- */
 
