@@ -24,7 +24,9 @@ if [ "$(id -u)" = 0 ]; then
 	fi
 fi
 
-# The file the loader maps for the bare name, as /proc names it.
+# The file the loader maps for the bare name, as /proc names it: cat is
+# the process it is preloaded into, and the one whose maps are read.
+# shellcheck disable=SC2002
 found=$(LD_PRELOAD=$name cat /proc/self/maps 2>/dev/null |
 	awk -v n="/$name" 'index($6, n) { print $6; exit }')
 if [ "$found" = "$installed" ]; then

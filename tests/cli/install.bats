@@ -1,6 +1,8 @@
 #!/usr/bin/env bats
 # SPDX-License-Identifier: MIT
 # shellcheck disable=SC2154 # run --separate-stderr sets stderr and stderr_lines
+# shellcheck disable=SC2016 # bash -c scripts, expanded by that bash
+# shellcheck disable=SC2030,SC2031 # run sets status in each test's own shell
 #
 # meson install --destdir, checked file by file, then used: the staged
 # wrapper runs the staged library, pkg-config finds the staged .pc, and a

@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # SPDX-License-Identifier: MIT
 # shellcheck disable=SC2154 # run --separate-stderr sets stderr and stderr_lines
+# shellcheck disable=SC2016 # sh -c scripts, expanded by that sh
 #
 # What the library prints: nothing by default, one line per rescue and a
 # summary from each process that rescued something with NOSIGBUS_LOG=1,
@@ -160,9 +161,8 @@ pid_of_output() {
 
 # Issue 14 item 8: one rule for the wrapper and the library.
 @test "the library reads every value in any case, as the wrapper does" {
-	local disk=$DISK/f
 	LD_PRELOAD=$NSB_PRELOAD NOSIGBUS_POLICY=FILES run -0 --separate-stderr \
-		"$MAP" "$disk" 2 trunc=0 read=1
+		"$MAP" "$DISK/f" 2 trunc=0 read=1
 	assert_output 'page 1: zeros'
 	assert_equal "$stderr" ''
 	LD_PRELOAD=$NSB_PRELOAD NOSIGBUS_POLICY=Flag run -135 --separate-stderr \
