@@ -10,7 +10,9 @@
 # and /usr/local/lib only through /etc/ld.so.cache, which a new library is
 # not in until ldconfig runs.  So: run ldconfig (as root), then ask the
 # loader which file it loads for that name, and say what to do when it is
-# not the one just installed.  Never fails the installation.
+# not the one just installed.  Never fails the installation.  (Meson 1.0
+# shows this output only for a script that fails; later versions show it.
+# Run by hand, sh src/post-install.sh LIBDIR, it checks an installation.)
 
 libdir=$1
 name=libnosigbus.so

@@ -220,15 +220,19 @@ installed_checks='
 '
 
 @test "meson install (no DESTDIR): LD_PRELOAD=libnosigbus.so finds the library at once" {
+	# (Without the ldconfig that meson install runs, /usr/local/lib/<triplet>
+	# is not searched until the cache is rebuilt.)
 	case $LIBDIR in
 	/usr/*) ;;
 	*) skip "libdir $LIBDIR is not under /usr, which this test can overlay" ;;
 	esac
 	in_private_root "cd $BATS_TEST_TMPDIR
-		meson install -C $NSB_BUILD_ROOT --no-rebuild
-		$installed_checks"
+		meson install -C $NSB_BUILD_ROOT --no-rebuild --quiet
+		$installed_checks
+		sh $NSB_SOURCE_ROOT/src/post-install.sh $LIBDIR"
 	assert_success
-	# The install script ran ldconfig and checked the result.
+	# (Meson 1.0 shows an install script's output only when it fails; run
+	# again, it says what it checks.)
 	assert_line "libnosigbus: the dynamic loader finds $LIBDIR/libnosigbus.so: LD_PRELOAD=libnosigbus.so works"
 	assert_line --partial 'ok: LD_PRELOAD=libnosigbus.so and nosigbus load '
 }
@@ -247,8 +251,9 @@ o = {x["name"]: x["value"] for x in json.load(sys.stdin)}
 print(os.path.join(o["prefix"], o["libdir"]))')
 	BINDIR=/usr/bin
 	in_private_root "cd $BATS_TEST_TMPDIR
-		meson install -C $build --no-rebuild
-		$installed_checks"
+		meson install -C $build --no-rebuild --quiet
+		$installed_checks
+		sh $NSB_SOURCE_ROOT/src/post-install.sh $LIBDIR"
 	assert_success
 	assert_line "libnosigbus: the dynamic loader finds $LIBDIR/libnosigbus.so: LD_PRELOAD=libnosigbus.so works"
 	assert_line --partial "ok: LD_PRELOAD=libnosigbus.so and nosigbus load $LIBDIR/libnosigbus.so.$VERSION"
