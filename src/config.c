@@ -3,8 +3,11 @@
  * config.c - reads the NOSIGBUS_* variables, once, in the constructor.
  *
  * Values are untrusted (the library may be loaded into any program): they
- * are only ever compared against fixed words, and an invalid one costs one
- * warning line and the default.  Nothing here runs in signal context; the
+ * are only ever compared against fixed words, ignoring case (the wrapper
+ * follows the same rule), and an invalid one costs one warning line and
+ * the default.  Reading costs one pass over the environment, whatever the
+ * number of variables: this runs in the constructor of every process the
+ * library is loaded into.  Nothing here runs in signal context; the
  * handler only reads nsb_config.
  */
 #include <stdlib.h>
@@ -15,8 +18,9 @@
 #include "nsb.h"
 
 struct nsb_config nsb_config = {
-	.policy = NSB_POLICY_FLAG,
-	.fill = NSB_FILL_PAGE,
+	.policy = NSB_DEFAULT_POLICY,
+	.fill = NSB_DEFAULT_FILL,
+	.errors = NSB_DEFAULT_ERRORS,
 	.page_size = 0,
 };
 
@@ -42,36 +46,45 @@ static const struct word bool_words[] = {
 };
 
 struct variable {
-	const char *name;
+	const char *name;	/* without the NOSIGBUS_ prefix */
 	const struct word *words;
-	const char *expected;
-	const char *fallback;
+	const char *expected;	/* for the warning */
+	const char *fallback;	/* the default's word, for the warning */
+	int default_value;
 };
 
+/* The order is that of enum var below. */
 static const struct variable variables[] = {
-	{ "NOSIGBUS_POLICY", policy_words, "flag, shm or files", "flag" },
-	{ "NOSIGBUS_FILL", fill_words, "page, range or auto", "page" },
-	{ "NOSIGBUS_ERRORS", errors_words, "pass or zero", "pass" },
-	{ "NOSIGBUS_STRICT", bool_words, "0 or 1", "0" },
-	{ "NOSIGBUS_LOG", bool_words, "0 or 1", "0" },
+	{ "POLICY", policy_words, "flag, shm or files", "shm", NSB_DEFAULT_POLICY },
+	{ "FILL", fill_words, "page, range or auto", "page", NSB_DEFAULT_FILL },
+	{ "ERRORS", errors_words, "pass or zero", "pass", NSB_DEFAULT_ERRORS },
+	{ "STRICT", bool_words, "0 or 1", "0", 0 },
+	{ "LOG", bool_words, "0 or 1", "0", 0 },
 };
+enum var { VAR_POLICY, VAR_FILL, VAR_ERRORS, VAR_STRICT, VAR_LOG, VAR_COUNT };
 
+#define PREFIX "NOSIGBUS_"
+#define PREFIX_LEN (sizeof(PREFIX) - 1)
+
+/* name is the full name when len is SIZE_MAX, else its first len bytes. */
 static const struct variable *
-find_variable(const char *name)
+find_variable(const char *name, size_t len)
 {
-	for (size_t i = 0; i < sizeof(variables) / sizeof(variables[0]); i++)
-		if (strcmp(variables[i].name, name) == 0)
+	if (len == SIZE_MAX)
+		len = strlen(name);
+	if (len <= PREFIX_LEN || memcmp(name, PREFIX, PREFIX_LEN) != 0)
+		return NULL;
+	name += PREFIX_LEN;
+	len -= PREFIX_LEN;
+	for (size_t i = 0; i < VAR_COUNT; i++)
+		if (strlen(variables[i].name) == len && memcmp(variables[i].name, name, len) == 0)
 			return &variables[i];
 	return NULL;
 }
 
-bool
-nsb_config_parse(const char *name, const char *value, int *out)
+static bool
+parse(const struct variable *v, const char *value, int *out)
 {
-	const struct variable *v = find_variable(name);
-
-	if (!v || !value)
-		return false;
 	for (const struct word *w = v->words; w->name; w++) {
 		if (strcasecmp(w->name, value) == 0) {
 			*out = w->value;
@@ -81,27 +94,35 @@ nsb_config_parse(const char *name, const char *value, int *out)
 	return false;
 }
 
+bool
+nsb_config_parse(const char *name, const char *value, int *out)
+{
+	const struct variable *v = name ? find_variable(name, SIZE_MAX) : NULL;
+
+	if (!v || !value)
+		return false;
+	return parse(v, value, out);
+}
+
 /* Unset or empty means the default; anything else must parse. */
 static int
-read_variable(const char *name, int fallback)
+read_value(const struct variable *v, const char *value)
 {
-	const struct variable *v = find_variable(name);
-	const char *value = getenv(name);
 	char shown[65];
 	size_t i;
 	int out;
 
 	if (!value || !*value)
-		return fallback;
-	if (nsb_config_parse(name, value, &out))
+		return v->default_value;
+	if (parse(v, value, &out))
 		return out;
 	/* A hostile value must neither flood stderr nor forge a line. */
 	for (i = 0; value[i] && i < sizeof(shown) - 1; i++)
 		shown[i] = (unsigned char)value[i] < 0x20 || value[i] == 0x7f ? '?' : value[i];
 	shown[i] = '\0';
-	nsb_warn("ignoring %s=%s%s (expected %s); using %s", name, shown,
+	nsb_warn("ignoring " PREFIX "%s=%s%s (expected %s); using %s", v->name, shown,
 		 value[i] ? "..." : "", v->expected, v->fallback);
-	return fallback;
+	return v->default_value;
 }
 
 /*
@@ -121,14 +142,26 @@ void
 nsb_config_read(void)
 {
 	static bool done;
+	const char *values[VAR_COUNT] = { NULL };
 
 	if (done)
 		return;
 	done = true;
 	nsb_config_init();
-	nsb_config.policy = (enum nsb_policy)read_variable("NOSIGBUS_POLICY", NSB_POLICY_FLAG);
-	nsb_config.fill = (enum nsb_fill)read_variable("NOSIGBUS_FILL", NSB_FILL_PAGE);
-	nsb_config.errors = (enum nsb_errors)read_variable("NOSIGBUS_ERRORS", NSB_ERRORS_PASS);
-	nsb_config.strict = read_variable("NOSIGBUS_STRICT", 0);
-	nsb_config.log = read_variable("NOSIGBUS_LOG", 0);
+	/* One pass; the first definition of a name wins, as with getenv(). */
+	for (char **e = environ; e && *e; e++) {
+		const char *eq;
+		const struct variable *v;
+
+		if (strncmp(*e, PREFIX, PREFIX_LEN) != 0 || !(eq = strchr(*e, '=')))
+			continue;
+		v = find_variable(*e, (size_t)(eq - *e));
+		if (v && !values[v - variables])
+			values[v - variables] = eq + 1;
+	}
+	nsb_config.policy = (enum nsb_policy)read_value(&variables[VAR_POLICY], values[VAR_POLICY]);
+	nsb_config.fill = (enum nsb_fill)read_value(&variables[VAR_FILL], values[VAR_FILL]);
+	nsb_config.errors = (enum nsb_errors)read_value(&variables[VAR_ERRORS], values[VAR_ERRORS]);
+	nsb_config.strict = read_value(&variables[VAR_STRICT], values[VAR_STRICT]);
+	nsb_config.log = read_value(&variables[VAR_LOG], values[VAR_LOG]);
 }

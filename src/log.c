@@ -6,11 +6,15 @@
  * NOSIGBUS_* value and one line when a rescue fails (the process is about
  * to die of the SIGBUS then, and should say why).
  *
+ * The counters are per process: a fork child starts from zero, so that the
+ * exit summaries of a process tree add up to what happened in it.
+ *
  * Signal context: nsb_log_rescue and nsb_log_failure run in the SIGBUS
  * handler.  They format by hand into a stack buffer and write(2) it once:
  * no stdio, no malloc, no locks.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,17 +146,24 @@ nsb_warn(const char *fmt, ...)
 	emit(&l);
 }
 
+/* At exit, with NOSIGBUS_LOG=1: only a process that rescued or failed
+ * something has anything to say (a process tree of shells and helpers
+ * would otherwise print a line of zeros each). */
 static void
 summary(void)
 {
+	uint64_t rescues = atomic_load(&nsb_counters.rescues);
+	uint64_t failures = atomic_load(&nsb_counters.failures);
 	struct line l;
 
+	if (!rescues && !failures)
+		return;
 	put_prefix(&l);
-	put_num(&l, atomic_load(&nsb_counters.rescues), 10);
+	put_num(&l, rescues, 10);
 	put(&l, " rescues, ");
 	put_num(&l, atomic_load(&nsb_counters.pages), 10);
 	put(&l, " pages replaced, ");
-	put_num(&l, atomic_load(&nsb_counters.failures), 10);
+	put_num(&l, failures, 10);
 	put(&l, " failures");
 	if (atomic_load(&nsb_counters.unverified)) {
 		put(&l, ", ");
@@ -162,8 +173,11 @@ summary(void)
 	emit(&l);
 }
 
-/* Each process counts what it did itself, so that the log of a process
- * tree adds up. */
+/*
+ * In the child of fork(): what the parent rescued is the parent's to
+ * report.  The child runs this before fork() returns in it, when it has
+ * one thread and no handler of ours can be running.
+ */
 void
 nsb_log_after_fork_child(void)
 {

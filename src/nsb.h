@@ -72,7 +72,13 @@ extern nsb_jump_fn real___longjmp_chk;
 
 enum nsb_policy { NSB_POLICY_FLAG, NSB_POLICY_SHM, NSB_POLICY_FILES };
 enum nsb_fill { NSB_FILL_PAGE, NSB_FILL_RANGE, NSB_FILL_AUTO };
+/* What a SIGBUS inside the file's size (an I/O error) gets. */
 enum nsb_errors { NSB_ERRORS_PASS, NSB_ERRORS_ZERO };
+
+/* The defaults, also used before the constructor has read the variables. */
+#define NSB_DEFAULT_POLICY	NSB_POLICY_SHM
+#define NSB_DEFAULT_FILL	NSB_FILL_PAGE
+#define NSB_DEFAULT_ERRORS	NSB_ERRORS_PASS
 
 struct nsb_config {
 	enum nsb_policy policy;
@@ -324,6 +330,7 @@ void nsb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages, bool verified);
 void nsb_log_failure(uintptr_t addr, int err);	/* [signal-safe] */
 void nsb_log_init(void);
+/* Per-process counters: zeroes them in a fork child. */
 void nsb_log_after_fork_child(void);
 
 /* ---- mman.c: shared with api.c ----------------------------------------- */

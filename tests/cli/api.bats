@@ -7,6 +7,12 @@
 
 load common
 
+# api.c checks that an unflagged memfd mapping is unprotected until
+# nosigbus_protect(): the policy flag, not the default shm.
+setup() {
+	export NOSIGBUS_POLICY=flag
+}
+
 @test "nosigbus_protect: an unflagged memfd mapping reads zeros after truncation" {
 	run -0 --separate-stderr "$API" protect
 	assert_line 'ok: nosigbus_protect of an unflagged memfd mapping'

@@ -1,10 +1,11 @@
 #!/usr/bin/env bats
 # SPDX-License-Identifier: MIT
 # shellcheck disable=SC2154 # run --separate-stderr sets stderr and stderr_lines
+# shellcheck disable=SC2016 # sh -c scripts, expanded by that sh
 #
 # What the library prints: nothing by default, one line per rescue and a
-# summary with NOSIGBUS_LOG=1, exactly one warning line per invalid
-# NOSIGBUS_* value.
+# summary from each process that rescued something with NOSIGBUS_LOG=1,
+# exactly one warning line per invalid NOSIGBUS_* value.
 
 load common
 
@@ -80,37 +81,107 @@ pid_of_output() {
 }
 
 @test "NOSIGBUS_LOG accepts the boolean words, in any case" {
-	local v
+	local v pid
 	for v in 1 yes true on YES On; do
 		NOSIGBUS_LOG=$v run -0 --separate-stderr "$MAP" memfd 1
 		[ "${#stderr_lines[@]}" = 0 ] || fail "NOSIGBUS_LOG=$v without the library"
-		NOSIGBUS_LOG=$v LD_PRELOAD=$NSB_PRELOAD run -0 --separate-stderr "$MAP" memfd 1 pid
-		assert_equal "${#stderr_lines[@]}" 1
-		assert_equal "${stderr_lines[0]}" "$(summary_line "$(pid_of_output)" 0 0 0)"
+		NOSIGBUS_LOG=$v LD_PRELOAD=$NSB_PRELOAD run -0 --separate-stderr \
+			"$MAP" memfd 1 pid trunc=0 read=0
+		pid=$(pid_of_output)
+		assert_equal "${#stderr_lines[@]}" 2
+		[[ ${stderr_lines[0]} =~ $(rescue_re "$pid" '/memfd:nsb-cli \(deleted\)' page 1) ]] ||
+			fail "NOSIGBUS_LOG=$v: ${stderr_lines[0]}"
+		assert_equal "${stderr_lines[1]}" "$(summary_line "$pid" 1 1 0)"
 	done
 	for v in 0 no false off NO ''; do
-		NOSIGBUS_LOG=$v LD_PRELOAD=$NSB_PRELOAD run -0 --separate-stderr "$MAP" memfd 1
+		NOSIGBUS_LOG=$v LD_PRELOAD=$NSB_PRELOAD run -0 --separate-stderr \
+			"$MAP" memfd 1 trunc=0 read=0
 		assert_equal "$stderr" ''
 	done
 }
 
+# Issue 14 item 6: a process tree of shells and helpers must not print a
+# line of zeros per process.
+@test "-v: no exit summary from a process that rescued nothing" {
+	run -0 --separate-stderr wrapper -v "$MAP" memfd 2 stats
+	assert_equal "$stderr" ''
+	# Nor from its children, nor from programs it runs.
+	run -0 --separate-stderr wrapper -v sh -c '"$MAP" memfd 1 fork fork; "$MAP" memfd 1 read=0'
+	assert_equal "$stderr" ''
+	# Logging is on all the same: the first rescue shows.
+	run -0 --separate-stderr wrapper -v sh -c '"$MAP" memfd 1; "$MAP" memfd 2 pid trunc=1 read=1'
+	assert_equal "${#stderr_lines[@]}" 2
+	assert_equal "${stderr_lines[1]}" "$(summary_line "$(pid_of_output)" 1 1 0)"
+}
+
+# Issue 14 item 7: each process reports what it did itself, so the lines
+# of a process tree add up.
+@test "-v: forked children report their own rescues, not their parent's" {
+	local pid
+	run -0 --separate-stderr wrapper -v "$MAP" memfd 3 pid trunc=0 read=0 read=1 \
+		fork fork-read=2 fork
+	pid=$(pid_of_output)
+	# The children's counters start from zero (nosigbus_get_stats too).
+	run -0 printf '%s\n' "${lines[@]}"
+	assert_line --index 3 --regexp '^child pid: [0-9]+$'
+	assert_line --index 4 'stats: rescues=0 pages=0 failures=0 mappings=1'
+	assert_line --index 6 'page 2: zeros'
+	assert_line --index 7 'stats: rescues=1 pages=1 failures=0 mappings=1'
+	assert_line --index 9 'stats: rescues=0 pages=0 failures=0 mappings=1'
+	local child=${lines[5]#child pid: }
+	# Three rescue lines, and two summaries: the parent's 2 and the
+	# second child's 1; the other children rescued nothing.
+	assert_equal "${#stderr_lines[@]}" 5
+	[[ ${stderr_lines[2]} =~ $(rescue_re "$child" '/memfd:nsb-cli \(deleted\)' page 1) ]] ||
+		fail "the child's rescue: ${stderr_lines[2]}"
+	assert_equal "${stderr_lines[3]}" "$(summary_line "$child" 1 1 0)"
+	assert_equal "${stderr_lines[4]}" "$(summary_line "$pid" 2 2 0)"
+	# The issue's case: 2 rescues, then 3 forks: one line of 2 rescues.
+	run -0 --separate-stderr wrapper -v "$MAP" memfd 2 pid trunc=0 read=0 read=1 fork fork fork
+	run -0 printf '%s\n' "${stderr_lines[@]}"
+	assert_equal "$(grep -c ' rescues, ' <<<"$output")" 1
+	assert_line --index 2 --regexp '^nosigbus: nsb-cli-map\[[0-9]+\]: 2 rescues, 2 pages replaced, 0 failures$'
+}
+
 @test "an invalid value: exactly one warning line, and the default" {
 	LD_PRELOAD=$NSB_PRELOAD NOSIGBUS_FILL=xyz run -0 --separate-stderr "$MAP" memfd 1
-	assert_equal "$stderr" 'nosigbus: ignoring NOSIGBUS_FILL=xyz (expected page or range); using page'
-	LD_PRELOAD=$NSB_PRELOAD NOSIGBUS_POLICY=everything run -135 --separate-stderr \
+	assert_equal "$stderr" 'nosigbus: ignoring NOSIGBUS_FILL=xyz (expected page, range or auto); using page'
+	# The default policy, shm: the memfd is protected.
+	LD_PRELOAD=$NSB_PRELOAD NOSIGBUS_POLICY=everything run -0 --separate-stderr \
 		"$MAP" memfd 1 trunc=0 read=0
-	assert_equal "$stderr" 'nosigbus: ignoring NOSIGBUS_POLICY=everything (expected flag, shm or files); using flag'
+	assert_output 'page 0: zeros'
+	assert_equal "$stderr" 'nosigbus: ignoring NOSIGBUS_POLICY=everything (expected flag, shm or files); using shm'
+	LD_PRELOAD=$NSB_PRELOAD NOSIGBUS_ERRORS=ignore run -0 --separate-stderr "$MAP" memfd 1
+	assert_equal "$stderr" 'nosigbus: ignoring NOSIGBUS_ERRORS=ignore (expected pass or zero); using pass'
 	LD_PRELOAD=$NSB_PRELOAD NOSIGBUS_STRICT=2 run -0 --separate-stderr "$MAP" --flag memfd 1
 	assert_equal "$stderr" 'nosigbus: ignoring NOSIGBUS_STRICT=2 (expected 0 or 1); using 0'
 	LD_PRELOAD=$NSB_PRELOAD NOSIGBUS_LOG=maybe run -0 --separate-stderr "$MAP" memfd 1
 	assert_equal "$stderr" 'nosigbus: ignoring NOSIGBUS_LOG=maybe (expected 0 or 1); using 0'
 }
 
+# Issue 14 item 8: one rule for the wrapper and the library.
+@test "the library reads every value in any case, as the wrapper does" {
+	LD_PRELOAD=$NSB_PRELOAD NOSIGBUS_POLICY=FILES run -0 --separate-stderr \
+		"$MAP" "$DISK/f" 2 trunc=0 read=1
+	assert_output 'page 1: zeros'
+	assert_equal "$stderr" ''
+	LD_PRELOAD=$NSB_PRELOAD NOSIGBUS_POLICY=Flag run -135 --separate-stderr \
+		"$MAP" memfd 2 trunc=0 read=1
+	assert_equal "$stderr" ''
+	LD_PRELOAD=$NSB_PRELOAD NOSIGBUS_FILL=RANGE run -0 --separate-stderr \
+		"$MAP" memfd 4 trunc=0 read=1 stats
+	assert_line --regexp '^stats: rescues=1 pages=3 '
+	assert_equal "$stderr" ''
+	LD_PRELOAD=$NSB_PRELOAD NOSIGBUS_FILL=Auto NOSIGBUS_ERRORS=ZERO NOSIGBUS_STRICT=Off \
+		run -0 --separate-stderr "$MAP" memfd 1
+	assert_equal "$stderr" ''
+}
+
 @test "invalid values through the wrapper: one line per variable" {
 	NOSIGBUS_FILL=xyz NOSIGBUS_STRICT=2 run -0 --separate-stderr wrapper "$MAP" memfd 1
 	assert_equal "${#stderr_lines[@]}" 2
 	assert_output ''
-	assert_equal "${stderr_lines[0]}" 'nosigbus: ignoring NOSIGBUS_FILL=xyz (expected page or range); using page'
+	assert_equal "${stderr_lines[0]}" 'nosigbus: ignoring NOSIGBUS_FILL=xyz (expected page, range or auto); using page'
 	assert_equal "${stderr_lines[1]}" 'nosigbus: ignoring NOSIGBUS_STRICT=2 (expected 0 or 1); using 0'
 }
 

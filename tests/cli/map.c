@@ -19,6 +19,10 @@
  *            size     prints the file's size in bytes
  *            stats    prints the library's counters, if it is loaded
  *            pid      prints this process's pid
+ *            fork     a child prints "child pid: PID" and its counters
+ *                     (stats), then ends with exit(0), atexit handlers
+ *                     and all, as any process that returns from main
+ *            fork-read=P  the same, reading page P before its counters
  *
  * The file holds the nsbtest pattern: byte i is (i * 7 + 1) & 0xff.
  */
@@ -104,6 +108,31 @@ print_stats(void)
 	       (unsigned long long)st.failures, (unsigned long long)st.mappings);
 }
 
+/* A child that ends as a program does (exit, so the library's exit
+ * summary runs in it); the parent waits for it. */
+static void
+fork_child(const volatile unsigned char *map, long p)
+{
+	pid_t pid;
+	int status;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		nsbt_fail("fork: %s", strerror(errno));
+	if (pid == 0) {
+		printf("child pid: %d\n", (int)getpid());
+		if (p >= 0)
+			read_page(map, (size_t)p);
+		print_stats();
+		exit(0);
+	}
+	if (waitpid(pid, &status, 0) < 0)
+		nsbt_fail("waitpid: %s", strerror(errno));
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		nsbt_fail("the forked child: %s", nsbt_status_str(status));
+}
+
 static int
 open_backing(const char *backing, size_t size)
 {
@@ -183,6 +212,10 @@ main(int argc, char **argv)
 			print_stats();
 		else if (strcmp(op, "pid") == 0)
 			printf("pid: %d\n", (int)getpid());
+		else if (strcmp(op, "fork") == 0)
+			fork_child(map, -1);
+		else if (strncmp(op, "fork-read=", 10) == 0)
+			fork_child(map, (long)n);
 		else
 			nsbt_fail("unknown operation %s", op);
 	}

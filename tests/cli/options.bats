@@ -22,14 +22,15 @@ load common
 	assert_line --index 0 --partial 'Usage: nosigbus'
 }
 
-@test "--version and -V print the project version" {
-	local version
+@test "--version and -V print the project version and home page" {
+	local version url
 	version=$(sed -n "s/^[[:space:]]*version: '\([^']*\)',.*/\1/p" \
 		"$NSB_SOURCE_ROOT/meson.build" | head -n 1)
-	[ -n "$version" ]
+	url=$(sed -n "s/^nsb_url = '\([^']*\)'$/\1/p" "$NSB_SOURCE_ROOT/meson.build")
+	[ -n "$version" ] && [ -n "$url" ]
 	for opt in --version -V; do
 		run -0 --separate-stderr wrapper "$opt"
-		assert_output "nosigbus $version"
+		assert_output "$(printf 'nosigbus %s\n%s' "$version" "$url")"
 		[ -z "$stderr" ]
 	done
 }
@@ -66,14 +67,31 @@ assert_usage_error() {
 	assert_usage_error "$bad" -p bogus true
 	assert_usage_error "$bad" -pbogus true
 	assert_usage_error "invalid policy '' (expected flag, shm or files)" --policy= true
-	assert_usage_error "invalid policy 'SHM' (expected flag, shm or files)" -p SHM true
-	assert_usage_error "invalid fill 'all' (expected page or range)" --fill=all true
-	assert_usage_error "invalid fill 'all' (expected page or range)" -f all true
+	assert_usage_error "invalid policy 'shm ' (expected flag, shm or files)" -p 'shm ' true
+	assert_usage_error "invalid fill 'all' (expected page, range or auto)" --fill=all true
+	assert_usage_error "invalid fill 'all' (expected page, range or auto)" -f all true
+	assert_usage_error "invalid errors 'ignore' (expected pass or zero)" --errors=ignore true
+	assert_usage_error "invalid errors 'ignore' (expected pass or zero)" -e ignore true
+	assert_usage_error "invalid errors '' (expected pass or zero)" -e '' true
 	assert_usage_error "option '-p' needs a value" -p
 	assert_usage_error "option '--policy' needs a value" --policy
 	assert_usage_error "option '--fill' needs a value" --fill
+	assert_usage_error "option '-e' needs a value" -e
+	assert_usage_error "option '--errors' needs a value" --errors
 	# A bad value is refused even when COMMAND would not be found.
-	assert_usage_error "invalid fill 'x' (expected page or range)" -fx /nonexistent
+	assert_usage_error "invalid fill 'x' (expected page, range or auto)" -fx /nonexistent
+}
+
+@test "values in any case, as the library reads them; COMMAND gets lower case" {
+	run -0 --separate-stderr wrapper --policy=SHM --fill=Range --errors=ZERO \
+		printenv NOSIGBUS_POLICY NOSIGBUS_FILL NOSIGBUS_ERRORS
+	assert_output "$(printf 'shm\nrange\nzero')"
+	run -0 --separate-stderr wrapper -p Files -f AUTO -e Pass \
+		printenv NOSIGBUS_POLICY NOSIGBUS_FILL NOSIGBUS_ERRORS
+	assert_output "$(printf 'files\nauto\npass')"
+	run -0 --separate-stderr wrapper -pFLAG printenv NOSIGBUS_POLICY
+	assert_output flag
+	[ -z "$stderr" ]
 }
 
 @test "each option sets its variable in COMMAND's environment" {
@@ -81,6 +99,12 @@ assert_usage_error() {
 	# shellcheck disable=SC2086 # a list of names
 	run -0 --separate-stderr wrapper -p shm -f range --strict -v printenv $vars
 	assert_output "$(printf 'shm\nrange\n1\n1')"
+	run -0 --separate-stderr wrapper -f auto -e zero printenv NOSIGBUS_FILL NOSIGBUS_ERRORS
+	assert_output "$(printf 'auto\nzero')"
+	run -0 --separate-stderr wrapper --fill auto --errors pass printenv NOSIGBUS_FILL NOSIGBUS_ERRORS
+	assert_output "$(printf 'auto\npass')"
+	run -0 --separate-stderr wrapper -ezero --errors=pass printenv NOSIGBUS_ERRORS
+	assert_output pass
 	# printenv fails when one of them is unset.
 	# shellcheck disable=SC2086
 	run -1 --separate-stderr wrapper --policy=files --fill=page printenv $vars
@@ -106,8 +130,11 @@ assert_usage_error() {
 	run -0 --separate-stderr wrapper -vn true
 	assert_line NOSIGBUS_LOG=1
 	assert_line true
-	run -0 --separate-stderr wrapper -nvpshm true
-	assert_line NOSIGBUS_POLICY=shm
+	run -0 --separate-stderr wrapper -nvpfiles true
+	assert_line NOSIGBUS_POLICY=files
+	assert_line NOSIGBUS_LOG=1
+	run -0 --separate-stderr wrapper -nvezero true
+	assert_line NOSIGBUS_ERRORS=zero
 	assert_line NOSIGBUS_LOG=1
 }
 
@@ -179,37 +206,75 @@ assert_usage_error() {
 	assert_output 'dash 1'
 }
 
-@test "--dry-run prints the environment and the command, runs nothing" {
-	run -0 --separate-stderr wrapper --dry-run -p shm -f range --strict -v \
+@test "--dry-run prints the settings, LD_PRELOAD and the command, runs nothing" {
+	run -0 --separate-stderr wrapper --dry-run -p files -f range -e zero --strict -v \
 		touch "$BATS_TEST_TMPDIR/ran" 'a b' "it's" ''
-	assert_equal "${#lines[@]}" 6
-	assert_line --index 0 NOSIGBUS_POLICY=shm
+	assert_equal "${#lines[@]}" 7
+	assert_line --index 0 NOSIGBUS_POLICY=files
 	assert_line --index 1 NOSIGBUS_FILL=range
-	assert_line --index 2 NOSIGBUS_STRICT=1
-	assert_line --index 3 NOSIGBUS_LOG=1
-	assert_line --index 4 "LD_PRELOAD=$NSB_PRELOAD"
-	assert_line --index 5 "touch $BATS_TEST_TMPDIR/ran 'a b' 'it'\\''s' ''"
+	assert_line --index 2 NOSIGBUS_ERRORS=zero
+	assert_line --index 3 NOSIGBUS_STRICT=1
+	assert_line --index 4 NOSIGBUS_LOG=1
+	assert_line --index 5 "LD_PRELOAD=$NSB_PRELOAD"
+	assert_line --index 6 "touch $BATS_TEST_TMPDIR/ran 'a b' 'it'\\''s' ''"
 	[ -z "$stderr" ]
 	[ ! -e "$BATS_TEST_TMPDIR/ran" ] || fail "--dry-run ran the command"
 	# The printed line is valid sh that gives back the same arguments.
-	eval "set -- ${lines[5]}"
+	eval "set -- ${lines[6]}"
 	assert_equal "$#" 5
 	assert_equal "$3" 'a b'
 	assert_equal "$4" "it's"
 	assert_equal "$5" ''
 }
 
-@test "--dry-run shows inherited variables and only those set" {
-	NOSIGBUS_FILL=range LD_PRELOAD=libm.so.6 run -0 --separate-stderr wrapper -n true
-	assert_output "$(printf 'NOSIGBUS_FILL=range\nLD_PRELOAD=%s:libm.so.6\ntrue' "$NSB_PRELOAD")"
+# Issue 15: -n shows the policy in effect, also when it is the default.
+@test "--dry-run shows what the library will use: options, inherited values, defaults" {
 	run -0 --separate-stderr wrapper -n true
-	assert_output "$(printf 'LD_PRELOAD=%s\ntrue' "$NSB_PRELOAD")"
+	assert_output "$(printf '%s\n' NOSIGBUS_POLICY=shm NOSIGBUS_FILL=page NOSIGBUS_ERRORS=pass \
+		NOSIGBUS_STRICT=0 NOSIGBUS_LOG=0 "LD_PRELOAD=$NSB_PRELOAD" true)"
+	[ -z "$stderr" ]
+	NOSIGBUS_POLICY=flag NOSIGBUS_FILL=RANGE NOSIGBUS_STRICT=yes LD_PRELOAD=libm.so.6 \
+		run -0 --separate-stderr wrapper -n true
+	assert_output "$(printf '%s\n' NOSIGBUS_POLICY=flag NOSIGBUS_FILL=range NOSIGBUS_ERRORS=pass \
+		NOSIGBUS_STRICT=1 NOSIGBUS_LOG=0 "LD_PRELOAD=$NSB_PRELOAD:libm.so.6" true)"
+	[ -z "$stderr" ]
+	# An empty value is the default, as for the library.
+	NOSIGBUS_POLICY='' run -0 --separate-stderr wrapper -n true
+	assert_line --index 0 NOSIGBUS_POLICY=shm
+	# An option wins over what is inherited.
+	NOSIGBUS_POLICY=files run -0 --separate-stderr wrapper -n --policy=flag true
+	assert_line --index 0 NOSIGBUS_POLICY=flag
 }
 
-@test "--dry-run still fails like a real run" {
-	run -127 --separate-stderr wrapper -n nsb-no-such-command-here
-	assert_output ''
+@test "--dry-run: an invalid inherited value gets the library's warning and the default" {
+	NOSIGBUS_FILL=xyz NOSIGBUS_ERRORS=all run -0 --separate-stderr wrapper -n true
+	assert_line --index 1 NOSIGBUS_FILL=page
+	assert_line --index 2 NOSIGBUS_ERRORS=pass
+	assert_equal "${#stderr_lines[@]}" 2
+	assert_equal "${stderr_lines[0]}" 'nosigbus: ignoring NOSIGBUS_FILL=xyz (expected page, range or auto); using page'
+	assert_equal "${stderr_lines[1]}" 'nosigbus: ignoring NOSIGBUS_ERRORS=all (expected pass or zero); using pass'
+	# The same lines as the library prints in a real run.
+	NOSIGBUS_FILL=xyz NOSIGBUS_ERRORS=all run -0 --separate-stderr wrapper true
+	assert_equal "${#stderr_lines[@]}" 2
+	assert_equal "${stderr_lines[0]}" 'nosigbus: ignoring NOSIGBUS_FILL=xyz (expected page, range or auto); using page'
+	assert_equal "${stderr_lines[1]}" 'nosigbus: ignoring NOSIGBUS_ERRORS=all (expected pass or zero); using pass'
+}
+
+# Issue 14 item 10: a dry run only prints; it needs no COMMAND.
+@test "--dry-run does not need COMMAND: it says what a real run would do" {
+	run -0 --separate-stderr wrapper -n nsb-no-such-command-here --arg
+	assert_line --index 5 "LD_PRELOAD=$NSB_PRELOAD"
+	assert_line --index 6 'nsb-no-such-command-here --arg'
+	assert_equal "$stderr" 'nosigbus: warning: nsb-no-such-command-here: command not found (a real run would exit with status 127)'
+	run -0 --separate-stderr wrapper -n "$BATS_TEST_TMPDIR/missing"
+	assert_line --index 6 "$BATS_TEST_TMPDIR/missing"
+	assert_equal "$stderr" "nosigbus: warning: $BATS_TEST_TMPDIR/missing: No such file or directory (a real run would exit with status 127)"
+	run -0 --separate-stderr wrapper -n "$BATS_TEST_TMPDIR"
+	assert_equal "$stderr" "nosigbus: warning: $BATS_TEST_TMPDIR: Is a directory (a real run would exit with status 126)"
+	# Usage errors are still errors.
 	run -2 --separate-stderr wrapper -n -p x true
+	assert_output ''
+	run -2 --separate-stderr wrapper -n
 	assert_output ''
 }
 
@@ -240,15 +305,36 @@ assert_usage_error() {
 	assert_line "LD_PRELOAD=$(pwd -P)/libnosigbus.so.0"
 }
 
+# Copied away from the build tree, the wrapper looks for the installed
+# library by its soname, through the dynamic loader.
+@test "away from the build tree: the library by its soname, which the loader must find" {
+	cp "$NSB_WRAPPER" "$BATS_TEST_TMPDIR/nosigbus"
+	# The loader finds it through LD_LIBRARY_PATH as through its cache.
+	LD_LIBRARY_PATH=$(dirname "$NSB_PRELOAD") run -0 --separate-stderr \
+		"$BATS_TEST_TMPDIR/nosigbus" -n true
+	assert_line 'LD_PRELOAD=libnosigbus.so.0'
+	[ -z "$stderr" ]
+	LD_LIBRARY_PATH=$(dirname "$NSB_PRELOAD") run -0 --separate-stderr \
+		"$BATS_TEST_TMPDIR/nosigbus" cat /proc/self/maps
+	assert_output --partial "$(readlink -f "$NSB_PRELOAD")"
+	# Invalid NOSIGBUS_* values do not make the check fail.
+	LD_LIBRARY_PATH=$(dirname "$NSB_PRELOAD") NOSIGBUS_FILL=xyz run -0 --separate-stderr \
+		"$BATS_TEST_TMPDIR/nosigbus" -n true
+	assert_line 'LD_PRELOAD=libnosigbus.so.0'
+}
+
 @test "no library anywhere: exit 2 with a message" {
-	local libdir
-	libdir=$(sed -n "s/^libdir='\(.*\)'$/\1/p" "$NSB_WRAPPER")
-	[ -n "$libdir" ] || fail "no libdir= line in the wrapper"
-	[ ! -e "$libdir/libnosigbus.so.0" ] || skip "libnosigbus is installed in $libdir"
+	unset LD_LIBRARY_PATH
+	if LD_PRELOAD=libnosigbus.so.0 sh -c : 2>&1 | grep -q .; then :; else
+		skip "libnosigbus.so.0 is installed where the dynamic loader finds it"
+	fi
 	cp "$NSB_WRAPPER" "$BATS_TEST_TMPDIR/nosigbus"
 	run -2 --separate-stderr "$BATS_TEST_TMPDIR/nosigbus" true
 	assert_output ''
-	assert_equal "$stderr" "nosigbus: cannot find libnosigbus.so.0 in $BATS_TEST_TMPDIR or $libdir; set NOSIGBUS_LIBRARY to its path"
+	assert_equal "$stderr" "nosigbus: the dynamic loader cannot find libnosigbus.so.0 (not installed? after installing under /usr/local, run ldconfig); set NOSIGBUS_LIBRARY to its path"
+	run -2 --separate-stderr "$BATS_TEST_TMPDIR/nosigbus" -n true
+	assert_output ''
 	# --help and --version need no library.
 	run -0 "$BATS_TEST_TMPDIR/nosigbus" --version
+	run -0 "$BATS_TEST_TMPDIR/nosigbus" --help
 }

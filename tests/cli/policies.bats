@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # shellcheck disable=SC2154 # run --separate-stderr sets stderr and stderr_lines
 #
-# --policy and --fill on a program that knows nothing of MAP_NOSIGBUS
+# The policies and --fill on a program that knows nothing of MAP_NOSIGBUS
 # (nsb-cli-map, not linked with the library).  A child process of it shrinks
 # the file; an unrescued read past the end kills it by SIGBUS, which the
 # shell reports as 135.
@@ -22,19 +22,52 @@ teardown() {
 shm_file() { printf '%s/buf' "$SHM"; }
 disk_file() { printf '%s/buf' "$DISK"; }
 
-@test "default policy: an unflagged mapping is not protected" {
+# Issue 15: the default is shm, so that LD_PRELOAD=libnosigbus.so weston
+# protects a compositor's client buffers with no other setting.
+@test "default policy (shm), bare LD_PRELOAD: memfd and tmpfs rescued, a disk file not" {
 	run -135 --separate-stderr "$MAP" memfd 2 read=1 trunc=0 read=1
 	assert_output 'page 1: file'
-	run -135 --separate-stderr wrapper "$MAP" memfd 2 read=1 trunc=0 read=1
+	LD_PRELOAD=$NSB_PRELOAD run -0 --separate-stderr "$MAP" memfd 2 read=1 trunc=0 read=1 stats
+	assert_output "$(printf 'page 1: file\npage 1: zeros\nstats: rescues=1 pages=1 failures=0 mappings=1')"
+	LD_PRELOAD=$NSB_PRELOAD run -0 --separate-stderr "$MAP" --private memfd 2 trunc=1 read=0 read=1
+	assert_output "$(printf 'page 0: file\npage 1: zeros')"
+	LD_PRELOAD=$NSB_PRELOAD run -0 --separate-stderr "$MAP" "$(shm_file)" 3 trunc=1 read=2 read=0
+	assert_output "$(printf 'page 2: zeros\npage 0: file')"
+	[ -z "$stderr" ] || fail "the library printed: $stderr"
+	LD_PRELOAD=$NSB_PRELOAD run -135 --separate-stderr "$MAP" "$(disk_file)" 2 read=1 trunc=0 read=1
 	assert_output 'page 1: file'
-	run -135 --separate-stderr wrapper "$MAP" "$(disk_file)" 2 trunc=0 read=1
+	LD_PRELOAD=$NSB_PRELOAD run -0 --separate-stderr "$MAP" "$(disk_file)" 1 stats
+	assert_output --partial 'mappings=0'
 }
 
-@test "default policy: a MAP_NOSIGBUS mapping is protected, shared or private" {
-	run -0 --separate-stderr wrapper "$MAP" --flag memfd 2 trunc=0 read=0 read=1
+@test "default policy (shm) through the wrapper: nosigbus COMMAND" {
+	run -0 --separate-stderr wrapper "$MAP" memfd 2 trunc=0 read=0 read=1
 	assert_output "$(printf 'page 0: zeros\npage 1: zeros')"
-	run -0 --separate-stderr wrapper "$MAP" --flag --private "$(disk_file)" 2 trunc=1 read=0 read=1
+	run -0 --separate-stderr wrapper "$MAP" "$(shm_file)" 2 trunc=0 read=1
+	assert_output 'page 1: zeros'
+	run -135 --separate-stderr wrapper "$MAP" "$(disk_file)" 2 trunc=0 read=1
+	[ -z "$stderr" ] || fail "the wrapper or the library printed: $stderr"
+}
+
+@test "flag, to opt out: an unflagged mapping is not protected" {
+	run -135 --separate-stderr wrapper --policy=flag "$MAP" memfd 2 read=1 trunc=0 read=1
+	assert_output 'page 1: file'
+	NOSIGBUS_POLICY=flag run -135 --separate-stderr wrapper "$MAP" "$(shm_file)" 2 trunc=0 read=1
+	NOSIGBUS_POLICY=flag LD_PRELOAD=$NSB_PRELOAD run -135 --separate-stderr \
+		"$MAP" memfd 2 trunc=0 read=1
+	NOSIGBUS_POLICY=flag LD_PRELOAD=$NSB_PRELOAD run -0 --separate-stderr "$MAP" memfd 1 stats
+	assert_output --partial 'mappings=0'
+	run -135 --separate-stderr wrapper -p flag "$MAP" "$(disk_file)" 2 trunc=0 read=1
+}
+
+@test "flag: a MAP_NOSIGBUS mapping is protected, shared or private" {
+	run -0 --separate-stderr wrapper -p flag "$MAP" --flag memfd 2 trunc=0 read=0 read=1
+	assert_output "$(printf 'page 0: zeros\npage 1: zeros')"
+	run -0 --separate-stderr wrapper -p flag "$MAP" --flag --private "$(disk_file)" 2 trunc=1 read=0 read=1
 	assert_output "$(printf 'page 0: file\npage 1: zeros')"
+	# Every policy honours the flag.
+	run -0 --separate-stderr wrapper "$MAP" --flag "$(disk_file)" 2 trunc=0 read=1
+	assert_output 'page 1: zeros'
 	# Without the library the flag means nothing to this kernel.
 	run -135 --separate-stderr "$MAP" --flag memfd 2 trunc=0 read=0
 }

@@ -78,7 +78,7 @@ build() {
 @test "--dry-run warns too, on stderr" {
 	build "$BATS_TEST_TMPDIR/static" -static
 	run -0 --separate-stderr wrapper -n "$BATS_TEST_TMPDIR/static"
-	assert_line --index 1 "$BATS_TEST_TMPDIR/static"
+	assert_line --index 6 "$BATS_TEST_TMPDIR/static"
 	assert_equal "${#stderr_lines[@]}" 1
 	assert_output --partial 'LD_PRELOAD='
 }

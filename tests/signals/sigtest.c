@@ -36,6 +36,17 @@
 
 #include "nsbtest.h"
 
+/* GCC's noipa also keeps the caller from assuming anything about it;
+ * other compilers have noinline only. */
+#ifdef __has_attribute
+#if __has_attribute(noipa)
+#define NSBT_OUT_OF_LINE __attribute__((noinline, noipa))
+#endif
+#endif
+#ifndef NSBT_OUT_OF_LINE
+#define NSBT_OUT_OF_LINE __attribute__((noinline))
+#endif
+
 #ifdef NO_LIBRARY
 /* Without the library the flag must not reach the kernel at all. */
 #define TEST_FLAG 0
@@ -55,7 +66,7 @@ static size_t pg;
 /* ---- faults --------------------------------------------------------- */
 
 /* Kept out of line so that a handler can tell the faulting PC lies here. */
-static int __attribute__((noinline, noipa))
+static int NSBT_OUT_OF_LINE
 touch(volatile char *p)
 {
 	return *p;

@@ -34,12 +34,24 @@
 
 #include "nsbtest.h"
 
+/* GCC's noipa also keeps the caller from assuming anything about it;
+ * other compilers have noinline only. */
+#ifdef __has_attribute
+#if __has_attribute(noipa)
+#define NSBT_OUT_OF_LINE __attribute__((noinline, noipa))
+#endif
+#endif
+#ifndef NSBT_OUT_OF_LINE
+#define NSBT_OUT_OF_LINE __attribute__((noinline))
+#endif
+
 #define KNOWN_RESTORER 0x04000000
 
 static size_t pg;
 static char wl_message[1024];
 
-static void
+/* fmt comes from libwayland, which checks it against its arguments. */
+static void __attribute__((format(printf, 1, 0)))
 log_handler(const char *fmt, va_list ap)
 {
 	size_t n = strlen(wl_message);
@@ -107,7 +119,7 @@ global_remove(void *data, struct wl_registry *reg, uint32_t name)
 
 static const struct wl_registry_listener registry_listener = { global, global_remove };
 
-static int __attribute__((noinline, noipa))
+static int NSBT_OUT_OF_LINE
 touch(volatile char *p)
 {
 	return *p;
