@@ -502,8 +502,9 @@ main(int argc, char **argv)
 			argv[0]);
 		return 2;
 	}
-	if (!lib || !*lib || stat(lib, &st) != 0)
-		fatal("NSB_PRELOAD does not name the built library (%s)", lib ? lib : "unset");
+	if (!lib || !*lib || stat(lib, &st) != 0 || !(lib = realpath(lib, NULL)))
+		fatal("NSB_PRELOAD does not name the built library (%s)",
+		      getenv("NSB_PRELOAD") ? getenv("NSB_PRELOAD") : "unset");
 	/* Absolute paths: a relative LD_PRELOAD costs the loader a getcwd. */
 	for (int i = 1; i < argc; i++) {
 		char *abs = realpath(argv[i], NULL);
