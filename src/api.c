@@ -144,12 +144,16 @@ nosigbus_get_stats(struct nosigbus_stats *stats, size_t size)
 	return 0;
 }
 
-/* Runs before main when preloaded or linked; every shim also copes with
- * being called earlier (nsb_init, nsb_real_init). */
+/*
+ * Runs before main when preloaded or linked; every shim also copes with
+ * being called earlier (nsb_init, real.c).  Loading the library must cost
+ * what loading an empty one costs (SPEC §9): no system call here, and no
+ * symbol lookup (real.c looks each function up on its first use).
+ */
 __attribute__((constructor(103))) static void
 library_init(void)
 {
+	nsb_real_start();
 	nsb_config_read();
-	nsb_real_init();
 	nsb_log_init();
 }

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "nsb.h"
@@ -117,7 +118,9 @@ execveat(int dirfd, const char *path, char *const argv[], char *const envp[], in
 {
 	struct nsb_exec x;
 	char *const *env = prepare(&x, envp);
-	int ret = real_execveat(dirfd, path, argv, env, flags);
+	int (*f)(int, const char *, char *const[], char *const[], int) = real_execveat;
+	int ret = f ? f(dirfd, path, argv, env, flags)
+		    : (int)syscall(SYS_execveat, dirfd, path, argv, env, flags);
 
 	finish(&x, env, envp);
 	return ret;

@@ -481,6 +481,15 @@ dup3(int old, int new, int flags)
 #define CLOSE_RANGE_CLOEXEC (1u << 2)
 #endif
 
+/* close_range, closefrom and execveat are in glibc 2.34 and later. */
+static int
+sys_close_range(unsigned first, unsigned last, int flags)
+{
+	int (*f)(unsigned, unsigned, int) = real_close_range;
+
+	return f ? f(first, last, flags) : (int)syscall(SYS_close_range, first, last, flags);
+}
+
 /* The lowest of our descriptors in [first, last], or -1. */
 static int
 next_kept(unsigned first, unsigned last)
@@ -507,14 +516,14 @@ close_around(unsigned first, unsigned last, int flags)
 
 	while (first <= last && (fd = next_kept(first, last)) >= 0) {
 		if ((unsigned)fd > first &&
-		    real_close_range(first, (unsigned)fd - 1, flags) < 0)
+		    sys_close_range(first, (unsigned)fd - 1, flags) < 0)
 			return -1;
 		flags &= ~(int)CLOSE_RANGE_UNSHARE;	/* once is enough */
 		if ((unsigned)fd == UINT_MAX)
 			return 0;
 		first = (unsigned)fd + 1;
 	}
-	return first <= last ? real_close_range(first, last, flags) : 0;
+	return first <= last ? sys_close_range(first, last, flags) : 0;
 }
 
 NSB_EXPORT int
@@ -523,7 +532,7 @@ close_range(unsigned first, unsigned last, int flags)
 	nsb_real_init();
 	/* Setting close-on-exec touches nothing of ours that is not so. */
 	if (atomic_load(&kept_count) == 0 || (flags & CLOSE_RANGE_CLOEXEC) || first > last)
-		return real_close_range(first, last, flags);
+		return sys_close_range(first, last, flags);
 	return close_around(first, last, flags);
 }
 
@@ -531,13 +540,13 @@ NSB_EXPORT void
 closefrom(int lowfd)
 {
 	int saved_errno = errno;
+	unsigned first = lowfd < 0 ? 0 : (unsigned)lowfd;	/* as glibc */
 
-	nsb_real_init();
-	if (atomic_load(&kept_count) == 0 || lowfd < 0) {
+	if (atomic_load(&kept_count) == 0 && real_closefrom) {
 		real_closefrom(lowfd);
 		return;
 	}
-	if (close_around((unsigned)lowfd, UINT_MAX, 0) < 0) {
+	if (close_around(first, UINT_MAX, 0) < 0) {
 		/* No close_range (kernels before 5.9): one by one. */
 		DIR *d = opendir("/proc/self/fd");
 		struct dirent *e;
@@ -548,7 +557,8 @@ closefrom(int lowfd)
 			while ((e = readdir(d))) {
 				int fd = atoi(e->d_name);
 
-				if (e->d_name[0] != '.' && fd >= lowfd && fd != self && !is_kept(fd))
+				if (e->d_name[0] != '.' && (unsigned)fd >= first && fd != self &&
+				    !is_kept(fd))
 					syscall(SYS_close, fd);
 			}
 			closedir(d);

@@ -23,50 +23,145 @@
 
 /* ---- real.c: the next definitions of what we interpose ---------------- */
 
-void nsb_real_init(void);
+/*
+ * Every function is looked up with dlsym(RTLD_NEXT) on its first use, not
+ * at start-up: loading the library must cost what loading an empty one
+ * costs (SPEC §9).  A missing mandatory function, or a lookup that finds
+ * the library itself, aborts with one line on stderr, at that first use.
+ *
+ * The mapping calls (nsb_sys_mmap ... nsb_sys_pkey_mprotect) go straight
+ * to the kernel with syscall() when the real function is not known yet
+ * and cannot be looked up now: before our constructor has run, or
+ * re-entered from inside dlsym (which may allocate, and so map memory).
+ *
+ * Signal context: nsb_sys_sigaction() looks up, before it returns, every
+ * function marked [signal-safe] below.  The library's handler is installed
+ * through it, so the handler never runs a lookup (dlsym is not
+ * async-signal-safe).
+ */
+void nsb_real_start(void);	/* our constructor has run: lookups are safe */
 void *nsb_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off); /* [signal-safe] */
-int nsb_sys_munmap(void *addr, size_t len);
-void *nsb_sys_mremap(void *old, size_t old_len, size_t new_len, int flags, void *new_addr);
-int nsb_sys_mprotect(void *addr, size_t len, int prot);
+int nsb_sys_munmap(void *addr, size_t len); /* [signal-safe] */
+void *nsb_sys_mremap(void *old, size_t old_len, size_t new_len, int flags, void *new_addr); /* [signal-safe] */
+int nsb_sys_mprotect(void *addr, size_t len, int prot); /* [signal-safe] */
 int nsb_sys_pkey_mprotect(void *addr, size_t len, int prot, int pkey); /* [signal-safe] */
 int nsb_sys_sigaction(int sig, const struct sigaction *act, struct sigaction *old); /* [signal-safe] */
 int nsb_sys_sigmask(int how, const sigset_t *set, sigset_t *old); /* [signal-safe] */
 
-extern int (*real_sigprocmask)(int, const sigset_t *, sigset_t *);
-extern int (*real_sigpending)(sigset_t *);
-extern int (*real_sigsuspend)(const sigset_t *);
-extern int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
-extern int (*real_execve)(const char *, char *const[], char *const[]);
-extern int (*real_execvpe)(const char *, char *const[], char *const[]);
-extern int (*real_fexecve)(int, char *const[], char *const[]);
-extern int (*real_execveat)(int, const char *, char *const[], char *const[], int);
-extern int (*real_posix_spawn)(pid_t *, const char *, const void *, const void *,
-			       char *const[], char *const[]);
-extern int (*real_posix_spawnp)(pid_t *, const char *, const void *, const void *,
-				char *const[], char *const[]);
-extern int (*real_system)(const char *);
-extern void *(*real_popen)(const char *, const char *);
-extern sighandler_t (*real_signal)(int, sighandler_t);
-extern sighandler_t (*real_sigset)(int, sighandler_t);
-extern sighandler_t (*real_sysv_signal)(int, sighandler_t);
-extern int (*real_siginterrupt)(int, int);
-extern int (*real_sighold)(int);
-extern int (*real_sigrelse)(int);
-extern int (*real_sigignore)(int);
-extern int (*real_timer_create)(clockid_t, struct sigevent *, void *);
-extern int (*real_timer_delete)(void *);
-extern int (*real_mq_notify)(int, const struct sigevent *);
-extern int (*real_close)(int);
-extern int (*real_dup2)(int, int);
-extern int (*real_dup3)(int, int, int);
-extern int (*real_close_range)(unsigned, unsigned, int);
-extern void (*real_closefrom)(int);
+/* The other real functions, by name: real_execve(path, argv, envp) calls
+ * the next execve, looking it up the first time.  Optional ones
+ * (real___longjmp_chk) are NULL when the C library lacks them. */
+enum nsb_real_fn {
+	NSB_REAL_MMAP,
+	NSB_REAL_MUNMAP,
+	NSB_REAL_MREMAP,
+	NSB_REAL_MPROTECT,
+	NSB_REAL_PKEY_MPROTECT,
+	NSB_REAL_SIGACTION,
+	NSB_REAL_PTHREAD_SIGMASK,
+	NSB_REAL_SIGPROCMASK,
+	NSB_REAL_SIGPENDING,
+	NSB_REAL_SIGSUSPEND,
+	NSB_REAL_PTHREAD_CREATE,
+	NSB_REAL_EXECVE,
+	NSB_REAL_EXECVPE,
+	NSB_REAL_FEXECVE,
+	NSB_REAL_POSIX_SPAWN,
+	NSB_REAL_POSIX_SPAWNP,
+	NSB_REAL_SIGNAL,
+	NSB_REAL_SIGSET,
+	NSB_REAL_SYSV_SIGNAL,
+	NSB_REAL_SIGINTERRUPT,
+	NSB_REAL_SIGHOLD,
+	NSB_REAL_SIGRELSE,
+	NSB_REAL_SIGIGNORE,
+	NSB_REAL_LONGJMP,
+	NSB_REAL_SIGLONGJMP,
+	NSB_REAL__LONGJMP,
+	NSB_REAL___LONGJMP_CHK,
+	NSB_REAL_EXECVEAT,
+	NSB_REAL_SYSTEM,
+	NSB_REAL_POPEN,
+	NSB_REAL_TIMER_CREATE,
+	NSB_REAL_TIMER_DELETE,
+	NSB_REAL_MQ_NOTIFY,
+	NSB_REAL_CLOSE,
+	NSB_REAL_DUP2,
+	NSB_REAL_DUP3,
+	NSB_REAL_CLOSE_RANGE,
+	NSB_REAL_CLOSEFROM,
+	NSB_REAL_COUNT
+};
+
+/* Any function pointer; cast to the real type at the call. */
+typedef void (*nsb_any_fn)(void);
+extern _Atomic nsb_any_fn nsb_real_fns[NSB_REAL_COUNT];
+nsb_any_fn nsb_real_find(enum nsb_real_fn fn);
+
+/* Not in signal context (it may call dlsym), except for the functions the
+ * first nsb_sys_sigaction() has looked up. */
+static inline nsb_any_fn
+nsb_real(enum nsb_real_fn fn)
+{
+	nsb_any_fn f = atomic_load_explicit(&nsb_real_fns[fn], memory_order_acquire);
+
+	if (__builtin_expect(f != NULL, 1))
+		return f;
+	return nsb_real_find(fn);
+}
+
+/* Nothing to do any more: kept so that its callers need not change. */
+static inline void
+nsb_real_init(void)
+{
+}
+
 struct __jmp_buf_tag;
 typedef void (*nsb_jump_fn)(struct __jmp_buf_tag *, int) __attribute__((noreturn));
-extern nsb_jump_fn real_longjmp;
-extern nsb_jump_fn real_siglongjmp;
-extern nsb_jump_fn real__longjmp;
-extern nsb_jump_fn real___longjmp_chk;
+
+#define real_sigprocmask \
+	((int (*)(int, const sigset_t *, sigset_t *))nsb_real(NSB_REAL_SIGPROCMASK))
+#define real_sigpending ((int (*)(sigset_t *))nsb_real(NSB_REAL_SIGPENDING))
+#define real_sigsuspend ((int (*)(const sigset_t *))nsb_real(NSB_REAL_SIGSUSPEND))
+#define real_pthread_create \
+	((int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *)) \
+	 nsb_real(NSB_REAL_PTHREAD_CREATE))
+#define real_execve \
+	((int (*)(const char *, char *const[], char *const[]))nsb_real(NSB_REAL_EXECVE))
+#define real_execvpe \
+	((int (*)(const char *, char *const[], char *const[]))nsb_real(NSB_REAL_EXECVPE))
+#define real_fexecve ((int (*)(int, char *const[], char *const[]))nsb_real(NSB_REAL_FEXECVE))
+#define real_posix_spawn \
+	((int (*)(pid_t *, const char *, const void *, const void *, char *const[], \
+		  char *const[]))nsb_real(NSB_REAL_POSIX_SPAWN))
+#define real_posix_spawnp \
+	((int (*)(pid_t *, const char *, const void *, const void *, char *const[], \
+		  char *const[]))nsb_real(NSB_REAL_POSIX_SPAWNP))
+#define real_signal ((sighandler_t (*)(int, sighandler_t))nsb_real(NSB_REAL_SIGNAL))
+#define real_sigset ((sighandler_t (*)(int, sighandler_t))nsb_real(NSB_REAL_SIGSET))
+#define real_sysv_signal ((sighandler_t (*)(int, sighandler_t))nsb_real(NSB_REAL_SYSV_SIGNAL))
+#define real_siginterrupt ((int (*)(int, int))nsb_real(NSB_REAL_SIGINTERRUPT))
+#define real_sighold ((int (*)(int))nsb_real(NSB_REAL_SIGHOLD))
+#define real_sigrelse ((int (*)(int))nsb_real(NSB_REAL_SIGRELSE))
+#define real_sigignore ((int (*)(int))nsb_real(NSB_REAL_SIGIGNORE))
+#define real_longjmp ((nsb_jump_fn)nsb_real(NSB_REAL_LONGJMP))
+#define real_siglongjmp ((nsb_jump_fn)nsb_real(NSB_REAL_SIGLONGJMP))
+#define real__longjmp ((nsb_jump_fn)nsb_real(NSB_REAL__LONGJMP))
+#define real___longjmp_chk ((nsb_jump_fn)nsb_real(NSB_REAL___LONGJMP_CHK))
+/* Optional (glibc 2.34 and later): NULL, and a system call instead. */
+#define real_execveat \
+	((int (*)(int, const char *, char *const[], char *const[], int))nsb_real(NSB_REAL_EXECVEAT))
+#define real_system ((int (*)(const char *))nsb_real(NSB_REAL_SYSTEM))
+#define real_popen ((void *(*)(const char *, const char *))nsb_real(NSB_REAL_POPEN))
+#define real_timer_create \
+	((int (*)(clockid_t, struct sigevent *, void *))nsb_real(NSB_REAL_TIMER_CREATE))
+#define real_timer_delete ((int (*)(void *))nsb_real(NSB_REAL_TIMER_DELETE))
+#define real_mq_notify ((int (*)(int, const struct sigevent *))nsb_real(NSB_REAL_MQ_NOTIFY))
+#define real_close ((int (*)(int))nsb_real(NSB_REAL_CLOSE))
+#define real_dup2 ((int (*)(int, int))nsb_real(NSB_REAL_DUP2))
+#define real_dup3 ((int (*)(int, int, int))nsb_real(NSB_REAL_DUP3))
+#define real_close_range ((int (*)(unsigned, unsigned, int))nsb_real(NSB_REAL_CLOSE_RANGE))
+#define real_closefrom ((void (*)(int))nsb_real(NSB_REAL_CLOSEFROM))
 
 /* ---- config.c: NOSIGBUS_* read once ------------------------------------ */
 

@@ -2,15 +2,26 @@
 /*
  * real.c - every dlsym(RTLD_NEXT) lookup of the library, in one place.
  *
- * The interposed calls must work before our constructor has run and while
- * dlsym() itself is allocating (malloc may call mmap, which lands in our
- * mmap, which needs real_mmap): until the lookups are done, the mapping
- * calls go straight to the kernel with syscall(), which is what glibc's
- * own wrappers do on the 64-bit targets we support.
+ * Each real function is looked up on its first use, never at start-up: a
+ * process that calls none of them (most short ones: /bin/true, a shell's
+ * children) pays nothing for them (SPEC §9).  The check that a lookup has
+ * not found our own function is two comparisons against the bounds of our
+ * loaded image, which the linker provides: dladdr() would scan a whole
+ * symbol table per call, and that was a third of the start-up time of a
+ * short process.
  *
- * Signal context: nsb_sys_mmap, nsb_sys_pkey_mprotect, nsb_sys_sigaction
- * and nsb_sys_sigmask run in the SIGBUS handler.  They only read pointers
- * that were set before the handler could be installed.
+ * The mapping calls must work before our constructor has run (another
+ * preload's initialisation may map memory: ASan's does, from
+ * .preinit_array) and while dlsym() itself is allocating (malloc may call
+ * mmap, which lands in our mmap, which needs the real mmap): then they go
+ * straight to the kernel with syscall(), which is what glibc's own
+ * wrappers do on the 64-bit targets we support.
+ *
+ * Signal context: the nsb_sys_* functions run in the SIGBUS handler.  The
+ * first nsb_sys_sigaction() looks all of them up before it returns; the
+ * handler is installed through it, so the handler only reads pointers
+ * that were set before it could run.  Threads may race to look up the
+ * same function: each gets the same answer, and stores it.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -23,52 +34,74 @@
 
 #include "nsb.h"
 
-static void *(*real_mmap)(void *, size_t, int, int, int, off_t);
-static int (*real_munmap)(void *, size_t);
-static void *(*real_mremap)(void *, size_t, size_t, int, ...);
-static int (*real_mprotect)(void *, size_t, int);
-static int (*real_pkey_mprotect)(void *, size_t, int, int);
-static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
-static int (*real_pthread_sigmask)(int, const sigset_t *, sigset_t *);
+static const struct {
+	const char *name;
+	bool mandatory;
+	bool handler;		/* used in signal context: see nsb_sys_sigaction */
+} wanted[NSB_REAL_COUNT] = {
+	[NSB_REAL_MMAP] = { "mmap", true, true },
+	[NSB_REAL_MUNMAP] = { "munmap", true, true },
+	[NSB_REAL_MREMAP] = { "mremap", true, true },
+	[NSB_REAL_MPROTECT] = { "mprotect", true, true },
+	[NSB_REAL_PKEY_MPROTECT] = { "pkey_mprotect", false, true },
+	[NSB_REAL_SIGACTION] = { "sigaction", true, true },
+	[NSB_REAL_PTHREAD_SIGMASK] = { "pthread_sigmask", true, true },
+	[NSB_REAL_SIGPROCMASK] = { "sigprocmask", true, false },
+	[NSB_REAL_SIGPENDING] = { "sigpending", true, false },
+	[NSB_REAL_SIGSUSPEND] = { "sigsuspend", true, false },
+	[NSB_REAL_PTHREAD_CREATE] = { "pthread_create", true, false },
+	[NSB_REAL_EXECVE] = { "execve", true, false },
+	[NSB_REAL_EXECVPE] = { "execvpe", true, false },
+	[NSB_REAL_FEXECVE] = { "fexecve", true, false },
+	[NSB_REAL_POSIX_SPAWN] = { "posix_spawn", true, false },
+	[NSB_REAL_POSIX_SPAWNP] = { "posix_spawnp", true, false },
+	[NSB_REAL_SIGNAL] = { "signal", true, false },
+	[NSB_REAL_SIGSET] = { "sigset", true, false },
+	[NSB_REAL_SYSV_SIGNAL] = { "sysv_signal", true, false },
+	[NSB_REAL_SIGINTERRUPT] = { "siginterrupt", true, false },
+	[NSB_REAL_SIGHOLD] = { "sighold", true, false },
+	[NSB_REAL_SIGRELSE] = { "sigrelse", true, false },
+	[NSB_REAL_SIGIGNORE] = { "sigignore", true, false },
+	[NSB_REAL_LONGJMP] = { "longjmp", true, false },
+	[NSB_REAL_SIGLONGJMP] = { "siglongjmp", true, false },
+	[NSB_REAL__LONGJMP] = { "_longjmp", true, false },
+	[NSB_REAL___LONGJMP_CHK] = { "__longjmp_chk", false, false },
+	[NSB_REAL_EXECVEAT] = { "execveat", false, false },
+	[NSB_REAL_SYSTEM] = { "system", true, false },
+	[NSB_REAL_POPEN] = { "popen", true, false },
+	[NSB_REAL_TIMER_CREATE] = { "timer_create", true, false },
+	[NSB_REAL_TIMER_DELETE] = { "timer_delete", true, false },
+	[NSB_REAL_MQ_NOTIFY] = { "mq_notify", true, false },
+	[NSB_REAL_CLOSE] = { "close", true, false },
+	[NSB_REAL_DUP2] = { "dup2", true, false },
+	[NSB_REAL_DUP3] = { "dup3", true, false },
+	[NSB_REAL_CLOSE_RANGE] = { "close_range", false, false },
+	[NSB_REAL_CLOSEFROM] = { "closefrom", false, false },
+};
 
-int (*real_sigprocmask)(int, const sigset_t *, sigset_t *);
-int (*real_sigpending)(sigset_t *);
-int (*real_sigsuspend)(const sigset_t *);
-int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
-int (*real_execve)(const char *, char *const[], char *const[]);
-int (*real_execvpe)(const char *, char *const[], char *const[]);
-int (*real_fexecve)(int, char *const[], char *const[]);
-int (*real_execveat)(int, const char *, char *const[], char *const[], int);
-int (*real_system)(const char *);
-void *(*real_popen)(const char *, const char *);
-int (*real_timer_create)(clockid_t, struct sigevent *, void *);
-int (*real_timer_delete)(void *);
-int (*real_mq_notify)(int, const struct sigevent *);
-int (*real_close)(int);
-int (*real_dup2)(int, int);
-int (*real_dup3)(int, int, int);
-int (*real_close_range)(unsigned, unsigned, int);
-void (*real_closefrom)(int);
-int (*real_posix_spawn)(pid_t *, const char *, const void *, const void *,
-			char *const[], char *const[]);
-int (*real_posix_spawnp)(pid_t *, const char *, const void *, const void *,
-			 char *const[], char *const[]);
-sighandler_t (*real_signal)(int, sighandler_t);
-sighandler_t (*real_sigset)(int, sighandler_t);
-sighandler_t (*real_sysv_signal)(int, sighandler_t);
-int (*real_siginterrupt)(int, int);
-int (*real_sighold)(int);
-int (*real_sigrelse)(int);
-int (*real_sigignore)(int);
-nsb_jump_fn real_longjmp;
-nsb_jump_fn real_siglongjmp;
-nsb_jump_fn real__longjmp;
-nsb_jump_fn real___longjmp_chk;
+/*
+ * NULL: not looked up yet, or an optional function that is absent.
+ *
+ * In .data, not .bss: the loader has already written that page (its
+ * relocations), while the first touch of a .bss page is one more page
+ * fault for every process that starts, whether or not it calls anything.
+ */
+#define ON_A_WRITTEN_PAGE __attribute__((section(".data")))
+ON_A_WRITTEN_PAGE _Atomic nsb_any_fn nsb_real_fns[NSB_REAL_COUNT];
+ON_A_WRITTEN_PAGE static atomic_bool absent[NSB_REAL_COUNT];
+ON_A_WRITTEN_PAGE static atomic_bool handler_fns_found;
+ON_A_WRITTEN_PAGE static atomic_bool started;
 
-enum { INIT_NONE, INIT_BUSY, INIT_DONE };
-static atomic_int init_state;
+/* This thread is inside dlsym: whatever it calls from there must not look up. */
+static __thread bool looking_up __attribute__((tls_model("initial-exec")));
 
-static void
+/* The bounds of our own loaded image: the ELF header starts the first
+ * segment and _end ends the last (both defined by GNU ld, gold, lld and
+ * mold).  Hidden, so that they are ours and cost no relocation. */
+extern const char __ehdr_start[] __attribute__((visibility("hidden")));
+extern const char _end[] __attribute__((visibility("hidden")));
+
+static void __attribute__((noreturn))
 die(const char *what, const char *name)
 {
 	char msg[256];
@@ -81,154 +114,112 @@ die(const char *what, const char *name)
 	abort();
 }
 
-static void *
-lookup(const char *name, bool mandatory)
+void
+nsb_real_start(void)
 {
-	Dl_info self, found;
-	void *p;
+	atomic_store_explicit(&started, true, memory_order_release);
+}
 
-	p = dlsym(RTLD_NEXT, name);
+/*
+ * Looks fn up unless this thread is already inside dlsym: then NULL, and
+ * the caller falls back to the kernel (or dies, when it cannot).  Also
+ * NULL for an optional function that the C library lacks.
+ */
+nsb_any_fn
+nsb_real_find(enum nsb_real_fn fn)
+{
+	nsb_any_fn f;
+	void *p;
+	int saved = errno;
+
+	if (looking_up || atomic_load_explicit(&absent[fn], memory_order_relaxed))
+		return NULL;
+	looking_up = true;
+	p = dlsym(RTLD_NEXT, wanted[fn].name);
+	looking_up = false;
+	errno = saved;
 	if (!p) {
-		if (mandatory)
-			die("cannot find the real", name);
+		if (wanted[fn].mandatory)
+			die("cannot find the real", wanted[fn].name);
+		atomic_store_explicit(&absent[fn], true, memory_order_relaxed);
 		return NULL;
 	}
-	/* Another copy of ourselves further down the chain would loop. */
-	if (dladdr((void *)nsb_real_init, &self) && dladdr(p, &found) &&
-	    self.dli_fbase == found.dli_fbase)
-		die("found itself looking for the real", name);
-	return p;
+	/* Our own function would call itself forever. */
+	if ((const char *)p >= __ehdr_start && (const char *)p < _end)
+		die("found itself looking for the real", wanted[fn].name);
+	/* dlsym gives an object pointer; POSIX says it converts this way. */
+	memcpy(&f, &p, sizeof(f));
+	atomic_store_explicit(&nsb_real_fns[fn], f, memory_order_release);
+	return f;
 }
 
-/* For a C library older than 2.34, which has not these. */
-static int
-fallback_execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
+/*
+ * The real function fn, or NULL when it is not known yet and must not be
+ * looked up now: before our constructor (another library's initialisation,
+ * or ours) or from inside dlsym.  Then the caller asks the kernel itself.
+ */
+static inline nsb_any_fn
+known_fn(enum nsb_real_fn fn)
 {
-	return (int)syscall(SYS_execveat, dirfd, path, argv, envp, flags);
-}
+	nsb_any_fn f = atomic_load_explicit(&nsb_real_fns[fn], memory_order_acquire);
 
-static int
-fallback_close_range(unsigned first, unsigned last, int flags)
-{
-	return (int)syscall(SYS_close_range, first, last, flags);
-}
-
-static void
-fallback_closefrom(int lowfd)
-{
-	(void)syscall(SYS_close_range, (unsigned)lowfd, ~0u, 0);
-}
-
-#define LOOKUP(var, name, mandatory) \
-	(*(void **)&(var) = lookup(name, mandatory))
-
-void
-nsb_real_init(void)
-{
-	int expected = INIT_NONE;
-
-	if (atomic_load_explicit(&init_state, memory_order_acquire) == INIT_DONE)
-		return;
-	/* Re-entered from inside dlsym, or racing another thread: the
-	 * callers fall back to syscall() until we are done. */
-	if (!atomic_compare_exchange_strong(&init_state, &expected, INIT_BUSY))
-		return;
-
-	LOOKUP(real_mmap, "mmap", true);
-	LOOKUP(real_munmap, "munmap", true);
-	LOOKUP(real_mremap, "mremap", true);
-	LOOKUP(real_mprotect, "mprotect", true);
-	LOOKUP(real_pkey_mprotect, "pkey_mprotect", false);
-	LOOKUP(real_sigaction, "sigaction", true);
-	LOOKUP(real_pthread_sigmask, "pthread_sigmask", true);
-	LOOKUP(real_sigprocmask, "sigprocmask", true);
-	LOOKUP(real_sigpending, "sigpending", true);
-	LOOKUP(real_sigsuspend, "sigsuspend", true);
-	LOOKUP(real_pthread_create, "pthread_create", true);
-	LOOKUP(real_execve, "execve", true);
-	LOOKUP(real_execvpe, "execvpe", true);
-	LOOKUP(real_fexecve, "fexecve", true);
-	LOOKUP(real_execveat, "execveat", false);
-	LOOKUP(real_system, "system", true);
-	LOOKUP(real_popen, "popen", true);
-	LOOKUP(real_timer_create, "timer_create", true);
-	LOOKUP(real_timer_delete, "timer_delete", true);
-	LOOKUP(real_mq_notify, "mq_notify", true);
-	LOOKUP(real_close, "close", true);
-	LOOKUP(real_dup2, "dup2", true);
-	LOOKUP(real_dup3, "dup3", true);
-	LOOKUP(real_close_range, "close_range", false);
-	LOOKUP(real_closefrom, "closefrom", false);
-	if (!real_execveat)
-		real_execveat = fallback_execveat;
-	if (!real_close_range)
-		real_close_range = fallback_close_range;
-	if (!real_closefrom)
-		real_closefrom = fallback_closefrom;
-	LOOKUP(real_posix_spawn, "posix_spawn", true);
-	LOOKUP(real_posix_spawnp, "posix_spawnp", true);
-	LOOKUP(real_signal, "signal", true);
-	LOOKUP(real_sigset, "sigset", true);
-	LOOKUP(real_sysv_signal, "sysv_signal", true);
-	LOOKUP(real_siginterrupt, "siginterrupt", true);
-	LOOKUP(real_sighold, "sighold", true);
-	LOOKUP(real_sigrelse, "sigrelse", true);
-	LOOKUP(real_sigignore, "sigignore", true);
-	LOOKUP(real_longjmp, "longjmp", true);
-	LOOKUP(real_siglongjmp, "siglongjmp", true);
-	LOOKUP(real__longjmp, "_longjmp", true);
-	LOOKUP(real___longjmp_chk, "__longjmp_chk", false);
-
-	atomic_store_explicit(&init_state, INIT_DONE, memory_order_release);
-}
-
-static inline bool
-ready(void)
-{
-	if (__builtin_expect(atomic_load_explicit(&init_state, memory_order_acquire) == INIT_DONE, 1))
-		return true;
-	nsb_real_init();
-	return atomic_load_explicit(&init_state, memory_order_acquire) == INIT_DONE;
+	if (__builtin_expect(f != NULL, 1))
+		return f;
+	if (!atomic_load_explicit(&started, memory_order_acquire))
+		return NULL;
+	return nsb_real_find(fn);
 }
 
 /* The raw fallbacks return like libc: -1/MAP_FAILED with errno. */
 void *
 nsb_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
-	if (ready())
-		return real_mmap(addr, len, prot, flags, fd, off);
+	nsb_any_fn f = known_fn(NSB_REAL_MMAP);
+
+	if (f)
+		return ((void *(*)(void *, size_t, int, int, int, off_t))f)(addr, len, prot,
+									     flags, fd, off);
 	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
 }
 
 int
 nsb_sys_munmap(void *addr, size_t len)
 {
-	if (ready())
-		return real_munmap(addr, len);
+	nsb_any_fn f = known_fn(NSB_REAL_MUNMAP);
+
+	if (f)
+		return ((int (*)(void *, size_t))f)(addr, len);
 	return (int)syscall(SYS_munmap, addr, len);
 }
 
 void *
 nsb_sys_mremap(void *old, size_t old_len, size_t new_len, int flags, void *new_addr)
 {
-	if (ready())
-		return real_mremap(old, old_len, new_len, flags, new_addr);
+	nsb_any_fn f = known_fn(NSB_REAL_MREMAP);
+
+	if (f)
+		return ((void *(*)(void *, size_t, size_t, int, ...))f)(old, old_len, new_len,
+									flags, new_addr);
 	return (void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
 }
 
 int
 nsb_sys_mprotect(void *addr, size_t len, int prot)
 {
-	if (ready())
-		return real_mprotect(addr, len, prot);
+	nsb_any_fn f = known_fn(NSB_REAL_MPROTECT);
+
+	if (f)
+		return ((int (*)(void *, size_t, int))f)(addr, len, prot);
 	return (int)syscall(SYS_mprotect, addr, len, prot);
 }
 
 int
 nsb_sys_pkey_mprotect(void *addr, size_t len, int prot, int pkey)
 {
-	if (ready() && real_pkey_mprotect)
-		return real_pkey_mprotect(addr, len, prot, pkey);
+	nsb_any_fn f = known_fn(NSB_REAL_PKEY_MPROTECT);
+
+	if (f)
+		return ((int (*)(void *, size_t, int, int))f)(addr, len, prot, pkey);
 #ifdef SYS_pkey_mprotect
 	return (int)syscall(SYS_pkey_mprotect, addr, len, prot, pkey);
 #else
@@ -237,22 +228,64 @@ nsb_sys_pkey_mprotect(void *addr, size_t len, int prot, int pkey)
 #endif
 }
 
-int
-nsb_sys_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+/* Every function the handler may call, so that it never looks one up. */
+static void
+find_handler_fns(void)
 {
-	if (!ready())
-		die("called before it could find", "sigaction");
-	return real_sigaction(sig, act, old);
+	if (atomic_load_explicit(&handler_fns_found, memory_order_acquire))
+		return;
+	for (int fn = 0; fn < NSB_REAL_COUNT; fn++)
+		if (wanted[fn].handler)
+			nsb_real((enum nsb_real_fn)fn);
+	if (!looking_up)
+		atomic_store_explicit(&handler_fns_found, true, memory_order_release);
 }
 
 int
+nsb_sys_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	nsb_any_fn f;
+
+	find_handler_fns();
+	f = nsb_real(NSB_REAL_SIGACTION);
+	if (!f)
+		die("called from inside dlsym, cannot find", "sigaction");
+	return ((int (*)(int, const struct sigaction *, struct sigaction *))f)(sig, act, old);
+}
+
+/*
+ * glibc's pthread_sigmask, straight to the kernel: its own two signals
+ * (SIGCANCEL and SIGSETXID, 32 and 33) never get blocked.  sigdelset()
+ * refuses to touch them, hence the bits.
+ */
+static int
+kernel_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+	const size_t word_bits = 8 * sizeof(unsigned long);
+	unsigned long words[sizeof(sigset_t) / sizeof(unsigned long)];
+	sigset_t copy;
+
+	if (set) {
+		memcpy(words, set, sizeof(words));
+		for (int sig = 32; sig <= 33; sig++)
+			words[(sig - 1) / word_bits] &= ~(1ul << ((sig - 1) % word_bits));
+		memcpy(&copy, words, sizeof(words));
+		set = &copy;
+	}
+	return (int)syscall(SYS_rt_sigprocmask, how, set, old, _NSIG / 8);
+}
+
+/* Before our constructor (the other constructors of the library read the
+ * mask at start-up) or from inside dlsym: the kernel, as for mapping. */
+int
 nsb_sys_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
+	nsb_any_fn f = known_fn(NSB_REAL_PTHREAD_SIGMASK);
 	int err;
 
-	if (!ready())
-		die("called before it could find", "pthread_sigmask");
-	err = real_pthread_sigmask(how, set, old);
+	if (!f)
+		return kernel_sigmask(how, set, old);
+	err = ((int (*)(int, const sigset_t *, sigset_t *))f)(how, set, old);
 	if (err) {
 		errno = err;
 		return -1;

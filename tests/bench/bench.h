@@ -5,8 +5,8 @@
  *
  * The driver re-executes itself once per configuration and round with
  * "--child KIND" and the environment of that configuration (LD_PRELOAD,
- * NOSIGBUS_FILL); the child prints "key value" lines on its stdout, which
- * is a pipe to the driver, and exits 0.  Every ratio the driver prints is
+ * NOSIGBUS_FILL, NOSIGBUS_ERRORS); the child prints "key value" lines on
+ * its stdout, which is a pipe to the driver, and exits 0.  Every ratio the driver prints is
  * formed from figures of the same child and round (or, for the
  * interposition figures, of children run next to each other).
  */
@@ -28,6 +28,11 @@ struct bench_params {
 	size_t ip_live;		/* protected mappings live, interposition */
 	size_t ip_pairs;	/* call pairs per timed batch */
 	int ip_batches;		/* timed batches per figure (the fastest counts) */
+	size_t startup_n;	/* processes per configuration, start-up figure */
+	size_t protect_vmas;	/* VMAs of the region nosigbus_protect() covers */
+	const char *library;	/* libnosigbus, for the start-up figure */
+	const char *empty;	/* the empty library (empty.c) */
+	const char *program;	/* the process that does nothing (true.c) */
 };
 
 /* Fills the sizes that follow from quick; size and round are left alone. */

@@ -11,10 +11,14 @@
  *
  * Kinds:
  *   rescue     (library)    baselines and rescues, MAP_PRIVATE/MAP_SHARED,
- *                           read/write, sequential/random
+ *                           read/write, sequential/random; the compositor's
+ *                           first read of a truncated 4K buffer
  *   scale      (library)    table memory; rescue with N other mappings live
  *   floor      (no library) the parts of a rescue, with a minimal handler
  *   interpose  (either)     mmap/mprotect/mremap pairs, 0 or many live
+ *   startup    (no library) starts a process that does nothing, many times,
+ *                           under no preload, the empty library, libnosigbus
+ *   protect    (library)    nosigbus_protect() over a region of many VMAs
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -25,7 +29,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -35,6 +42,7 @@
 
 static size_t page;
 static int (*get_stats)(struct nosigbus_stats *stats, size_t size);
+static int (*protect)(void *addr, size_t len);
 
 void
 bench_params_init(struct bench_params *p, bool quick)
@@ -48,6 +56,8 @@ bench_params_init(struct bench_params *p, bool quick)
 	p->ip_live = quick ? 100 : 10000;
 	p->ip_pairs = quick ? 1000 : 10000;
 	p->ip_batches = quick ? 1 : 9;
+	p->startup_n = quick ? 5 : 200;
+	p->protect_vmas = quick ? 100 : 10000;
 }
 
 double
@@ -91,6 +101,7 @@ static void
 stats_init(bool want_library)
 {
 	*(void **)&get_stats = dlsym(RTLD_DEFAULT, "nosigbus_get_stats");
+	*(void **)&protect = dlsym(RTLD_DEFAULT, "nosigbus_protect");
 	if (want_library && !get_stats)
 		die("libnosigbus is not loaded (LD_PRELOAD=%s)",
 		    getenv("LD_PRELOAD") ? getenv("LD_PRELOAD") : "");
@@ -284,6 +295,28 @@ order_name(const size_t *order)
 
 /* ---- rescue: the library's cost per page, both fills, both sharings --- */
 
+/*
+ * The first frame after a client truncates its buffer: the compositor
+ * reads every page of a 3840x2160x4 buffer once, in order, through the
+ * MAP_SHARED read-write mapping of the client's memfd (wayland-shm.c maps
+ * it that way).  Whole milliseconds, next to fresh anonymous memory.
+ */
+static void
+compositor(const struct bench_params *bp)
+{
+	size_t size = (3840 * 2160 * 4 + page - 1) / page * page, n;
+	struct figure f;
+
+	if (bp->quick)
+		size = bp->size;	/* the code path, not the figure */
+	n = size / page;
+	emit((double)n, "compositor.pages");
+	emit(baseline(size, NULL, false) * (double)n / 1e6, "compositor.base");
+	f = rescue(size, true, NULL, false);
+	emit(f.ns * (double)n / 1e6, "compositor");
+	emit((double)f.rescues, "n.compositor");
+}
+
 static void
 child_rescue(const struct bench_params *bp)
 {
@@ -312,6 +345,7 @@ child_rescue(const struct bench_params *bp)
 		}
 	}
 	free(perm);
+	compositor(bp);
 }
 
 /* ---- scale: table memory and lookups with many records ---------------- */
@@ -524,9 +558,14 @@ child_floor(const struct bench_params *bp)
 
 		emit(baseline(bp->size, order, write), "base.%s.%s", a, o);
 		set_handler(minimal_handler);
-		p = truncated_mapping(bp->size, MAP_PRIVATE, &fd);
-		emit(touch(p, n, order, write), "minimal.%s.%s", a, o);
-		drop_mapping(p, bp->size, fd);
+		for (int s = 0; s < 2; s++) {
+			bool shared = (s + bp->round) % 2;
+
+			p = truncated_mapping(bp->size, shared ? MAP_SHARED : MAP_PRIVATE, &fd);
+			emit(touch(p, n, order, write), "minimal.%s.%s.%s",
+			     shared ? "shared" : "private", a, o);
+			drop_mapping(p, bp->size, fd);
+		}
 		signal(SIGBUS, SIG_DFL);
 	}
 
@@ -691,6 +730,148 @@ child_interpose(const struct bench_params *bp)
 	}
 }
 
+/* ---- startup: what loading the library costs a process --------------- */
+
+enum { START_NONE, START_EMPTY, START_LIBRARY, START_KINDS };
+
+/* Our environment without any preload or NOSIGBUS_* setting, plus
+ * LD_PRELOAD=preload when preload is not NULL. */
+static char **
+start_env(const char *preload)
+{
+	extern char **environ;
+	size_t n = 0, k = 0;
+	char **env;
+
+	while (environ[n])
+		n++;
+	env = calloc(n + 2, sizeof(*env));
+	if (!env)
+		die("out of memory");
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], "LD_PRELOAD=", 11) && strncmp(environ[i], "NOSIGBUS_", 9))
+			env[k++] = environ[i];
+	if (preload) {
+		size_t len = strlen(preload) + 12;
+
+		env[k] = malloc(len);
+		if (!env[k])
+			die("out of memory");
+		snprintf(env[k], len, "LD_PRELOAD=%s", preload);
+	}
+	return env;
+}
+
+/* Starts the program once and waits for it: wall and CPU time in ns. */
+static void
+start_once(const char *program, char **env, const char *what, double *wall, double *cpu)
+{
+	char *argv[] = { (char *)program, NULL };
+	struct rusage ru;
+	double t0 = bench_now();
+	int status, err;
+	pid_t pid;
+
+	err = posix_spawn(&pid, program, NULL, NULL, argv, env);
+	if (err)
+		die("posix_spawn %s: %s", program, strerror(err));
+	while (wait4(pid, &status, 0, &ru) < 0)
+		if (errno != EINTR)
+			die("wait4: %s", strerror(errno));
+	*wall = bench_now() - t0;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		die("%s with %s: wait status %#x", program, what, status);
+	*cpu = ((double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
+		(double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec)) * 1e3;
+}
+
+static double
+median(double *v, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+			double t = v[j];
+
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/*
+ * Many short processes, taking turns (none, empty, library, then the
+ * other way round) so that drift of the machine falls on all three: the
+ * median wall and CPU time of each, in microseconds.
+ */
+static void
+child_startup(const struct bench_params *bp)
+{
+	static const char *const names[START_KINDS] = { "none", "empty", "library" };
+	const char *preloads[START_KINDS] = { NULL, bp->empty, bp->library };
+	char **env[START_KINDS];
+	double *wall[START_KINDS], *cpu[START_KINDS], w, c;
+	size_t n = bp->startup_n;
+
+	if (!bp->empty || !bp->program || !bp->library)
+		die("the start-up figure needs --empty, --true and the library");
+	stats_init(false);
+	for (int k = 0; k < START_KINDS; k++) {
+		env[k] = start_env(preloads[k]);
+		wall[k] = calloc(n, sizeof(double));
+		cpu[k] = calloc(n, sizeof(double));
+		if (!wall[k] || !cpu[k])
+			die("out of memory");
+		start_once(bp->program, env[k], names[k], &w, &c);	/* warm caches */
+	}
+	for (size_t i = 0; i < n; i++)
+		for (int j = 0; j < START_KINDS; j++) {
+			int k = (i + (size_t)bp->round) % 2 ? START_KINDS - 1 - j : j;
+
+			start_once(bp->program, env[k], names[k], &wall[k][i], &cpu[k][i]);
+		}
+	for (int k = 0; k < START_KINDS; k++) {
+		emit(median(wall[k], n) / 1e3, "startup.%s", names[k]);
+		emit(median(cpu[k], n) / 1e3, "startup.cpu.%s", names[k]);
+	}
+}
+
+/* ---- protect: nosigbus_protect() of a region of many VMAs -------------- */
+
+/*
+ * A memfd mapping (never touched: no memory) whose odd pages are made
+ * read-only, so that it is as many VMAs as pages; then one
+ * nosigbus_protect() over all of it, timed.
+ */
+static void
+child_protect(const struct bench_params *bp)
+{
+	size_t n = bp->protect_vmas;
+	double t0, t1;
+	char *p;
+	int fd;
+
+	stats_init(true);
+	if (!protect)
+		die("the library has no nosigbus_protect");
+	fd = memfd_create("nsb-bench-protect", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)(n * page)) < 0)
+		die("memfd of %zu pages: %s", n, strerror(errno));
+	p = mmap(NULL, n * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		die("mmap of %zu pages: %s", n, strerror(errno));
+	for (size_t i = 1; i < n; i += 2)
+		if (mprotect(p + i * page, page, PROT_READ) < 0)
+			die("mprotect (VMA %zu of %zu): %s", i, n, strerror(errno));
+	emit((double)n, "protect.vmas");
+	fflush(stdout);		/* the driver may have to kill a slow call */
+	t0 = bench_now();
+	if (protect(p, n * page) < 0)
+		die("nosigbus_protect over %zu VMAs: %s", n, strerror(errno));
+	t1 = bench_now();
+	emit((t1 - t0) / 1e6, "protect.ms");
+	drop_mapping(p, n * page, fd);
+}
+
 int
 bench_child(const char *kind, const struct bench_params *bp)
 {
@@ -705,6 +886,10 @@ bench_child(const char *kind, const struct bench_params *bp)
 		child_floor(bp);
 	else if (!strcmp(kind, "interpose"))
 		child_interpose(bp);
+	else if (!strcmp(kind, "startup"))
+		child_startup(bp);
+	else if (!strcmp(kind, "protect"))
+		child_protect(bp);
 	else
 		die("unknown child kind %s", kind);
 	fflush(stdout);

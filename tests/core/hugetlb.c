@@ -13,6 +13,10 @@
  * "eof": the truncation case on a hugetlbfs file (memfd MFD_HUGETLB).  It
  * needs four free huge pages; skipped with the reason otherwise (CI may
  * raise vm.nr_hugepages).
+ *
+ * Both run again re-executed with NOSIGBUS_FILL=auto, whose window counts
+ * huge pages: a first fault replaces one huge page, and a fault in the
+ * huge page right after it replaces two ("noreserve", three huge pages).
  */
 #include "core.h"
 
@@ -157,10 +161,74 @@ noreserve_child(void *arg)
 	printf("ok: %s: no huge page available: rescued with a whole huge page of zeros\n", name);
 }
 
+/*
+ * fill=auto: three huge pages, none to be had.  A fault in the middle of
+ * the first replaces it; a fault in the middle of the second continues
+ * that rescue, so the window doubles to two huge pages (the second and
+ * the third); the third then reads without a fault.
+ */
+static void
+window_child(void *arg)
+{
+	struct hp *h = arg;
+	size_t ps = nsbt_page(), hs = h->hs;
+	struct nosigbus_stats a, b, c;
+	volatile char *p;
+	char name[128];
+
+	snprintf(name, sizeof(name), "%s, fill=auto window", hp_name(h));
+	if (h->anon) {
+		p = mmap(NULL, 3 * hs, CORE_PROT_RW,
+			 h->type | MAP_ANONYMOUS | MAP_HUGETLB | MAP_NORESERVE | MAP_NOSIGBUS, -1, 0);
+	} else {
+		int fd = memfd_create("nsbt-huge", MFD_HUGETLB | MFD_CLOEXEC);
+
+		NSBT_CHECK(fd >= 0, "memfd_create(MFD_HUGETLB): %s", strerror(errno));
+		core_truncate(fd, (off_t)(3 * hs));
+		p = mmap(NULL, 3 * hs, CORE_PROT_RW, h->type | MAP_NORESERVE | MAP_NOSIGBUS, fd, 0);
+	}
+	NSBT_CHECK(p != MAP_FAILED, "%s: mmap: %s", name, strerror(errno));
+	a = core_stats();
+	NSBT_CHECK(p[hs / 2 + 7] == 0, "%s: first huge page", name);
+	b = core_stats();
+	NSBT_CHECK(b.rescues - a.rescues == 1 && b.pages - a.pages == hs / ps,
+		   "%s: first fault: %llu rescues replacing %llu pages, expected 1 replacing %zu "
+		   "(one huge page)", name, (unsigned long long)(b.rescues - a.rescues),
+		   (unsigned long long)(b.pages - a.pages), hs / ps);
+	p[hs + hs / 2 + 3 * ps] = 'h';
+	c = core_stats();
+	NSBT_CHECK(c.rescues - b.rescues == 1 && c.pages - b.pages == 2 * hs / ps,
+		   "%s: fault in the next huge page: %llu rescues replacing %llu pages, expected "
+		   "1 replacing %zu (two huge pages)", name,
+		   (unsigned long long)(c.rescues - b.rescues),
+		   (unsigned long long)(c.pages - b.pages), 2 * hs / ps);
+	expect_huge_bytes(p + 2 * hs, 0, hs, name);
+	NSBT_CHECK(p[hs + hs / 2 + 3 * ps] == 'h', "%s: the write stuck", name);
+	NSBT_CHECK(core_stats().rescues == c.rescues, "%s: the third huge page faulted", name);
+	printf("ok: %s: windows of one, then two huge pages\n", name);
+}
+
+static void
+noreserve_children(bool fill_auto)
+{
+	static const int types[] = { MAP_PRIVATE, MAP_SHARED };
+	size_t hs = huge_size();
+
+	for (int anon = 0; anon < 2; anon++)
+		for (int t = 0; t < 2; t++) {
+			struct hp h = { hs, anon, types[t] };
+
+			nsbt_expect_exit(nsbt_run(noreserve_child, &h), 0, hp_name(&h));
+			if (fill_auto)
+				nsbt_expect_exit(nsbt_run(window_child, &h), 0, hp_name(&h));
+		}
+}
+
+static const char *const auto_env[] = { "NOSIGBUS_FILL=auto", NULL };
+
 static int
 noreserve(void)
 {
-	static const int types[] = { MAP_PRIVATE, MAP_SHARED };
 	size_t hs = huge_size();
 	void *probe;
 
@@ -183,12 +251,10 @@ noreserve(void)
 	if (probe == MAP_FAILED)
 		nsbt_skip("MAP_HUGETLB|MAP_NORESERVE mappings fail here (%s)", strerror(errno));
 	munmap(probe, 2 * hs);
-	for (int anon = 0; anon < 2; anon++)
-		for (int t = 0; t < 2; t++) {
-			struct hp h = { hs, anon, types[t] };
-
-			nsbt_expect_exit(nsbt_run(noreserve_child, &h), 0, hp_name(&h));
-		}
+	noreserve_children(false);
+	/* This process keeps the free huge pages it took: so does the next. */
+	nsbt_expect_exit(core_reexec("noreserve-auto", auto_env), 0,
+			 "MAP_NORESERVE cases again under NOSIGBUS_FILL=auto");
 	return 0;
 }
 
@@ -231,10 +297,21 @@ eof_child(void *arg)
 	printf("ok: %s: past EOF a whole huge page of zeros, writable; file unchanged\n", name);
 }
 
+static void
+eof_children(void)
+{
+	static const int types[] = { MAP_PRIVATE, MAP_SHARED };
+
+	for (int t = 0; t < 2; t++) {
+		struct hp h = { huge_size(), false, types[t] };
+
+		nsbt_expect_exit(nsbt_run(eof_child, &h), 0, hp_name(&h));
+	}
+}
+
 static int
 eof(void)
 {
-	static const int types[] = { MAP_PRIVATE, MAP_SHARED };
 	size_t hs = huge_size();
 	size_t avail = meminfo("HugePages_Free");
 	int fd;
@@ -250,11 +327,9 @@ eof(void)
 	if (fd < 0)
 		nsbt_skip("memfd_create(MFD_HUGETLB) fails: %s", strerror(errno));
 	close(fd);
-	for (int t = 0; t < 2; t++) {
-		struct hp h = { hs, false, types[t] };
-
-		nsbt_expect_exit(nsbt_run(eof_child, &h), 0, hp_name(&h));
-	}
+	eof_children();
+	nsbt_expect_exit(core_reexec("eof-auto", auto_env), 0,
+			 "truncation cases again under NOSIGBUS_FILL=auto");
 	return 0;
 }
 
@@ -266,5 +341,14 @@ main(int argc, char **argv)
 		return noreserve();
 	if (argc > 1 && strcmp(argv[1], "eof") == 0)
 		return eof();
+	/* Re-executed with NOSIGBUS_FILL=auto, after the checks above passed. */
+	if (argc > 1 && strcmp(argv[1], "noreserve-auto") == 0) {
+		noreserve_children(true);
+		return 0;
+	}
+	if (argc > 1 && strcmp(argv[1], "eof-auto") == 0) {
+		eof_children();
+		return 0;
+	}
 	nsbt_fail("usage: %s noreserve|eof", argv[0]);
 }

@@ -19,6 +19,12 @@
  * fails with ENOMEM.  The library falls back to pages 6 to the end.
  * (The room is even on purpose: the kernel lets a middle split through one
  * VMA below the limit and then refuses every mmap, the fallback too.)
+ *
+ * All of it runs again re-executed with NOSIGBUS_FILL=auto: pages 2, 4, 6
+ * never continue the previous rescue, so each is a one-page window and
+ * the counts are those of page fill; then the process checks that the
+ * library did run with auto (a fault right after a one-page rescue
+ * replaces two pages).
  */
 #include "core.h"
 
@@ -147,18 +153,52 @@ maxmap_child(void *arg)
 	       type == MAP_SHARED ? "MAP_SHARED" : "MAP_PRIVATE");
 }
 
+/* fill=auto is what the library runs: the second of two faults in a row
+ * doubles the window. */
+static void
+auto_check_child(void *arg)
+{
+	size_t ps = nsbt_page();
+	int fd = nsbt_file(NSBT_MEMFD, 4 * ps);
+	volatile char *p = core_map(NULL, 4 * ps, PROT_READ, MAP_PRIVATE | MAP_NOSIGBUS, fd, 0);
+	struct nosigbus_stats a, b, c;
+
+	core_truncate(fd, 0);
+	a = core_stats();
+	NSBT_CHECK(p[0] == 0, "page 0");
+	b = core_stats();
+	NSBT_CHECK(p[ps] == 0, "page 1");
+	c = core_stats();
+	NSBT_CHECK(b.pages - a.pages == 1 && c.pages - b.pages == 2,
+		   "NOSIGBUS_FILL=auto: faults on pages 0 then 1 replaced %llu then %llu pages, "
+		   "expected 1 then 2", (unsigned long long)(b.pages - a.pages),
+		   (unsigned long long)(c.pages - b.pages));
+	printf("ok: the library runs with NOSIGBUS_FILL=auto\n");
+	(void)arg;
+}
+
 int
-main(void)
+main(int argc, char **argv)
 {
 	static const int types[] = { MAP_PRIVATE, MAP_SHARED };
+	static const char *const auto_env[] = { "NOSIGBUS_FILL=auto", NULL };
+	bool fill_auto = argc > 1 && strcmp(argv[1], "auto") == 0;
 	size_t max;
 
 	core_require_library();
+	if (argc > 1 && !fill_auto)
+		nsbt_fail("unknown scenario %s", argv[1]);
 	max = max_map_count();
 	if (max > 1000000)
 		nsbt_skip("vm.max_map_count is %zu: filling it would take too long", max);
 	for (int t = 0; t < 2; t++)
 		nsbt_expect_exit(nsbt_run(maxmap_child, (void *)&types[t]), 0,
-				 "vm.max_map_count fallback");
+				 fill_auto ? "vm.max_map_count fallback, fill=auto"
+					   : "vm.max_map_count fallback");
+	if (fill_auto) {
+		nsbt_expect_exit(nsbt_run(auto_check_child, NULL), 0, "NOSIGBUS_FILL=auto in effect");
+		return 0;
+	}
+	nsbt_expect_exit(core_reexec("auto", auto_env), 0, "NOSIGBUS_FILL=auto");
 	return 0;
 }

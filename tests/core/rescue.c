@@ -7,18 +7,25 @@
  * and contents.  Then the controls: an unflagged mapping still dies by
  * SIGBUS, before and after a rescue in the same process.
  *
- * The matrix runs twice: in this process (NOSIGBUS_FILL unset: page) and
- * re-executed with NOSIGBUS_FILL=range.
+ * The matrix runs three times: in this process (NOSIGBUS_FILL unset: page)
+ * and re-executed with NOSIGBUS_FILL=range and NOSIGBUS_FILL=auto.  Pages
+ * are read in ascending order, so the counts are exact in every mode;
+ * with auto, each fault continues the previous rescue and doubles its
+ * window (1, 2, 4 ... pages, cut at the mapping's end).
  */
 #include "core.h"
 
 #define NPAGES 4
 
+enum fill { FILL_PAGE, FILL_RANGE, FILL_AUTO };
+
+static const char *const fill_names[] = { "page", "range", "auto" };
+
 struct combo {
 	enum nsbt_backing backing;
 	int type;		/* MAP_PRIVATE or MAP_SHARED */
 	bool mid;		/* truncate to 1.5 pages instead of 0 */
-	bool range;		/* the library runs with NOSIGBUS_FILL=range */
+	enum fill fill;		/* the library's NOSIGBUS_FILL */
 	int fd;
 	size_t eof;
 };
@@ -31,8 +38,20 @@ combo_name(const struct combo *c)
 	snprintf(buf, sizeof(buf), "%s %s truncated to %s (fill=%s)",
 		 nsbt_backing_name(c->backing),
 		 c->type == MAP_SHARED ? "MAP_SHARED" : "MAP_PRIVATE",
-		 c->mid ? "1.5 pages" : "0", c->range ? "range" : "page");
+		 c->mid ? "1.5 pages" : "0", fill_names[c->fill]);
 	return buf;
+}
+
+/* Signals for n pages faulted in ascending order with fill=auto: windows
+ * of 1, 2, 4 ... pages, the last one cut at the mapping's end. */
+static size_t
+auto_rescues(size_t n)
+{
+	size_t signals = 0;
+
+	for (size_t done = 0, window = 1; done < n; window *= 2, signals++)
+		done += window;
+	return signals;
 }
 
 /* The child: map, read everything, have the file truncated, check. */
@@ -72,7 +91,16 @@ combo_child(void *arg)
 	printf("ok: %s: writes past EOF succeed and read back\n", name);
 
 	after = core_stats();
-	if (c->range) {
+	if (c->fill == FILL_AUTO) {
+		NSBT_CHECK(after.rescues - before.rescues == auto_rescues(NPAGES - first),
+			   "%s: %llu rescues, expected %zu (fill=auto: windows of 1, 2, 4 ...)",
+			   name, (unsigned long long)(after.rescues - before.rescues),
+			   auto_rescues(NPAGES - first));
+		NSBT_CHECK(after.pages - before.pages == NPAGES - first,
+			   "%s: %llu pages replaced, expected %zu", name,
+			   (unsigned long long)(after.pages - before.pages),
+			   NPAGES - first);
+	} else if (c->fill == FILL_RANGE) {
 		NSBT_CHECK(after.rescues - before.rescues == 1,
 			   "%s: %llu rescues, expected 1 (fill=range)", name,
 			   (unsigned long long)(after.rescues - before.rescues));
@@ -126,7 +154,7 @@ run_combo(struct combo *c)
 }
 
 static void
-run_matrix(bool range)
+run_matrix(enum fill fill)
 {
 	static const enum nsbt_backing backings[] = { NSBT_MEMFD, NSBT_TMPFS, NSBT_DISK };
 	static const int types[] = { MAP_PRIVATE, MAP_SHARED };
@@ -138,7 +166,7 @@ run_matrix(bool range)
 					.backing = backings[b],
 					.type = types[t],
 					.mid = mid,
-					.range = range,
+					.fill = fill,
 				};
 				run_combo(&c);
 			}
@@ -234,7 +262,11 @@ static int
 scenario(const char *name)
 {
 	if (strcmp(name, "matrix-range") == 0) {
-		run_matrix(true);
+		run_matrix(FILL_RANGE);
+		return 0;
+	}
+	if (strcmp(name, "matrix-auto") == 0) {
+		run_matrix(FILL_AUTO);
 		return 0;
 	}
 	nsbt_fail("unknown scenario %s", name);
@@ -244,6 +276,7 @@ int
 main(int argc, char **argv)
 {
 	static const char *const range_env[] = { "NOSIGBUS_FILL=range", NULL };
+	static const char *const auto_env[] = { "NOSIGBUS_FILL=auto", NULL };
 	bool no = false, yes = true;
 
 	core_require_library();
@@ -254,7 +287,7 @@ main(int argc, char **argv)
 	nsbt_expect_signal(nsbt_run(unflagged_child, &no), SIGBUS,
 			   "unflagged mapping, no protected mapping in the process");
 
-	run_matrix(false);
+	run_matrix(FILL_PAGE);
 	nsbt_expect_exit(core_reexec("matrix-range", range_env), 0,
 			 "the matrix again under NOSIGBUS_FILL=range");
 
@@ -266,5 +299,7 @@ main(int argc, char **argv)
 			   "unflagged mapping past EOF");
 	nsbt_expect_signal(nsbt_run(unflagged_child, &yes), SIGBUS,
 			   "unflagged mapping past EOF after a rescue in the same process");
+	nsbt_expect_exit(core_reexec("matrix-auto", auto_env), 0,
+			 "the matrix again under NOSIGBUS_FILL=auto");
 	return 0;
 }
