@@ -45,6 +45,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -71,7 +72,6 @@ struct prog_action {
 	struct sigaction act;
 	bool trampoline;	/* the kernel runs it through trampoline() */
 };
-static struct prog_action actions[NSIGS];
 static atomic_bool installed;
 
 /* The program's view of the SIGBUS bit of this thread's mask, and of the
@@ -96,6 +96,15 @@ static atomic_uint discard_gen;
 static void note_blocker(bool is_blocking);
 static void set_blocked(bool b);
 
+/* Memory of its own, mapped when the handler is installed: a process
+ * that never installs it pays nothing for it at start-up (SPEC §9). */
+#define BLOCKERS 1024
+struct disp_state {
+	struct prog_action actions[NSIGS];
+	atomic_int blockers[BLOCKERS];	/* see note_blocker() */
+};
+static struct disp_state *state;
+
 /* ---- raw helpers ------------------------------------------------------- */
 
 /* [signal-safe] The kernel's mask of this thread, without glibc's filter
@@ -119,7 +128,7 @@ sigbus_only(sigset_t *set)
 static unsigned
 read_action(int sig, struct sigaction *out)
 {
-	struct prog_action *pa = &actions[sig];
+	struct prog_action *pa = &state->actions[sig];
 
 	for (;;) {
 		unsigned s = atomic_load(&pa->seq);
@@ -137,7 +146,7 @@ read_action(int sig, struct sigaction *out)
 static void
 write_action(int sig, const struct sigaction *act, bool trampoline)
 {
-	struct prog_action *pa = &actions[sig];
+	struct prog_action *pa = &state->actions[sig];
 	unsigned s;
 
 	/* A handler's SA_RESETHAND may be resetting it: take turns. */
@@ -158,7 +167,7 @@ write_action(int sig, const struct sigaction *act, bool trampoline)
 static void
 take_action(int sig, struct sigaction *act)
 {
-	struct prog_action *pa = &actions[sig];
+	struct prog_action *pa = &state->actions[sig];
 
 	for (;;) {
 		unsigned s = read_action(sig, act);
@@ -261,17 +270,28 @@ nsb_disp_installed(void)
  * it installed before are taken over now.  The thread that installs
  * keeps, as its view, what its kernel mask says of SIGBUS.
  */
-void
+int
 nsb_disp_install(void)
 {
 	struct sigaction act;
 	sigset_t *mask;
+	int ret = 0;
 
 	if (atomic_load(&installed))
-		return;
+		return 0;
 	nsb_process_note_pid();
 	nsb_lock(&nsb_disp_lock);
 	if (!atomic_load(&installed)) {
+		void *p = nsb_sys_mmap(NULL, sizeof(*state), PROT_READ | PROT_WRITE,
+				       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED || nsb_rescue_prepare() < 0) {
+			if (p != MAP_FAILED)
+				nsb_sys_munmap(p, sizeof(*state));
+			ret = -1;
+			goto out;
+		}
+		state = p;
 		for (int sig = 1; sig < NSIGS; sig++) {
 			if (kernel_only(sig) || nsb_sys_sigaction(sig, NULL, &act) < 0)
 				continue;
@@ -289,7 +309,11 @@ nsb_disp_install(void)
 			sigdelset(mask, SIGBUS);
 		}
 	}
+out:
 	nsb_unlock(&nsb_disp_lock);
+	if (ret < 0)
+		errno = ENOMEM;
+	return ret;
 }
 
 /* The program sets and/or queries its action for sig. */
@@ -344,18 +368,16 @@ nsb_disp_blocked(void)
  * fork child keeps only itself.  A full table (more than BLOCKERS such
  * threads) only means that a sent SIGBUS may be held where the kernel
  * would have delivered it. */
-#define BLOCKERS 1024
-static atomic_int blockers[BLOCKERS];
 static pthread_key_t blocker_key;
 static pthread_once_t blocker_once = PTHREAD_ONCE_INIT;
 
 static void
 forget_tid(int tid)
 {
-	for (int i = 0; i < BLOCKERS; i++) {
+	for (int i = 0; state && i < BLOCKERS; i++) {
 		int seen = tid;
 
-		if (atomic_compare_exchange_strong(&blockers[i], &seen, 0))
+		if (atomic_compare_exchange_strong(&state->blockers[i], &seen, 0))
 			return;
 	}
 }
@@ -377,8 +399,8 @@ note_blocker(bool is_blocking)
 {
 	int tid = nsb_gettid();
 
-	if (nsb_in_vfork_child())
-		return;	/* the table is the parent's */
+	if (!state || nsb_in_vfork_child())
+		return;	/* none yet, or the parent's */
 	if (!is_blocking) {
 		forget_tid(tid);
 		return;
@@ -386,9 +408,9 @@ note_blocker(bool is_blocking)
 	for (int i = 0; i < BLOCKERS; i++) {
 		int seen = 0;
 
-		if (atomic_load(&blockers[i]) == tid)
+		if (atomic_load(&state->blockers[i]) == tid)
 			return;
-		if (atomic_compare_exchange_strong(&blockers[i], &seen, tid))
+		if (atomic_compare_exchange_strong(&state->blockers[i], &seen, tid))
 			break;
 	}
 	/* Forgotten when the thread exits. */
@@ -408,8 +430,8 @@ set_blocked(bool b)
 static bool
 is_blocker(int tid)
 {
-	for (int i = 0; i < BLOCKERS; i++)
-		if (atomic_load(&blockers[i]) == tid)
+	for (int i = 0; state && i < BLOCKERS; i++)
+		if (atomic_load(&state->blockers[i]) == tid)
 			return true;
 	return false;
 }
@@ -581,9 +603,9 @@ nsb_disp_mask(int how, const sigset_t *set, sigset_t *old)
 
 	if (!atomic_load(&installed)) {
 		/* Blocking SIGBUS installs the handler (to hold a sent one). */
-		if (!set || !how_valid(how) || how == SIG_UNBLOCK || !sigismember(set, SIGBUS))
+		if (!set || !how_valid(how) || how == SIG_UNBLOCK || !sigismember(set, SIGBUS) ||
+		    nsb_disp_install() < 0)
 			return sigmask_call(how, set, old);
-		nsb_disp_install();
 	}
 	was = blocked;
 	now = was;
@@ -894,8 +916,8 @@ nsb_disp_after_fork_child(void)
 {
 	held_thread = HELD_NONE;
 	atomic_store(&held_process, HELD_NONE);
-	for (int i = 0; i < BLOCKERS; i++)
-		atomic_store(&blockers[i], 0);
+	for (int i = 0; state && i < BLOCKERS; i++)
+		atomic_store(&state->blockers[i], 0);
 	if (blocked) {
 		blocked = false;
 		set_blocked(true);
@@ -921,7 +943,7 @@ disp_init(void)
 		unsetenv(NSB_HANDOFF_VAR);
 	}
 	if (kernel_mask(SIG_BLOCK, NULL, &set) == 0 && sigismember(&set, SIGBUS)) {
-		nsb_disp_install();
+		(void)nsb_disp_install();
 		sigbus_only(&set);
 		kernel_mask(SIG_UNBLOCK, &set, NULL);
 	}

@@ -70,7 +70,7 @@ static bool release_pending;
 /* Our descriptors, for the interposed calls: a bit per number below
  * KEPT_BITS (BSS: costs nothing until used), a count, the lowest. */
 #define KEPT_BITS	(1u << 20)
-static atomic_ulong kept_bits[KEPT_BITS / 64];
+static atomic_ulong *kept_bits;	/* KEPT_BITS / 64, mapped at first need */
 static atomic_uint kept_count;
 
 uint64_t
@@ -101,7 +101,7 @@ is_kept(int fd)
 {
 	if (atomic_load_explicit(&kept_count, memory_order_relaxed) == 0 || fd < 0)
 		return false;
-	if ((unsigned)fd < KEPT_BITS)
+	if ((unsigned)fd < KEPT_BITS && kept_bits)
 		return atomic_load(&kept_bits[fd / 64]) & (1ul << (fd % 64));
 	for (uint32_t i = 1; i < files_top; i++)
 		if (files[i].used && atomic_load(&files[i].fd) == fd)
@@ -114,7 +114,14 @@ mark_kept(int fd, bool kept)
 {
 	if (fd < 0)
 		return;
-	if ((unsigned)fd < KEPT_BITS) {
+	if (!kept_bits) {
+		void *p = nsb_sys_mmap(NULL, KEPT_BITS / 8, PROT_READ | PROT_WRITE,
+				       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+		if (p != MAP_FAILED)
+			kept_bits = p;
+	}
+	if ((unsigned)fd < KEPT_BITS && kept_bits) {
 		if (kept)
 			atomic_fetch_or(&kept_bits[fd / 64], 1ul << (fd % 64));
 		else

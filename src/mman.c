@@ -76,7 +76,8 @@ nsb_record(struct nsb_range *r)
 	static uint16_t gen;
 
 	r->gen = ++gen;
-	nsb_disp_install();
+	if (nsb_disp_install() < 0)
+		return -1;
 	return nsb_ranges_insert(r);
 }
 

@@ -335,13 +335,15 @@ uint64_t nsb_dev_of(unsigned major, unsigned minor);
 
 void nsb_rescue_handler(int sig, siginfo_t *si, void *uc); /* [signal-safe] */
 void nsb_rescue_after_fork_child(void);
+int nsb_rescue_prepare(void);	/* its memory, before the handler is installed */
 /* Records of [start, end) were removed: forget the rescues done there. */
 void nsb_rescue_forget(uintptr_t start, uintptr_t end);
 
 /* ---- dispositions.c: the program's view of signals --------------------- */
 
-/* Installs the library's handler under the program's disposition (once). */
-void nsb_disp_install(void);
+/* Installs the library's handler under the program's disposition (once).
+ * 0, or -1 with errno ENOMEM. */
+int nsb_disp_install(void);
 bool nsb_disp_installed(void);
 /* The program's action for sig: set (act) and/or query (old).  0 or -1 with errno. */
 int nsb_disp_action(int sig, const struct sigaction *act, struct sigaction *old);

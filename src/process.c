@@ -32,11 +32,17 @@ static pid_t owner_pid;	/* the process this memory belongs to */
 /* The mask this thread had before it took its first lock. */
 static __thread sigset_t *outer_mask __attribute__((tls_model("initial-exec")));
 
+static void register_fork(void);
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
 void
 nsb_lock(struct nsb_lock *l)
 {
 	sigset_t all, old;
 
+	/* Nothing of the library's needs resetting in a fork child before
+	 * the first lock: registered then, not at every start-up. */
+	pthread_once(&fork_once, register_fork);
 	sigfillset(&all);
 	nsb_sys_sigmask(SIG_BLOCK, &all, &old);
 	pthread_mutex_lock(&l->mutex);
@@ -139,8 +145,8 @@ after_fork_child(void)
 	nsb_sys_sigmask(SIG_SETMASK, &mask, NULL);
 }
 
-__attribute__((constructor(101))) static void
-process_init(void)
+static void
+register_fork(void)
 {
 	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }

@@ -76,7 +76,38 @@ first_present(uintptr_t start, uintptr_t end)
  * Nobody waits.  A fork child has none of the owners: it starts empty.
  */
 #define CLAIMS 64
-static atomic_uintptr_t claims[CLAIMS];
+
+#define DONE_PAGES 256
+#define DONE_FILLS 16
+struct done_fill {
+	atomic_uint seq;	/* odd while being written */
+	uintptr_t start, end;
+};
+
+/* Mapped when the handler is installed (a process that never installs it
+ * pays nothing for it at start-up), never unmapped. */
+struct rescue_state {
+	atomic_uintptr_t claims[CLAIMS];
+	atomic_uintptr_t done_page[DONE_PAGES];
+	struct done_fill done_fills[DONE_FILLS];
+	atomic_uint done_fills_next;
+};
+static struct rescue_state *state;
+
+int
+nsb_rescue_prepare(void)
+{
+	void *p;
+
+	if (state)
+		return 0;
+	p = nsb_sys_mmap(NULL, sizeof(*state), PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	state = p;
+	return 0;
+}
 
 /* [signal-safe] The slot claimed for key, or -1 if another rescue holds
  * key (or every slot is busy). */
@@ -88,17 +119,17 @@ claim(uintptr_t key)
 
 	for (unsigned i = 0; i < CLAIMS; i++) {
 		unsigned k = (first + i) % CLAIMS;
-		uintptr_t seen = atomic_load(&claims[k]);
+		uintptr_t seen = atomic_load(&state->claims[k]);
 
 		if (seen == 0 && mine < 0 &&
-		    atomic_compare_exchange_strong(&claims[k], &seen, key)) {
+		    atomic_compare_exchange_strong(&state->claims[k], &seen, key)) {
 			mine = (int)k;
 			continue;
 		}
 		/* Checked after claiming too: of two claims, both back off. */
 		if (seen == key && (int)k != mine) {
 			if (mine >= 0)
-				atomic_store(&claims[mine], 0);
+				atomic_store(&state->claims[mine], 0);
 			return -1;
 		}
 	}
@@ -109,7 +140,7 @@ claim(uintptr_t key)
 static void
 release(int slot)
 {
-	atomic_store(&claims[slot], 0);
+	atomic_store(&state->claims[slot], 0);
 }
 
 /*
@@ -121,16 +152,6 @@ release(int slot)
  * only need to remember the last few microseconds' rescues; a call that
  * removes records forgets what was rescued there (nsb_rescue_forget).
  */
-#define DONE_PAGES 256
-static atomic_uintptr_t done_page[DONE_PAGES];
-
-#define DONE_FILLS 16
-struct done_fill {
-	atomic_uint seq;	/* odd while being written */
-	uintptr_t start, end;
-};
-static struct done_fill done_fills[DONE_FILLS];
-static atomic_uint done_fills_next;
 
 static unsigned
 page_slot(uintptr_t page)
@@ -146,10 +167,10 @@ remember(uintptr_t start, uintptr_t end, size_t unit)
 	unsigned s;
 
 	if (end - start == unit) {
-		atomic_store(&done_page[page_slot(start)], start);
+		atomic_store(&state->done_page[page_slot(start)], start);
 		return;
 	}
-	f = &done_fills[atomic_fetch_add(&done_fills_next, 1) % DONE_FILLS];
+	f = &state->done_fills[atomic_fetch_add(&state->done_fills_next, 1) % DONE_FILLS];
 	s = atomic_load(&f->seq);
 	if ((s & 1) || !atomic_compare_exchange_strong(&f->seq, &s, s + 1))
 		return;	/* another rescue is writing this one */
@@ -162,14 +183,16 @@ remember(uintptr_t start, uintptr_t end, size_t unit)
 void
 nsb_rescue_forget(uintptr_t start, uintptr_t end)
 {
+	if (!state)
+		return;
 	for (int i = 0; i < DONE_PAGES; i++) {
-		uintptr_t p = atomic_load(&done_page[i]);
+		uintptr_t p = atomic_load(&state->done_page[i]);
 
 		if (p >= start && p < end)
-			atomic_compare_exchange_strong(&done_page[i], &p, 0);
+			atomic_compare_exchange_strong(&state->done_page[i], &p, 0);
 	}
 	for (int i = 0; i < DONE_FILLS; i++) {
-		struct done_fill *f = &done_fills[i];
+		struct done_fill *f = &state->done_fills[i];
 		unsigned s = atomic_load(&f->seq);
 
 		if (!(s & 1) && f->start < end && f->end > start &&
@@ -185,10 +208,10 @@ nsb_rescue_forget(uintptr_t start, uintptr_t end)
 static bool
 rescued(uintptr_t page, uintptr_t *limit)
 {
-	bool hit = atomic_load(&done_page[page_slot(page)]) == page;
+	bool hit = atomic_load(&state->done_page[page_slot(page)]) == page;
 
 	for (int i = 0; i < DONE_FILLS; i++) {
-		struct done_fill *f = &done_fills[i], c;
+		struct done_fill *f = &state->done_fills[i], c;
 		unsigned s = atomic_load(&f->seq);
 
 		if (s == 0 || (s & 1))
@@ -209,8 +232,8 @@ rescued(uintptr_t page, uintptr_t *limit)
 void
 nsb_rescue_after_fork_child(void)
 {
-	for (int i = 0; i < CLAIMS; i++)
-		atomic_store(&claims[i], 0);
+	for (int i = 0; state && i < CLAIMS; i++)
+		atomic_store(&state->claims[i], 0);
 }
 
 /* The page this thread was last sent back to fault on again, and which

@@ -109,7 +109,7 @@ struct timer_box {
 	struct timer_box *next;
 };
 static struct timer_box *timers;
-static struct notify *retired[RETIRED];
+static struct notify **retired;	/* RETIRED of them, allocated at first need */
 static unsigned retired_next;
 static struct nsb_lock timers_lock = NSB_LOCK_INITIALIZER;
 
@@ -160,13 +160,17 @@ timer_delete(timer_t id)
 	if (ret < 0)
 		return ret;
 	nsb_lock(&timers_lock);
+	if (!retired)
+		retired = calloc(RETIRED, sizeof(*retired));
 	for (p = &timers; *p; p = &(*p)->next) {
 		if ((*p)->id == id) {
 			box = *p;
 			*p = box->next;
-			old = retired[retired_next];
-			retired[retired_next] = box->n;
-			retired_next = (retired_next + 1) % RETIRED;
+			if (retired) {
+				old = retired[retired_next];
+				retired[retired_next] = box->n;
+				retired_next = (retired_next + 1) % RETIRED;
+			}	/* else kept: a notification may be on its way */
 			break;
 		}
 	}
