@@ -24,6 +24,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <setjmp.h>
@@ -79,10 +80,22 @@ trap_map(bool protect, size_t pages, bool shared)
 	return p;
 }
 
+/*
+ * The state a scenario runs in (NSBT_STATE, set by the driver for both
+ * builds): by default setup_library() makes a protected mapping and
+ * rescue_check() and protected_trap() make more, so the library's handler
+ * is installed; "uninstalled" makes them do nothing, so that the whole
+ * scenario runs with the library loaded but no protected mapping, where
+ * the library must be invisible (SPEC §6: "sees no change at all").
+ */
+static bool no_protect;
+
 /* Makes a protected mapping, so that the library installs its handler. */
 static void
 setup_library(void)
 {
+	if (no_protect)
+		return;
 #ifndef NO_LIBRARY
 	NSBT_CHECK(nsbt_have_library(), "libnosigbus is not in the process");
 #endif
@@ -101,7 +114,11 @@ rescue_check(const char *where)
 {
 #ifndef NO_LIBRARY
 	int before = bus_calls_total();
-	char *p = trap_map(true, 2, false);
+	char *p;
+
+	if (no_protect)
+		return;
+	p = trap_map(true, 2, false);
 
 	NSBT_CHECK(touch(p + 1) == 0, "%s: rescued read is not zero", where);
 	NSBT_CHECK(touch(p + pg + 5) == 0, "%s: rescued read is not zero", where);
@@ -1625,8 +1642,11 @@ find_scenario(const char *name)
 
 struct run {
 	int status;
+	bool timed_out;
 	char out[65536];
 	size_t len;
+	char err[16384];
+	size_t elen;
 };
 
 struct run_opts {
@@ -1634,49 +1654,205 @@ struct run_opts {
 	bool core;		/* RLIMIT_CORE unlimited instead of 0 */
 };
 
+/*
+ * How long a body may take before the watchdog kills it (its process
+ * group: helpers and children too).  A body either finishes in a few
+ * seconds or hangs (a deadlock, a signal that never comes).
+ */
+#define BODY_SECONDS 20
+
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+pause_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* The state letter of a thread ('R', 'S', 'Z', ...), or 0 once it is gone. */
+static char
+thread_state(pid_t pid, pid_t tid)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/* Is SIGBUS pending for the thread, or for its process? */
+static bool
+sigbus_pending_in(pid_t pid, pid_t tid)
+{
+	char path[64], buf[4096], *line;
+	bool pending = false;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	for (line = buf; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		if (strncmp(line, "SigPnd:", 7) == 0 || strncmp(line, "ShdPnd:", 7) == 0)
+			pending |= (strtoull(line + 7, NULL, 16) >> (SIGBUS - 1)) & 1;
+	}
+	return pending;
+}
+
+/*
+ * 'Z': the body's main thread is about to block (in read() or a sleep).
+ * Once it sleeps, send it SIGBUS, and answer only when the signal is no
+ * longer pending: delivered (and whatever it interrupted, interrupted) or
+ * discarded, as the kernel does for an ignored one.
+ */
+static void
+send_when_asleep(pid_t pid, int64_t deadline)
+{
+	char st;
+
+	while ((st = thread_state(pid, pid)) != 'S') {
+		if (st == 0 || st == 'Z' || st == 'X' || now_ms() > deadline)
+			return;
+		pause_ms(1);
+	}
+	NSBT_CHECK(kill(pid, SIGBUS) == 0, "kill: %s", strerror(errno));
+	while (sigbus_pending_in(pid, pid) && now_ms() < deadline)
+		pause_ms(1);
+}
+
 /* Does what a body asked (fd 4) to its process, then answers (fd 3). */
 static void
-serve(int req, int rep, pid_t pid)
+serve_one(char c, int rep, pid_t pid, int64_t deadline)
 {
-	char c;
+	switch (c) {
+	case 'K':
+		NSBT_CHECK(kill(pid, SIGBUS) == 0, "kill: %s", strerror(errno));
+		break;
+	case 'Q':
+		NSBT_CHECK(sigqueue(pid, SIGBUS, (union sigval){ .sival_int = 4242 }) == 0,
+			   "sigqueue: %s", strerror(errno));
+		break;
+	case 'k':
+		/* Twice: a standard signal is pending at most once. */
+		NSBT_CHECK(kill(pid, SIGBUS) == 0, "kill: %s", strerror(errno));
+		NSBT_CHECK(kill(pid, SIGBUS) == 0, "kill: %s", strerror(errno));
+		break;
+	case 'q':
+		NSBT_CHECK(sigqueue(pid, SIGBUS, (union sigval){ .sival_int = 4242 }) == 0,
+			   "sigqueue: %s", strerror(errno));
+		NSBT_CHECK(sigqueue(pid, SIGBUS, (union sigval){ .sival_int = 999 }) == 0,
+			   "sigqueue: %s", strerror(errno));
+		break;
+	case 'Z':
+		send_when_asleep(pid, deadline);
+		break;
+	default:
+		nsbt_fail("unknown request '%c'", c);
+	}
+	(void)send(rep, "S", 1, MSG_NOSIGNAL);	/* fails if the body died meanwhile */
+}
 
-	while (read(req, &c, 1) == 1) {
-		switch (c) {
-		case 'K':
-			NSBT_CHECK(kill(pid, SIGBUS) == 0, "kill: %s", strerror(errno));
-			break;
-		case 'Q':
-			NSBT_CHECK(sigqueue(pid, SIGBUS, (union sigval){ .sival_int = 4242 }) == 0,
-				   "sigqueue: %s", strerror(errno));
-			break;
-		case 'k':
-			/* Twice: a standard signal is pending at most once. */
-			NSBT_CHECK(kill(pid, SIGBUS) == 0, "kill: %s", strerror(errno));
-			NSBT_CHECK(kill(pid, SIGBUS) == 0, "kill: %s", strerror(errno));
-			break;
-		case 'q':
-			NSBT_CHECK(sigqueue(pid, SIGBUS, (union sigval){ .sival_int = 4242 }) == 0,
-				   "sigqueue: %s", strerror(errno));
-			NSBT_CHECK(sigqueue(pid, SIGBUS, (union sigval){ .sival_int = 999 }) == 0,
-				   "sigqueue: %s", strerror(errno));
-			break;
-		default:
-			nsbt_fail("unknown request '%c'", c);
+/* Appends what fd has to buf; false at end of file. */
+static bool
+drain(int fd, char *buf, size_t *len, size_t cap)
+{
+	char sink[4096];
+	ssize_t n;
+
+	if (*len + 1 < cap)
+		n = read(fd, buf + *len, cap - 1 - *len);
+	else
+		n = read(fd, sink, sizeof(sink));	/* full: keep the pipe moving */
+	if (n < 0 && errno == EINTR)
+		return true;
+	if (n <= 0)
+		return false;
+	if (*len + 1 < cap)
+		*len += (size_t)n;
+	buf[*len] = '\0';
+	return true;
+}
+
+/*
+ * Serves the body's requests and collects its stdout and stderr until all
+ * three are closed; after BODY_SECONDS the watchdog kills its process group
+ * (a body that hangs, or a helper or child of it that does).
+ */
+static void
+supervise(pid_t pid, int req, int rep, int out, int err, struct run *r)
+{
+	struct pollfd fds[3] = { { req, POLLIN, 0 }, { out, POLLIN, 0 }, { err, POLLIN, 0 } };
+	int64_t deadline = now_ms() + BODY_SECONDS * 1000;
+
+	r->len = r->elen = 0;
+	r->out[0] = r->err[0] = '\0';
+	r->timed_out = false;
+	while (fds[0].fd >= 0 || fds[1].fd >= 0 || fds[2].fd >= 0) {
+		int64_t left = deadline - now_ms();
+		int n;
+
+		if (left <= 0) {
+			NSBT_CHECK(!r->timed_out, "the body's process group survives SIGKILL");
+			kill(-pid, SIGKILL);
+			kill(pid, SIGKILL);
+			r->timed_out = true;
+			deadline = now_ms() + 5000;
+			continue;
 		}
-		if (send(rep, "S", 1, MSG_NOSIGNAL) != 1)
-			break;	/* the body died meanwhile */
+		n = poll(fds, 3, (int)left);
+		if (n < 0 && errno == EINTR)
+			continue;
+		NSBT_CHECK(n >= 0, "poll: %s", strerror(errno));
+		if (fds[0].fd >= 0 && fds[0].revents) {
+			char c;
+
+			if (read(req, &c, 1) == 1)
+				serve_one(c, rep, pid, deadline);
+			else
+				fds[0].fd = -1;
+		}
+		if (fds[1].fd >= 0 && fds[1].revents && !drain(out, r->out, &r->len, sizeof(r->out)))
+			fds[1].fd = -1;
+		if (fds[2].fd >= 0 && fds[2].revents && !drain(err, r->err, &r->elen, sizeof(r->err)))
+			fds[2].fd = -1;
 	}
 }
 
 static void
 run_body(const char *exe, const struct scenario *sc, const struct run_opts *o, struct run *r)
 {
-	int out[2], req[2], rep[2];
+	int out[2], err[2], req[2], rep[2];
 	pid_t pid;
-	ssize_t n;
 
 	/* rep is a socket so that a reply to a dead body cannot raise SIGPIPE. */
-	NSBT_CHECK(pipe2(out, O_CLOEXEC) == 0 && pipe2(req, O_CLOEXEC) == 0 &&
+	NSBT_CHECK(pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0 &&
+		   pipe2(req, O_CLOEXEC) == 0 &&
 		   socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rep) == 0,
 		   "pipe2: %s", strerror(errno));
 	fflush(NULL);
@@ -1684,12 +1860,17 @@ run_body(const char *exe, const struct scenario *sc, const struct run_opts *o, s
 	NSBT_CHECK(pid >= 0, "fork: %s", strerror(errno));
 	if (pid == 0) {
 		int o1 = fcntl(out[1], F_DUPFD, 20);
+		int e1 = fcntl(err[1], F_DUPFD, 20);
 		int r0 = fcntl(rep[1], F_DUPFD, 20);
 		int q1 = fcntl(req[1], F_DUPFD, 20);
 
-		if (o1 < 0 || r0 < 0 || q1 < 0 || dup2(o1, 1) < 0 || dup2(r0, 3) < 0 || dup2(q1, 4) < 0)
+		/* Its own process group, so that the watchdog gets them all. */
+		setpgid(0, 0);
+		if (o1 < 0 || e1 < 0 || r0 < 0 || q1 < 0 || dup2(o1, 1) < 0 || dup2(e1, 2) < 0 ||
+		    dup2(r0, 3) < 0 || dup2(q1, 4) < 0)
 			_exit(126);
 		close(o1);
+		close(e1);
 		close(r0);
 		close(q1);
 		if (o && o->cwd && chdir(o->cwd) < 0)
@@ -1705,18 +1886,18 @@ run_body(const char *exe, const struct scenario *sc, const struct run_opts *o, s
 		execl(exe, exe, "--body", sc->name, (char *)NULL);
 		_exit(127);
 	}
+	setpgid(pid, pid);	/* either of us may be first */
 	close(out[1]);
+	close(err[1]);
 	close(rep[1]);
 	close(req[1]);
-	serve(req[0], rep[0], pid);
+	supervise(pid, req[0], rep[0], out[0], err[0], r);
 	close(req[0]);
 	close(rep[0]);
-	r->len = 0;
-	while ((n = read(out[0], r->out + r->len, sizeof(r->out) - 1 - r->len)) > 0)
-		r->len += (size_t)n;
-	r->out[r->len] = '\0';
 	close(out[0]);
+	close(err[0]);
 	NSBT_CHECK(waitpid(pid, &r->status, 0) == pid, "waitpid: %s", strerror(errno));
+	kill(-pid, SIGKILL);	/* leftovers of the body, if any */
 }
 
 static bool
@@ -1730,9 +1911,12 @@ status_is(int status, int expect)
 static void
 print_run(const char *label, const struct run *r)
 {
-	printf("---- %s: %s (status %#x)\n%s", label, nsbt_status_str(r->status), r->status, r->out);
+	printf("---- %s: %s (status %#x)%s\n%s", label, nsbt_status_str(r->status), r->status,
+	       r->timed_out ? " KILLED BY THE WATCHDOG" : "", r->out);
 	if (r->len && r->out[r->len - 1] != '\n')
 		printf("\n");
+	if (r->elen)
+		printf("---- %s: stderr\n%s%s", label, r->err, r->err[r->elen - 1] != '\n' ? "\n" : "");
 }
 
 /* The lines where two outputs differ (by line number), for the log. */
@@ -1755,16 +1939,56 @@ print_differences(const char *a, const char *b)
 	}
 }
 
+/*
+ * The library's stderr with the lines that NOSIGBUS_LOG=1 asks for taken
+ * out (one per rescue, and the summary at exit).  Whatever remains must be
+ * what the program wrote itself: the same as without the library.
+ */
+static void
+strip_rescue_log(const struct scenario *sc, char *err)
+{
+	char *src = err, *dst = err;
+
+	if (!sc->env || !strstr(sc->env, "NOSIGBUS_LOG=1"))
+		return;
+	while (*src) {
+		size_t len = strcspn(src, "\n");
+		bool log_line = strncmp(src, "nosigbus: ", 10) == 0 &&
+				(memmem(src, len, ": rescued ", 10) || memmem(src, len, " rescues, ", 10));
+
+		len += src[len] == '\n';
+		if (!log_line) {
+			memmove(dst, src, len);
+			dst += len;
+		}
+		src += len;
+	}
+	*dst = '\0';
+}
+
+static const char *state_label = "";
+
 static int
 compare(const struct scenario *sc, const char *nolib, const struct run_opts *o, const char *label)
 {
 	static struct run lib, ref;
+	char full[128];
 
+	snprintf(full, sizeof(full), "%s%s", state_label, label);
+	label = full;
 	run_body("/proc/self/exe", sc, o, &lib);
 	run_body(nolib, sc, o, &ref);
 	printf("==== %s%s\n", sc->name, label);
 	print_run("with libnosigbus", &lib);
 	print_run("without (reference)", &ref);
+	if (ref.timed_out)
+		nsbt_fail("%s%s: the reference run hung (killed after %d s): the test is wrong",
+			  sc->name, label, BODY_SECONDS);
+	if (lib.timed_out)
+		nsbt_fail("%s%s: with the library the run hung (killed after %d s); without it, it %s",
+			  sc->name, label, BODY_SECONDS, nsbt_status_str(ref.status));
+	if (WIFEXITED(ref.status) && WEXITSTATUS(ref.status) == 77 && sc->expect != EXIT(77))
+		nsbt_skip("%s: %s", sc->name, ref.out);
 	if (!status_is(ref.status, sc->expect))
 		nsbt_fail("%s: the reference run itself ended %s: the test is wrong", sc->name,
 			  nsbt_status_str(ref.status));
@@ -1780,6 +2004,9 @@ compare(const struct scenario *sc, const char *nolib, const struct run_opts *o, 
 	if (strcmp(lib.out, ref.out) != 0) {
 		nsbt_fail("%s%s: the program saw something different with the library", sc->name, label);
 	}
+	strip_rescue_log(sc, lib.err);
+	if (strcmp(lib.err, ref.err) != 0)
+		nsbt_fail("%s%s: stderr differs with the library (see above)", sc->name, label);
 	return lib.status;
 }
 
@@ -1847,7 +2074,7 @@ compare_core_dumps(const struct scenario *sc, const char *nolib)
 }
 
 static int
-driver(const char *name, const char *nolib)
+driver(const char *name, const char *nolib, const char *state)
 {
 	const struct scenario *sc = find_scenario(name);
 	static char nolib_abs[PATH_MAX];
@@ -1855,6 +2082,17 @@ driver(const char *name, const char *nolib)
 
 	if (!sc || sc->body == body_report)
 		nsbt_fail("unknown scenario %s", name);
+	if (state && strcmp(state, "uninstalled") == 0) {
+		/* Both runs: no protected mapping, ever (see setup_library). */
+		setenv("NSBT_STATE", "uninstalled", 1);
+		state_label = " [no protected mapping]";
+	} else if (state) {
+		nsbt_fail("unknown state %s (the states: uninstalled)", state);
+	} else {
+		unsetenv("NSBT_STATE");
+	}
+	/* Unprotected traps are memfds without the flag: only the flag counts. */
+	setenv("NOSIGBUS_POLICY", "flag", 1);
 #if !defined(__x86_64__) && !defined(__aarch64__)
 	if (sc->body == body_context)
 		nsbt_skip("the context test knows the registers of x86_64 and aarch64 only");
@@ -1885,6 +2123,7 @@ main(int argc, char **argv)
 		if (!sc)
 			nsbt_fail("unknown scenario %s", argv[2]);
 		setvbuf(stdout, NULL, _IOLBF, 0);
+		no_protect = getenv("NSBT_STATE") && strcmp(getenv("NSBT_STATE"), "uninstalled") == 0;
 		/* Helpers and children need not see the driver link. */
 		fcntl(3, F_SETFD, FD_CLOEXEC);
 		fcntl(4, F_SETFD, FD_CLOEXEC);
@@ -1893,9 +2132,9 @@ main(int argc, char **argv)
 		return 0;
 	}
 #ifndef NO_LIBRARY
-	if (argc == 3)
-		return driver(argv[1], argv[2]);
+	if (argc == 3 || argc == 4)
+		return driver(argv[1], argv[2], argc == 4 ? argv[3] : NULL);
 #endif
-	fprintf(stderr, "usage: %s SCENARIO NOLIB | --body SCENARIO [ARGS]\n", argv[0]);
+	fprintf(stderr, "usage: %s SCENARIO NOLIB [uninstalled] | --body SCENARIO [ARGS]\n", argv[0]);
 	return 2;
 }
