@@ -23,7 +23,10 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <aio.h>
 #include <limits.h>
+#include <mqueue.h>
+#include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -1578,6 +1581,383 @@ body_other_signals(char **a)
 	rescue_check("after the other signals");
 }
 
+/* ---- issue 11: every way the kernel's mask gains SIGBUS ------------ */
+
+/*
+ * A protected trap made beforehand, for code that must not map (a signal
+ * handler, a thread glibc starts): NULL without the library, or with no
+ * protected mapping in this state (the touch is then skipped).
+ */
+static char *
+protected_trap(size_t pages)
+{
+#ifdef NO_LIBRARY
+	(void)pages;
+	return NULL;
+#else
+	if (no_protect)
+		return NULL;
+	return trap_map(true, pages, false);
+#endif
+}
+
+/*
+ * [any context] What the program sees where it runs, and a rescue there:
+ * the mask read back both ways the issue names, then one page of the
+ * trap read (it must read zero; an unrescued fault kills the process, and
+ * the wait status shows it), then the mask again.
+ */
+struct view {
+	bool taken;
+	unsigned long procmask;		/* sigprocmask(SIG_SETMASK, NULL, &cur) */
+	unsigned long threadmask;	/* pthread_sigmask(SIG_BLOCK, NULL, &cur) */
+	unsigned long after;		/* the same once the page was read */
+	bool zero;
+};
+
+static void
+take_view(struct view *v, char *trap, size_t page)
+{
+	sigset_t s;
+
+	sigemptyset(&s);
+	sigprocmask(SIG_SETMASK, NULL, &s);
+	v->procmask = mask_word(&s);
+	sigemptyset(&s);
+	pthread_sigmask(SIG_BLOCK, NULL, &s);
+	v->threadmask = mask_word(&s);
+	v->zero = !trap || touch(trap + page * pg + 3) == 0;
+	sigemptyset(&s);
+	pthread_sigmask(SIG_BLOCK, NULL, &s);
+	v->after = mask_word(&s);
+	v->taken = true;
+}
+
+static void
+print_view(const char *label, const struct view *v)
+{
+	if (!v->taken) {
+		printf("%s: never ran\n", label);
+		return;
+	}
+	printf("%s: sigprocmask=%#lx pthread_sigmask=%#lx after the read=%#lx read=%s\n", label,
+	       v->procmask, v->threadmask, v->after, v->zero ? "zero" : "NOT ZERO");
+}
+
+/* Waits for a notification from a thread glibc runs (a guard: 10 s). */
+static bool
+wait_post(sem_t *sem)
+{
+	struct timespec ts;
+	int r;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 10;
+	while ((r = sem_timedwait(sem, &ts)) < 0 && errno == EINTR)
+		;
+	return r == 0;
+}
+
+/* ---- item 1: SIGBUS in another signal's sa_mask ---- */
+
+static struct view usr1_view;
+static struct sigaction usr1_seen;
+static unsigned long usr1_ucmask;
+static char *usr1_trap;
+static size_t usr1_page;
+static int usr1_jump;
+
+/* [signal context] */
+static void
+on_usr1_view(int sig, siginfo_t *si, void *ucv)
+{
+	ucontext_t *uc = ucv;
+
+	(void)sig;
+	(void)si;
+	memset(&usr1_view, 0, sizeof(usr1_view));
+	take_view(&usr1_view, usr1_trap, usr1_page++);
+	memset(&usr1_seen, 0xa5, sizeof(usr1_seen));
+	sigaction(SIGUSR1, NULL, &usr1_seen);
+	usr1_ucmask = mask_word(&uc->uc_sigmask);
+	if (usr1_jump)
+		siglongjmp(jump_env, 1);
+}
+
+static void
+install_usr1_view(bool full, int flags)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_usr1_view;
+	sa.sa_flags = SA_SIGINFO | flags;
+	if (full) {
+		sigfillset(&sa.sa_mask);
+	} else {
+		sigemptyset(&sa.sa_mask);
+		sigaddset(&sa.sa_mask, SIGBUS);
+	}
+	NSBT_CHECK(sigaction(SIGUSR1, &sa, NULL) == 0, "sigaction: %s", strerror(errno));
+}
+
+static void
+raise_usr1_view(const char *label)
+{
+	char l[128];
+
+	raise(SIGUSR1);
+	snprintf(l, sizeof(l), "%s: in the SIGUSR1 handler", label);
+	print_view(l, &usr1_view);
+	print_sa("  sigaction(SIGUSR1) there", &usr1_seen);
+	printf("  uc_sigmask=%#lx; after it: mask=%#lx\n", usr1_ucmask, cur_mask());
+}
+
+/*
+ * A SIGUSR1 handler with sa_mask = sigfillset() (or just {SIGBUS}): the
+ * kernel blocks SIGBUS while it runs.  A protected page read there must be
+ * rescued, and the handler must see what it would without the library.
+ */
+static void
+body_other_handler_mask(char **a)
+{
+	(void)a;
+	usr1_trap = protected_trap(8);
+	install_usr1_view(true, 0);
+	print_query("SIGUSR1 installed with sigfillset", SIGUSR1);
+	raise_usr1_view("sa_mask=all");
+	install_usr1_view(false, SA_RESTART);
+	print_query("SIGUSR1 installed with {SIGBUS}", SIGUSR1);
+	raise_usr1_view("sa_mask={BUS}");
+	rescue_check("after the SIGUSR1 handlers");
+	/* The program blocks SIGBUS itself: the handler's context says so. */
+	block(SIG_BLOCK, SIGBUS);
+	install_usr1_view(true, SA_NODEFER);
+	raise_usr1_view("SIGBUS blocked by the program, sa_mask=all");
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("unblocked: mask=%#lx\n", cur_mask());
+	rescue_check("at the end");
+}
+
+/*
+ * siglongjmp out of that handler without restoring the mask: SIGBUS stays
+ * blocked (the kernel's mask is the handler's), in the program's view too,
+ * and a protected page must still be rescued; with the mask saved, it is
+ * unblocked again.
+ */
+static void
+body_other_handler_longjmp(char **a)
+{
+	(void)a;
+	usr1_trap = protected_trap(8);
+	install_usr1_view(true, 0);
+	usr1_jump = 1;
+	if (sigsetjmp(jump_env, 0) == 0) {
+		raise(SIGUSR1);
+		printf("not reached\n");
+	}
+	print_view("jumped out (mask not saved)", &usr1_view);
+	printf("after the jump: mask=%#lx blocked=%d\n", cur_mask(), is_blocked(SIGBUS));
+	rescue_check("after a jump that left SIGBUS blocked");
+	{
+		sigset_t empty;
+
+		sigemptyset(&empty);
+		sigprocmask(SIG_SETMASK, &empty, NULL);
+	}
+	printf("reset: mask=%#lx\n", cur_mask());
+	if (sigsetjmp(jump_env, 1) == 0) {
+		raise(SIGUSR1);
+		printf("not reached\n");
+	}
+	print_view("jumped out (mask saved)", &usr1_view);
+	printf("after the jump: mask=%#lx blocked=%d\n", cur_mask(), is_blocked(SIGBUS));
+	rescue_check("after a jump that restored the mask");
+}
+
+/* ---- item 2: threads that glibc starts with every signal blocked ---- */
+
+static struct view glibc_view[2];
+static char *glibc_trap;
+static sem_t glibc_done;
+
+static void
+glibc_notify(union sigval v)
+{
+	take_view(&glibc_view[v.sival_int], glibc_trap, (size_t)v.sival_int);
+	sem_post(&glibc_done);
+}
+
+static void
+glibc_thread_start(void)
+{
+	glibc_trap = protected_trap(4);
+	setup_library();
+	NSBT_CHECK(sem_init(&glibc_done, 0, 0) == 0, "sem_init");
+	memset(glibc_view, 0, sizeof(glibc_view));
+}
+
+static void
+glibc_thread_wait(const char *label, int which)
+{
+	char l[128];
+
+	snprintf(l, sizeof(l), "%s, in the notification", label);
+	if (!wait_post(&glibc_done))
+		printf("%s: no notification in 10 s\n", label);
+	print_view(l, &glibc_view[which]);
+}
+
+static struct sigevent
+thread_event(int which)
+{
+	struct sigevent sev;
+
+	memset(&sev, 0, sizeof(sev));
+	sev.sigev_notify = SIGEV_THREAD;
+	sev.sigev_notify_function = glibc_notify;
+	sev.sigev_value.sival_int = which;
+	return sev;
+}
+
+/* timer_create(SIGEV_THREAD): two expirations. */
+static void
+body_glibc_timer_thread(char **a)
+{
+	struct sigevent sev = thread_event(0);
+	struct itimerspec its = { { 0, 0 }, { 0, 1000000 } };
+	timer_t t;
+
+	(void)a;
+	glibc_thread_start();
+	NSBT_CHECK(timer_create(CLOCK_MONOTONIC, &sev, &t) == 0, "timer_create: %s", strerror(errno));
+	NSBT_CHECK(timer_settime(t, 0, &its, NULL) == 0, "timer_settime: %s", strerror(errno));
+	glibc_thread_wait("timer, first expiration", 0);
+	timer_delete(t);
+	sev = thread_event(1);
+	NSBT_CHECK(timer_create(CLOCK_MONOTONIC, &sev, &t) == 0, "timer_create: %s", strerror(errno));
+	NSBT_CHECK(timer_settime(t, 0, &its, NULL) == 0, "timer_settime: %s", strerror(errno));
+	glibc_thread_wait("timer, second timer", 1);
+	timer_delete(t);
+	printf("main: mask=%#lx\n", cur_mask());
+	rescue_check("main after the timers");
+}
+
+/* mq_notify(SIGEV_THREAD). */
+static void
+body_glibc_mq_thread(char **a)
+{
+	struct mq_attr attr = { .mq_maxmsg = 2, .mq_msgsize = 8 };
+	struct sigevent sev = thread_event(0);
+	char name[64];
+	mqd_t q;
+
+	(void)a;
+	snprintf(name, sizeof(name), "/nsbt-sigtest-%d", (int)getpid());
+	q = mq_open(name, O_CREAT | O_EXCL | O_RDWR, 0600, &attr);
+	if (q == (mqd_t)-1) {
+		printf("POSIX message queues are not available here: mq_open: %s\n", strerror(errno));
+		exit(77);
+	}
+	mq_unlink(name);
+	glibc_thread_start();
+	NSBT_CHECK(mq_notify(q, &sev) == 0, "mq_notify: %s", strerror(errno));
+	NSBT_CHECK(mq_send(q, "x", 1, 0) == 0, "mq_send: %s", strerror(errno));
+	glibc_thread_wait("mq_notify", 0);
+	mq_close(q);
+	printf("main: mask=%#lx\n", cur_mask());
+	rescue_check("main after mq_notify");
+}
+
+/* aio_read and lio_listio with SIGEV_THREAD. */
+static void
+body_glibc_aio_thread(char **a)
+{
+	static char buf[2][16];
+	struct aiocb cb[2], *list[1];
+	struct sigevent sev;
+	int fd = nsbt_file(NSBT_MEMFD, 64);
+
+	(void)a;
+	glibc_thread_start();
+	memset(cb, 0, sizeof(cb));
+	for (int i = 0; i < 2; i++) {
+		cb[i].aio_fildes = fd;
+		cb[i].aio_buf = buf[i];
+		cb[i].aio_nbytes = sizeof(buf[i]);
+	}
+	cb[0].aio_sigevent = thread_event(0);
+	NSBT_CHECK(aio_read(&cb[0]) == 0, "aio_read: %s", strerror(errno));
+	glibc_thread_wait("aio_read", 0);
+	printf("aio_read: %s, %zd bytes\n", ename(aio_error(&cb[0])), aio_return(&cb[0]));
+	cb[1].aio_lio_opcode = LIO_READ;
+	cb[1].aio_sigevent.sigev_notify = SIGEV_NONE;
+	list[0] = &cb[1];
+	sev = thread_event(1);
+	NSBT_CHECK(lio_listio(LIO_NOWAIT, list, 1, &sev) == 0, "lio_listio: %s", strerror(errno));
+	glibc_thread_wait("lio_listio", 1);
+	printf("lio_listio: %s, %zd bytes\n", ename(aio_error(&cb[1])), aio_return(&cb[1]));
+	close(fd);
+	printf("main: mask=%#lx\n", cur_mask());
+	rescue_check("main after AIO");
+}
+
+/* getaddrinfo_a(GAI_NOWAIT) with SIGEV_THREAD: a numeric host, no network. */
+static void
+body_glibc_gai_thread(char **a)
+{
+	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
+				  .ai_family = AF_INET, .ai_socktype = SOCK_STREAM };
+	struct gaicb req = { .ar_name = "127.0.0.1", .ar_service = "80", .ar_request = &hints };
+	struct gaicb *list[1] = { &req };
+	struct sigevent sev = thread_event(0);
+	int r;
+
+	(void)a;
+	glibc_thread_start();
+	r = getaddrinfo_a(GAI_NOWAIT, list, 1, &sev);
+	NSBT_CHECK(r == 0, "getaddrinfo_a: %s", gai_strerror(r));
+	glibc_thread_wait("getaddrinfo_a", 0);
+	printf("gai_error=%d\n", gai_error(&req));
+	if (req.ar_result)
+		freeaddrinfo(req.ar_result);
+	printf("main: mask=%#lx\n", cur_mask());
+	rescue_check("main after getaddrinfo_a");
+}
+
+static void *
+attr_mask_thread(void *arg)
+{
+	take_view(arg, glibc_trap, arg == &glibc_view[0] ? 0 : 1);
+	return NULL;
+}
+
+/* pthread_attr_setsigmask_np: glibc sets the new thread's mask itself. */
+static void
+body_thread_attr_sigmask(char **a)
+{
+	pthread_attr_t attr;
+	sigset_t s;
+	pthread_t t;
+
+	(void)a;
+	glibc_thread_start();
+	NSBT_CHECK(pthread_attr_init(&attr) == 0, "pthread_attr_init");
+	sigfillset(&s);
+	NSBT_CHECK(pthread_attr_setsigmask_np(&attr, &s) == 0, "pthread_attr_setsigmask_np");
+	NSBT_CHECK(pthread_create(&t, &attr, attr_mask_thread, &glibc_view[0]) == 0, "pthread_create");
+	pthread_join(t, NULL);
+	print_view("attribute mask = all", &glibc_view[0]);
+	sigemptyset(&s);
+	sigaddset(&s, SIGBUS);
+	NSBT_CHECK(pthread_attr_setsigmask_np(&attr, &s) == 0, "pthread_attr_setsigmask_np");
+	NSBT_CHECK(pthread_create(&t, &attr, attr_mask_thread, &glibc_view[1]) == 0, "pthread_create");
+	pthread_join(t, NULL);
+	print_view("attribute mask = {BUS}", &glibc_view[1]);
+	pthread_attr_destroy(&attr);
+	printf("main: mask=%#lx\n", cur_mask());
+}
+
 /* ---- the table ------------------------------------------------------ */
 
 #define EXIT(n) (n)
@@ -1623,6 +2003,13 @@ static const struct scenario scenarios[] = {
 	{ "exec-preloaded", body_exec_preloaded, EXIT(0), NULL },
 	{ "exec-spawn-attrs", body_exec_spawn_attrs, EXIT(0), NULL },
 	{ "other-signals", body_other_signals, EXIT(0), NULL },
+	{ "other-handler-mask", body_other_handler_mask, EXIT(0), NULL },
+	{ "other-handler-longjmp", body_other_handler_longjmp, EXIT(0), NULL },
+	{ "glibc-timer-thread", body_glibc_timer_thread, EXIT(0), NULL },
+	{ "glibc-mq-thread", body_glibc_mq_thread, EXIT(0), NULL },
+	{ "glibc-aio-thread", body_glibc_aio_thread, EXIT(0), NULL },
+	{ "glibc-gai-thread", body_glibc_gai_thread, EXIT(0), NULL },
+	{ "thread-attr-sigmask", body_thread_attr_sigmask, EXIT(0), NULL },
 	{ "report", body_report, EXIT(0), NULL },
 	{ NULL, NULL, 0, NULL },
 };
