@@ -29,14 +29,17 @@
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <ucontext.h>
+#include <wordexp.h>
 
 #include "nsbtest.h"
 
@@ -485,6 +488,38 @@ print_info_call(const char *label)
 	       label, hs.calls, hs.sig, code_name(hs.code),
 	       hs.addr == hs.trap + pg + 3 ? "fault" : "other",
 	       hs.uc_ok ? "ok" : "bad", hs.mask_in);
+}
+
+static void
+pause_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* ---- /proc ------------------------------------------------------------ */
+
+/* The state letter of a thread ('R', 'S', 'Z', ...), or 0 once it is gone. */
+static char
+thread_state(pid_t pid, pid_t tid)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : 0;
 }
 
 /* ---- the driver link (fds 3 and 4) ------------------------------------ */
@@ -1958,6 +1993,787 @@ body_thread_attr_sigmask(char **a)
 	printf("main: mask=%#lx\n", cur_mask());
 }
 
+/* ---- item 3: exec and posix_spawn while another thread is rescued ---- */
+
+/*
+ * A thread that keeps faulting in protected pages past EOF until stopped
+ * (with the library and a protected mapping only; elsewhere it does not
+ * exist).  A rescue that fails kills the process: the wait status shows it.
+ */
+struct rescuer {
+	pthread_t thread;
+	atomic_bool stop;
+	atomic_long rescues;
+	bool running;
+	int fd;
+};
+
+#ifndef NO_LIBRARY
+static void *
+rescuer_main(void *arg)
+{
+	struct rescuer *r = arg;
+	const size_t pages = 4;
+
+	while (!atomic_load(&r->stop)) {
+		char *p = mmap(NULL, pages * pg, PROT_READ, MAP_PRIVATE | TEST_FLAG, r->fd, 0);
+
+		if (p == MAP_FAILED)
+			_exit(93);
+		for (size_t i = 0; i < pages; i++)
+			if (touch(p + i * pg) != 0)
+				_exit(94);
+		munmap(p, pages * pg);
+		atomic_fetch_add(&r->rescues, (long)pages);
+	}
+	return NULL;
+}
+#endif
+
+static void
+rescuer_start(struct rescuer *r)
+{
+	memset(r, 0, sizeof(*r));
+#ifndef NO_LIBRARY
+	if (no_protect)
+		return;
+	r->fd = memfd_create("nsbt-rescuer", MFD_CLOEXEC);	/* size 0: every page is past EOF */
+	NSBT_CHECK(r->fd >= 0, "memfd_create: %s", strerror(errno));
+	NSBT_CHECK(pthread_create(&r->thread, NULL, rescuer_main, r) == 0, "pthread_create");
+	r->running = true;
+	while (atomic_load(&r->rescues) == 0)
+		sched_yield();
+#endif
+}
+
+static void
+rescuer_stop(struct rescuer *r)
+{
+	if (!r->running)
+		return;
+	atomic_store(&r->stop, true);
+	pthread_join(r->thread, NULL);
+	close(r->fd);
+	r->running = false;
+}
+
+/*
+ * posix_spawn, posix_spawnp and fork+execve with SIGBUS ignored, while
+ * another thread is being rescued all the time: no rescue may fail, and
+ * every new program starts with SIGBUS ignored.
+ */
+static void
+body_spawn_ignored_race(char **a)
+{
+	struct rescuer r;
+	int status;
+
+	(void)a;
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	rescuer_start(&r);
+	for (int i = 0; i < 20; i++) {
+		status = run_helper(X_SPAWN, NULL, NULL, NULL);
+		NSBT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "helper: %s", nsbt_status_str(status));
+	}
+	for (int i = 0; i < 10; i++) {
+		status = run_helper(X_SPAWNP, NULL, NULL, NULL);
+		NSBT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "helper: %s", nsbt_status_str(status));
+	}
+	for (int i = 0; i < 5; i++) {
+		status = run_helper(X_EXECVE, NULL, NULL, NULL);
+		NSBT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "helper: %s", nsbt_status_str(status));
+	}
+	rescuer_stop(&r);
+	print_query("parent", SIGBUS);
+	rescue_check("after the spawns");
+}
+
+/*
+ * execve from a process with a thread being rescued, SIGBUS ignored: a
+ * large environment keeps the kernel busy copying it before the other
+ * threads are stopped, so that they fault meanwhile.
+ */
+static void
+body_exec_ignored_race(char **a)
+{
+	/* One string may not pass 32 pages (MAX_ARG_STRLEN): several. */
+	enum { PADS = 6, PAD_LEN = 100 * 1024 };
+	char **env;
+	size_t n = 0;
+
+	(void)a;
+	while (environ[n])
+		n++;
+	env = calloc(n + PADS + 1, sizeof(*env));
+	NSBT_CHECK(env != NULL, "calloc");
+	memcpy(env, environ, n * sizeof(*env));
+	for (int i = 0; i < PADS; i++) {
+		char *pad = malloc(PAD_LEN + 16);
+
+		NSBT_CHECK(pad != NULL, "malloc");
+		snprintf(pad, 16, "NSBT_PAD%d=", i);
+		memset(pad + strlen(pad), 'x', PAD_LEN);
+		pad[PAD_LEN] = '\0';
+		env[n + i] = pad;
+	}
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	for (int i = 0; i < 12; i++) {
+		int status;
+		pid_t pid;
+
+		fflush(stdout);
+		pid = fork();
+		NSBT_CHECK(pid >= 0, "fork: %s", strerror(errno));
+		if (pid == 0) {
+			char *argv[] = { (char *)"helper", (char *)"--body", (char *)"report", NULL };
+			struct rescuer r;
+
+			rescuer_start(&r);
+			printf("execve with a thread being rescued: ");
+			fflush(stdout);
+			execve(nolib_path(), argv, env);
+			printf("exec failed: %s\n", strerror(errno));
+			fflush(stdout);
+			_exit(127);
+		}
+		NSBT_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			printf("\nthat process: %s\n", nsbt_status_str(status));
+	}
+	print_query("parent", SIGBUS);
+}
+
+/* ---- item 4: SA_RESTORER and the raw flags ---- */
+
+static void (*glibc_restorer)(void);
+
+static void
+print_raw_sa(const char *label, const struct sigaction *sa)
+{
+	const char *r = sa->sa_restorer == NULL ? "none" :
+			sa->sa_restorer == glibc_restorer ? "glibc's" : "other";
+
+	printf("%s: handler=%s flags=%#x restorer=%s mask=%#lx\n", label,
+	       hname((void *)sa->sa_handler), (unsigned)sa->sa_flags, r, mask_word(&sa->sa_mask));
+}
+
+static void
+print_raw_query(const char *label, int sig)
+{
+	struct sigaction sa = query(sig);
+
+	print_raw_sa(label, &sa);
+}
+
+static void
+set_raw(void *handler, int flags, void (*restorer)(void), bool print_old)
+{
+	struct sigaction sa, old;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = (void (*)(int))handler;
+	sa.sa_flags = flags;
+	sa.sa_restorer = restorer;
+	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, SIGUSR1);
+	memset(&old, 0x5a, sizeof(old));
+	errno = 0;
+	printf("sigaction(SIGBUS, %s, %#x)=%d %s\n", hname(handler), (unsigned)flags,
+	       sigaction(SIGBUS, &sa, print_old ? &old : NULL), ename(errno));
+	if (print_old)
+		print_raw_sa("  old", &old);
+	print_raw_query("  now", SIGBUS);
+}
+
+/*
+ * What sigaction reads back for SIGBUS, every field raw (SA_RESTORER and
+ * sa_restorer included): glibc's <signal.h> does not define SA_RESTORER,
+ * the kernel reports it.  The restorer is named by comparison with what
+ * the kernel reports for SIGUSR2, which the library never touches.
+ */
+static void
+body_restorer(char **a)
+{
+	(void)a;
+	install(SIGUSR2, on_usr2, 0, NULL);
+	glibc_restorer = query(SIGUSR2).sa_restorer;
+	print_raw_query("SIGUSR2 (the kernel's own)", SIGUSR2);
+	print_raw_query("SIGBUS initially", SIGBUS);
+	setup_library();
+	print_raw_query("SIGBUS after a protected mapping", SIGBUS);
+	set_raw((void *)on_bus_info, SA_SIGINFO, NULL, false);
+	set_raw((void *)on_bus_plain, SA_RESTART | SA_NODEFER, NULL, true);
+	/* glibc puts its own restorer in, whatever the program passed. */
+	set_raw((void *)on_bus_plain, SA_RESETHAND | 0x04000000, (void (*)(void))on_usr1, true);
+	/* Bits the kernel does not know: SA_UNSUPPORTED and an unknown one. */
+	set_raw((void *)on_bus_plain, 0x400 | 0x00800000, NULL, true);
+	set_raw((void *)on_bus_plain, 0x800 | SA_ONSTACK, NULL, true);
+	set_raw((void *)SIG_IGN, 0, NULL, true);
+	set_raw((void *)SIG_DFL, SA_RESTART, NULL, true);
+	printf("signal=%s\n", hname((void *)signal(SIGBUS, on_bus_plain2)));
+	print_raw_query("after signal()", SIGBUS);
+	printf("sysv_signal=%s\n", hname((void *)sysv_signal(SIGBUS, on_bus_plain)));
+	print_raw_query("after sysv_signal()", SIGBUS);
+	printf("sigset=%s\n", hname((void *)sigset(SIGBUS, on_bus_plain2)));
+	print_raw_query("after sigset()", SIGBUS);
+	sigignore(SIGBUS);
+	print_raw_query("after sigignore()", SIGBUS);
+	print_raw_query("SIGUSR2 at the end", SIGUSR2);
+}
+
+/* ---- item 5: a sent SIGBUS, the mask inside the program's handler ---- */
+
+static struct {
+	volatile sig_atomic_t calls;
+	unsigned long procmask, threadmask;
+} sq;
+
+/* [signal context] */
+static void
+on_bus_query(int sig)
+{
+	sigset_t s;
+
+	(void)sig;
+	sq.calls++;
+	sigemptyset(&s);
+	sigprocmask(SIG_SETMASK, NULL, &s);
+	sq.procmask = mask_word(&s);
+	sigemptyset(&s);
+	pthread_sigmask(SIG_BLOCK, NULL, &s);
+	sq.threadmask = mask_word(&s);
+}
+
+static void
+on_bus_query_info(int sig, siginfo_t *si, void *uc)
+{
+	(void)si;
+	(void)uc;
+	on_bus_query(sig);
+}
+
+static void
+sent_mask_round(const char *phase, const char *how, void *handler, int flags, const int *mask)
+{
+	sq.calls = 0;
+	sq.procmask = sq.threadmask = 0;
+	install(SIGBUS, handler, flags, mask);
+	if (strcmp(how, "kill") == 0)
+		kill(getpid(), SIGBUS);
+	else if (strcmp(how, "raise") == 0)
+		raise(SIGBUS);
+	else if (strcmp(how, "sigqueue") == 0)
+		sigqueue(getpid(), SIGBUS, (union sigval){ .sival_int = 1 });
+	else if (strcmp(how, "pthread_kill") == 0)
+		pthread_kill(pthread_self(), SIGBUS);
+	else
+		peer_request('K', false);
+	printf("%s, %s, flags=%#x: calls=%d sigprocmask=%#lx pthread_sigmask=%#lx; after: mask=%#lx\n",
+	       phase, how, (unsigned)flags, sq.calls, sq.procmask, sq.threadmask, cur_mask());
+}
+
+static void
+sent_mask_phase(const char *phase)
+{
+	static const char *const hows[] = { "kill", "raise", "sigqueue", "pthread_kill", "parent" };
+
+	for (size_t i = 0; i < sizeof(hows) / sizeof(hows[0]); i++)
+		sent_mask_round(phase, hows[i], (void *)on_bus_query, SA_RESTART, NULL);
+	sent_mask_round(phase, "kill", (void *)on_bus_query_info, SA_SIGINFO | SA_RESTART,
+			(int[]){ SIGUSR2, 0 });
+	sent_mask_round(phase, "kill", (void *)on_bus_query, SA_NODEFER | SA_RESTART, NULL);
+	sent_mask_round(phase, "kill", (void *)on_bus_query, SA_RESETHAND | SA_RESTART, NULL);
+	print_query("  then", SIGBUS);
+}
+
+/*
+ * kill(getpid(), SIGBUS) and the like to a plain handler: inside it,
+ * SIGBUS reads back as blocked (unless SA_NODEFER), before any protected
+ * mapping and after.
+ */
+static void
+body_sent_handler_mask(char **a)
+{
+	(void)a;
+	sent_mask_phase("before any protected mapping");
+	setup_library();
+	sent_mask_phase("after a protected mapping");
+	rescue_check("at the end");
+}
+
+/* ---- item 6: an ignored SIGBUS interrupts nothing ---- */
+
+/* Waits for the driver's answer to 'Z' in a read(); says if interrupted. */
+static void
+wait_answer(const char *label)
+{
+	ssize_t n;
+	char c;
+
+	while ((n = read(3, &c, 1)) < 0 && errno == EINTR)
+		printf("%s: read() interrupted (EINTR)\n", label);
+	NSBT_CHECK(n == 1, "read: %zd %s", n, strerror(errno));
+}
+
+static void
+ignored_read(const char *label)
+{
+	char c = 'Z';
+
+	NSBT_CHECK(write(4, &c, 1) == 1, "write: %s", strerror(errno));
+	wait_answer(label);
+	printf("%s: read() done, pending=%d\n", label, is_pending(SIGBUS));
+}
+
+static void
+ignored_sleep(const char *label)
+{
+	struct timespec ts = { 1, 0 }, rem = { 0, 0 };
+	unsigned left;
+	char c = 'Z';
+	int r, e;
+
+	NSBT_CHECK(write(4, &c, 1) == 1, "write: %s", strerror(errno));
+	left = sleep(2);
+	printf("%s: sleep(2) %s\n", label, left ? "cut short" : "slept it all");
+	wait_answer(label);
+	NSBT_CHECK(write(4, &c, 1) == 1, "write: %s", strerror(errno));
+	errno = 0;
+	r = nanosleep(&ts, &rem);
+	e = errno;
+	printf("%s: nanosleep=%d %s, remaining %s\n", label, r, ename(e),
+	       rem.tv_sec || rem.tv_nsec ? "some" : "none");
+	wait_answer(label);
+}
+
+/*
+ * SIGBUS ignored, sent by another process while the program blocks in
+ * read() (SA_RESTART or not does not matter: nothing is delivered).
+ */
+static void
+body_ignored_read(char **a)
+{
+	(void)a;
+	signal(SIGBUS, SIG_IGN);	/* glibc's signal() adds SA_RESTART */
+	ignored_read("before any protected mapping");
+	setup_library();
+	ignored_read("with a protected mapping, signal()");
+	install(SIGBUS, SIG_IGN, 0, NULL);
+	ignored_read("with a protected mapping, sigaction() without SA_RESTART");
+	sigignore(SIGBUS);
+	ignored_read("after sigignore");
+	rescue_check("at the end");
+}
+
+/* The same in sleep(2) and nanosleep: the time left is what shows it. */
+static void
+body_ignored_sleep(char **a)
+{
+	(void)a;
+	signal(SIGBUS, SIG_IGN);
+	ignored_sleep("before any protected mapping");
+	setup_library();
+	ignored_sleep("with a protected mapping");
+}
+
+/* ---- item 7: setting SIG_IGN discards a held SIGBUS ---- */
+
+static void
+discard_round(const char *how, char sent)
+{
+	hs.calls = 0;
+	install(SIGBUS, on_bus_info, SA_SIGINFO | SA_RESTART, NULL);
+	block(SIG_BLOCK, SIGBUS);
+	if (sent == 'r')
+		raise(SIGBUS);
+	else if (sent == 'k')
+		kill(getpid(), SIGBUS);
+	else
+		peer_request('K', true);
+	printf("%s (%c): held: pending=%d\n", how, sent, is_pending(SIGBUS));
+	if (strcmp(how, "sigaction") == 0)
+		install(SIGBUS, SIG_IGN, 0, NULL);
+	else if (strcmp(how, "signal") == 0)
+		signal(SIGBUS, SIG_IGN);
+	else if (strcmp(how, "sigignore") == 0)
+		sigignore(SIGBUS);
+	else if (strcmp(how, "bsd_signal") == 0)
+		bsd_signal(SIGBUS, SIG_IGN);
+	else if (strcmp(how, "sysv_signal") == 0)
+		sysv_signal(SIGBUS, SIG_IGN);
+	else if (strcmp(how, "sigset") == 0)
+		sigset(SIGBUS, SIG_IGN);	/* unblocks too */
+	else if (strcmp(how, "SIG_DFL") == 0)
+		install(SIGBUS, SIG_DFL, 0, NULL);	/* SIGBUS's default is not to ignore */
+	printf("%s (%c): after %s: pending=%d blocked=%d\n", how, sent, how, is_pending(SIGBUS),
+	       is_blocked(SIGBUS));
+	install(SIGBUS, on_bus_info, SA_SIGINFO | SA_RESTART, NULL);
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("%s (%c): handler installed, unblocked: calls=%d pending=%d\n", how, sent, hs.calls,
+	       is_pending(SIGBUS));
+}
+
+static void
+body_ignore_discards_held(char **a)
+{
+	static const char *const hows[] = { "sigaction", "signal", "sigignore", "bsd_signal",
+					    "sysv_signal", "sigset", "SIG_DFL" };
+
+	(void)a;
+	setup_library();
+	for (size_t i = 0; i < sizeof(hows) / sizeof(hows[0]); i++)
+		discard_round(hows[i], 'r');
+	discard_round("sigaction", 'k');
+	discard_round("sigaction", 'p');
+	discard_round("SIG_DFL", 'p');
+	rescue_check("at the end");
+}
+
+/* ---- item 8: vfork children share the memory, not the signals ---- */
+
+static volatile int vfork_seen_pending, vfork_seen_blocked, vfork_calls;
+
+static void
+vfork_case(void *arg)
+{
+	const char *how = arg;
+	int status, calls_before;
+	pid_t pid;
+
+	install(SIGBUS, on_bus_info, SA_SIGINFO | SA_RESTART, NULL);
+	block(SIG_BLOCK, SIGBUS);
+	raise(SIGBUS);
+	printf("%s: parent before: pending=%d\n", how, is_pending(SIGBUS));
+	fflush(stdout);
+	vfork_seen_pending = vfork_seen_blocked = vfork_calls = -1;
+	calls_before = hs.calls;
+	if (strcmp(how, "posix_spawn") == 0) {
+		status = run_helper(X_SPAWN, NULL, NULL, NULL);
+	} else {
+		pid = vfork();
+		NSBT_CHECK(pid >= 0, "vfork: %s", strerror(errno));
+		if (pid == 0) {
+			sigset_t s;
+
+			/* Only calls that a vfork child may make: no stdio. */
+			sigemptyset(&s);
+			sigpending(&s);
+			vfork_seen_pending = sigismember(&s, SIGBUS);
+			sigemptyset(&s);
+			sigprocmask(SIG_BLOCK, NULL, &s);
+			vfork_seen_blocked = sigismember(&s, SIGBUS);
+			if (strcmp(how, "unblock") == 0) {
+				sigemptyset(&s);
+				sigprocmask(SIG_SETMASK, &s, NULL);
+				vfork_calls = hs.calls - calls_before;
+			} else if (strcmp(how, "SIG_DFL") == 0) {
+				signal(SIGBUS, SIG_DFL);
+			} else if (strcmp(how, "exec") == 0) {
+				execv(nolib_path(), (char *[]){ (char *)"helper", (char *)"--body",
+							       (char *)"report", NULL });
+			}
+			_exit(0);
+		}
+		NSBT_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+		printf("%s: child saw pending=%d blocked=%d calls=%d; %s\n", how, vfork_seen_pending,
+		       vfork_seen_blocked, vfork_calls, nsbt_status_str(status));
+	}
+	printf("%s: parent after: pending=%d blocked=%d calls=%d\n", how, is_pending(SIGBUS),
+	       is_blocked(SIGBUS), hs.calls - calls_before);
+	print_query("  parent's disposition", SIGBUS);
+	rescue_check("parent after the vfork child");
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("%s: parent unblocked: calls=%d\n", how, hs.calls - calls_before);
+}
+
+/*
+ * The parent holds a raised SIGBUS (blocked) and vforks: the child has no
+ * pending signal, and whatever it does (unblock, reset SIGBUS, exec) the
+ * parent keeps its held signal, its mask and its disposition.
+ */
+static void
+body_vfork_held(char **a)
+{
+	static const char *const hows[] = { "_exit", "unblock", "SIG_DFL", "exec", "posix_spawn" };
+
+	(void)a;
+	setup_library();
+	for (size_t i = 0; i < sizeof(hows) / sizeof(hows[0]); i++) {
+		int status = nsbt_run(vfork_case, (void *)hows[i]);
+
+		printf("case %s: %s\n", hows[i], nsbt_status_str(status));
+	}
+}
+
+/* ---- item 9: errno after a SIGBUS the library holds ---- */
+
+static sem_t errno_go, errno_ready;
+
+static void *
+errno_unblocked_thread(void *arg)
+{
+	(void)arg;
+	block(SIG_UNBLOCK, SIGBUS);
+	sem_post(&errno_ready);
+	while (sem_wait(&errno_go) < 0 && errno == EINTR)
+		;
+	return NULL;
+}
+
+static void
+errno_round(const char *how)
+{
+	int r, e;
+
+	errno = ENOTRECOVERABLE;
+	if (strcmp(how, "kill") == 0)
+		r = kill(getpid(), SIGBUS);
+	else if (strcmp(how, "raise") == 0)
+		r = raise(SIGBUS);
+	else if (strcmp(how, "sigqueue") == 0)
+		r = sigqueue(getpid(), SIGBUS, (union sigval){ .sival_int = 5 });
+	else
+		r = pthread_kill(pthread_self(), SIGBUS);
+	e = errno;
+	printf("%s=%d, errno after: %s; pending=%d calls=%d\n", how, r, ename(e), is_pending(SIGBUS),
+	       hs.calls);
+}
+
+/* The same, when another thread does not block SIGBUS: it gets the signal. */
+static void
+errno_to_other(const char *how)
+{
+	int r, e, calls = hs.calls;
+
+	errno = ENOTRECOVERABLE;
+	if (strcmp(how, "kill") == 0)
+		r = kill(getpid(), SIGBUS);
+	else
+		r = sigqueue(getpid(), SIGBUS, (union sigval){ .sival_int = 5 });
+	e = errno;
+	/* A guard, not a timing check: the other thread runs it at once. */
+	for (int i = 0; i < 5000 && hs.calls == calls; i++)
+		pause_ms(1);
+	printf("%s=%d, errno after: %s; pending=%d; handled by the other thread: %s\n", how, r,
+	       ename(e), is_pending(SIGBUS),
+	       hs.calls == calls + 1 && hs.tid != (pid_t)syscall(SYS_gettid) ? "yes" : "no");
+}
+
+static sem_t lone_delivered;
+
+/* [signal context] */
+static void
+on_bus_post(int sig)
+{
+	(void)sig;
+	hs.plain_calls++;
+	hs.tid = (pid_t)syscall(SYS_gettid);
+	sem_post(&lone_delivered);
+}
+
+static void *
+lone_sender(void *arg)
+{
+	struct timespec ts;
+	int r, e;
+
+	/* The kernel looks for a thread from the main one on, in creation
+	 * order: this one comes first once the main thread is gone. */
+	while (!*(volatile pid_t *)arg || thread_state(getpid(), getpid()) != 'Z')
+		sched_yield();
+	errno = ENOTRECOVERABLE;
+	r = kill(getpid(), SIGBUS);
+	e = errno;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 5;	/* a guard: delivery to the other thread is immediate */
+	while (sem_timedwait(&lone_delivered, &ts) < 0 && errno == EINTR)
+		;
+	printf("kill from a thread that blocks SIGBUS, main thread gone: kill=%d errno after: %s; "
+	       "handler calls=%d in=%s\n", r, ename(e), hs.plain_calls,
+	       hs.tid == *(volatile pid_t *)arg ? "the thread that does not block it" :
+	       hs.tid ? "another thread" : "none");
+	fflush(stdout);
+	exit(0);
+}
+
+static void *
+lone_unblocked(void *arg)
+{
+	block(SIG_UNBLOCK, SIGBUS);
+	*(volatile pid_t *)arg = (pid_t)syscall(SYS_gettid);
+	for (;;)
+		pause();
+	return NULL;
+}
+
+/*
+ * The main thread exits (pthread_exit); one thread blocks SIGBUS and sends
+ * kill(getpid(), SIGBUS), another does not block it.  The kernel delivers
+ * to the second; the sender's errno is untouched.
+ */
+static void
+lone_sender_case(void *arg)
+{
+	static volatile pid_t unblocked_tid;
+	pthread_t t;
+
+	(void)arg;
+	hs.plain_calls = 0;
+	hs.tid = 0;
+	sem_init(&lone_delivered, 0, 0);
+	install(SIGBUS, on_bus_post, SA_RESTART, NULL);
+	block(SIG_BLOCK, SIGBUS);	/* both inherit it; one unblocks */
+	NSBT_CHECK(pthread_create(&t, NULL, lone_sender, (void *)&unblocked_tid) == 0, "pthread_create");
+	NSBT_CHECK(pthread_create(&t, NULL, lone_unblocked, (void *)&unblocked_tid) == 0, "pthread_create");
+	pthread_exit(NULL);
+}
+
+/*
+ * kill(getpid(), SIGBUS) and the like while SIGBUS is blocked: the call
+ * succeeds and errno is what it was (the signal is held).  Alone, then
+ * with another thread that does not block SIGBUS (which the kernel may
+ * pick for a process-directed one), then from a thread while the main
+ * thread is gone.
+ */
+static void
+body_errno_held(char **a)
+{
+	static const char *const hows[] = { "kill", "raise", "sigqueue", "pthread_kill" };
+	pthread_t t;
+
+	(void)a;
+	install(SIGBUS, on_bus_info, SA_SIGINFO | SA_RESTART, NULL);
+	setup_library();
+	block(SIG_BLOCK, SIGBUS);
+	for (size_t i = 0; i < sizeof(hows) / sizeof(hows[0]); i++)
+		errno_round(hows[i]);
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("unblocked: calls=%d\n", hs.calls);
+	hs.calls = 0;
+	sem_init(&errno_go, 0, 0);
+	sem_init(&errno_ready, 0, 0);
+	block(SIG_BLOCK, SIGBUS);
+	NSBT_CHECK(pthread_create(&t, NULL, errno_unblocked_thread, NULL) == 0, "pthread_create");
+	while (sem_wait(&errno_ready) < 0)
+		;
+	errno_round("raise");
+	errno_round("pthread_kill");
+	/* Process-directed: the kernel gives it to the other thread. */
+	errno_to_other("kill");
+	errno_to_other("sigqueue");
+	sem_post(&errno_go);
+	pthread_join(t, NULL);
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("unblocked: calls=%d\n", hs.calls);
+	printf("%s\n", nsbt_status_str(nsbt_run(lone_sender_case, NULL)));
+}
+
+/* ---- item 10: more ways to exec ---- */
+
+enum exec_other { XO_EXECVEAT_FD, XO_EXECVEAT_DIR, XO_SYSTEM, XO_POPEN, XO_WORDEXP };
+
+static const char *const exec_other_names[] = { "execveat(fd, \"\", AT_EMPTY_PATH)",
+						"execveat(dirfd, name)", "system", "popen",
+						"wordexp" };
+
+static void
+run_helper_other(enum exec_other how)
+{
+	char *argv[] = { (char *)"helper", (char *)"--body", (char *)"report", NULL };
+	const char *path = nolib_path();
+	char cmd[PATH_MAX + 64], buf[512];
+	int status;
+	pid_t pid;
+
+	snprintf(cmd, sizeof(cmd), "'%s' --body report", path);
+	printf("via %s: ", exec_other_names[how]);
+	fflush(stdout);
+	switch (how) {
+	case XO_EXECVEAT_FD:
+	case XO_EXECVEAT_DIR:
+		pid = fork();
+		NSBT_CHECK(pid >= 0, "fork");
+		if (pid == 0) {
+			if (how == XO_EXECVEAT_FD) {
+				int fd = open(path, O_PATH | O_CLOEXEC);
+
+				execveat(fd, "", argv, environ, AT_EMPTY_PATH);
+			} else {
+				char dir[PATH_MAX];
+				int dfd;
+
+				snprintf(dir, sizeof(dir), "%s", path);
+				*strrchr(dir, '/') = '\0';
+				dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+				execveat(dfd, strrchr(path, '/') + 1, argv, environ, 0);
+			}
+			printf("exec failed: %s\n", strerror(errno));
+			fflush(stdout);
+			_exit(127);
+		}
+		NSBT_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+		break;
+	case XO_SYSTEM:
+		status = system(cmd);
+		break;
+	case XO_POPEN: {
+		FILE *f = popen(cmd, "r");
+
+		NSBT_CHECK(f != NULL, "popen: %s", strerror(errno));
+		while (fgets(buf, sizeof(buf), f))
+			fputs(buf, stdout);
+		status = pclose(f);
+		break;
+	}
+	case XO_WORDEXP: {
+		char words[sizeof(cmd) + 8];
+		wordexp_t we;
+		int r;
+
+		snprintf(words, sizeof(words), "$(%s)", cmd);
+		r = wordexp(words, &we, 0);
+		NSBT_CHECK(r == 0, "wordexp: %d", r);
+		for (size_t i = 0; i < we.we_wordc; i++)
+			printf("%s%s", i ? " " : "", we.we_wordv[i]);
+		printf("\n");
+		wordfree(&we);
+		status = 0;
+		break;
+	}
+	}
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		printf("that helper: %s\n", nsbt_status_str(status));
+}
+
+/* An ignored SIGBUS stays ignored through execveat, system, popen, wordexp. */
+static void
+body_exec_ignored_other(char **a)
+{
+	(void)a;
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	for (enum exec_other h = XO_EXECVEAT_FD; h <= XO_WORDEXP; h++)
+		run_helper_other(h);
+	print_query("parent after the execs", SIGBUS);
+	rescue_check("after the execs");
+}
+
+/* A blocked SIGBUS stays blocked through them. */
+static void
+body_exec_blocked_other(char **a)
+{
+	(void)a;
+	setup_library();
+	install(SIGBUS, on_bus_info, SA_SIGINFO, NULL);
+	block(SIG_BLOCK, SIGBUS);
+	for (enum exec_other h = XO_EXECVEAT_FD; h <= XO_WORDEXP; h++)
+		run_helper_other(h);
+	printf("parent: blocked=%d pending=%d calls=%d\n", is_blocked(SIGBUS), is_pending(SIGBUS), hs.calls);
+	rescue_check("after the execs");
+}
+
 /* ---- the table ------------------------------------------------------ */
 
 #define EXIT(n) (n)
@@ -2010,6 +2826,17 @@ static const struct scenario scenarios[] = {
 	{ "glibc-aio-thread", body_glibc_aio_thread, EXIT(0), NULL },
 	{ "glibc-gai-thread", body_glibc_gai_thread, EXIT(0), NULL },
 	{ "thread-attr-sigmask", body_thread_attr_sigmask, EXIT(0), NULL },
+	{ "spawn-ignored-race", body_spawn_ignored_race, EXIT(0), NULL },
+	{ "exec-ignored-race", body_exec_ignored_race, EXIT(0), NULL },
+	{ "restorer", body_restorer, EXIT(0), NULL },
+	{ "sent-handler-mask", body_sent_handler_mask, EXIT(0), NULL },
+	{ "ignored-read", body_ignored_read, EXIT(0), NULL },
+	{ "ignored-sleep", body_ignored_sleep, EXIT(0), NULL },
+	{ "ignore-discards-held", body_ignore_discards_held, EXIT(0), NULL },
+	{ "vfork-held", body_vfork_held, EXIT(0), NULL },
+	{ "errno-held", body_errno_held, EXIT(0), NULL },
+	{ "exec-ignored-other", body_exec_ignored_other, EXIT(0), NULL },
+	{ "exec-blocked-other", body_exec_blocked_other, EXIT(0), NULL },
 	{ "report", body_report, EXIT(0), NULL },
 	{ NULL, NULL, 0, NULL },
 };
@@ -2057,35 +2884,6 @@ now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void
-pause_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
-/* The state letter of a thread ('R', 'S', 'Z', ...), or 0 once it is gone. */
-static char
-thread_state(pid_t pid, pid_t tid)
-{
-	char path[64], buf[512], *p;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	p = strrchr(buf, ')');
-	return p && p[1] == ' ' ? p[2] : 0;
-}
 
 /* Is SIGBUS pending for the thread, or for its process? */
 static bool
