@@ -56,6 +56,8 @@
 extern char **environ;
 /* Declared by <signal.h> only for old X/Open levels; glibc has it. */
 extern __sighandler_t bsd_signal(int sig, __sighandler_t handler);
+/* Exported by glibc, not declared. */
+extern int __sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 
 static size_t pg;
 
@@ -2774,6 +2776,248 @@ body_exec_blocked_other(char **a)
 	rescue_check("after the execs");
 }
 
+/* ---- item 11: bad pointers ---- */
+
+/*
+ * Runs expr in a forked child and prints what it returned and errno, and
+ * then what the child's SIGBUS state became; or how the child died.  A
+ * child that hangs is ended by its alarm (and that shows).
+ */
+#define TRY(label, expr) \
+	do { \
+		pid_t try_pid_; \
+		int try_status_; \
+		fflush(stdout); \
+		try_pid_ = fork(); \
+		NSBT_CHECK(try_pid_ >= 0, "fork: %s", strerror(errno)); \
+		if (try_pid_ == 0) { \
+			long try_r_; \
+			int try_e_; \
+			alarm(5); \
+			errno = 0; \
+			try_r_ = (long)(expr); \
+			try_e_ = errno; \
+			printf("%s: %ld %s", label, try_r_, ename(try_e_)); \
+			try_after(); \
+			fflush(stdout); \
+			_exit(0); \
+		} \
+		NSBT_CHECK(waitpid(try_pid_, &try_status_, 0) == try_pid_, "waitpid"); \
+		if (!WIFEXITED(try_status_) || WEXITSTATUS(try_status_)) \
+			printf("%s: %s\n", label, nsbt_status_str(try_status_)); \
+	} while (0)
+
+static void
+try_after(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sigaction(SIGBUS, NULL, &sa);
+	printf("; then SIGBUS %s, %s\n", is_blocked(SIGBUS) ? "blocked" : "unblocked",
+	       hname((void *)sa.sa_handler));
+}
+
+enum bad_kind { BAD_LOW, BAD_NOACCESS, BAD_KERNEL, BAD_READONLY, BAD_KINDS };
+
+static const char *const bad_names[] = { "low", "PROT_NONE", "kernel", "read-only" };
+
+/* A pointer that the kernel refuses (EFAULT) and that faults if read. */
+static void *
+bad_ptr(enum bad_kind k)
+{
+	static void *noaccess, *readonly;
+
+	if (!noaccess) {
+		/* Not unmapped: a later mapping could land there. */
+		noaccess = mmap(NULL, pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		NSBT_CHECK(noaccess != MAP_FAILED, "mmap");
+		/* Reads zeros, refuses writes: only for what is written to. */
+		readonly = mmap(NULL, pg, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		NSBT_CHECK(readonly != MAP_FAILED, "mmap");
+	}
+	switch (k) {
+	case BAD_LOW:
+		return (void *)16;
+	case BAD_NOACCESS:
+		return noaccess;
+	case BAD_KERNEL:
+		return (void *)-(intptr_t)(64 * 1024);	/* kernel space on x86_64 and aarch64 */
+	default:
+		return readonly;
+	}
+}
+
+static void *
+bad_thread(void *arg)
+{
+	return arg;
+}
+
+static void
+bad_pointer_round(const char *phase)
+{
+	sigset_t bus, one;
+	struct sigaction good;
+	char l[160];
+
+	sigemptyset(&bus);
+	sigaddset(&bus, SIGBUS);
+	sigemptyset(&one);
+	sigaddset(&one, SIGUSR1);
+	memset(&good, 0, sizeof(good));
+	good.sa_handler = on_bus_plain;
+	sigemptyset(&good.sa_mask);
+#define L(what) (snprintf(l, sizeof(l), "%s, %s, %s", phase, bad_names[k], what), l)
+	/* Pointers that are read from: never the read-only page (valid). */
+	for (enum bad_kind k = BAD_LOW; k < BAD_READONLY; k++) {
+		void *b = bad_ptr(k);
+
+		TRY(L("sigsuspend(bad)"), sigsuspend(b));
+		TRY(L("sigprocmask(SIG_BLOCK, bad, NULL)"), sigprocmask(SIG_BLOCK, b, NULL));
+		TRY(L("sigprocmask(SIG_SETMASK, bad, &old)"), sigprocmask(SIG_SETMASK, b, &one));
+		TRY(L("pthread_sigmask(SIG_UNBLOCK, bad, NULL)"), pthread_sigmask(SIG_UNBLOCK, b, NULL));
+		TRY(L("sigaction(SIGBUS, bad, NULL)"), sigaction(SIGBUS, b, NULL));
+		TRY(L("__sigaction(SIGBUS, bad, NULL)"), __sigaction(SIGBUS, b, NULL));
+		TRY(L("sigaction(SIGUSR1, bad, NULL)"), sigaction(SIGUSR1, b, NULL));
+		TRY(L("sigaltstack(bad, NULL)"), sigaltstack(b, NULL));
+		TRY(L("pthread_create(&t, bad attr)"), ({
+			pthread_t t_;
+			pthread_create(&t_, b, bad_thread, NULL);
+		}));
+		TRY(L("siglongjmp(bad)"), (siglongjmp(*(sigjmp_buf *)b, 1), 0));
+		TRY(L("longjmp(bad)"), (longjmp(*(jmp_buf *)b, 1), 0));
+		TRY(L("_longjmp(bad)"), (_longjmp(*(jmp_buf *)b, 1), 0));
+		/* A handler at a bad address: installed fine, fatal when called. */
+		TRY(L("signal(SIGBUS, bad) and raise"), ({
+			long r_ = (long)signal(SIGBUS, (sighandler_t)b) != (long)SIG_ERR;
+			raise(SIGBUS);
+			r_;
+		}));
+		TRY(L("sigset(SIGBUS, bad) and raise"), ({
+			long r_ = (long)sigset(SIGBUS, (sighandler_t)b) != (long)SIG_ERR;
+			raise(SIGBUS);
+			r_;
+		}));
+		TRY(L("sigaction(SIGBUS, {bad}) and a fault"), ({
+			struct sigaction sa_ = good;
+			sa_.sa_handler = (sighandler_t)b;
+			long r_ = sigaction(SIGBUS, &sa_, NULL);
+			touch(trap_map(false, 1, true));
+			r_;
+		}));
+	}
+	/* Pointers that are written to: the read-only page as well. */
+	for (enum bad_kind k = BAD_LOW; k < BAD_KINDS; k++) {
+		void *b = bad_ptr(k);
+
+		TRY(L("sigprocmask(SIG_BLOCK, NULL, bad)"), sigprocmask(SIG_BLOCK, NULL, b));
+		TRY(L("sigprocmask(SIG_BLOCK, {BUS}, bad)"), sigprocmask(SIG_BLOCK, &bus, b));
+		TRY(L("sigprocmask(SIG_UNBLOCK, {BUS}, bad)"), sigprocmask(SIG_UNBLOCK, &bus, b));
+		TRY(L("sigprocmask(42, {BUS}, bad)"), sigprocmask(42, &bus, b));
+		TRY(L("pthread_sigmask(SIG_BLOCK, NULL, bad)"), pthread_sigmask(SIG_BLOCK, NULL, b));
+		TRY(L("pthread_sigmask(SIG_SETMASK, {BUS}, bad)"), pthread_sigmask(SIG_SETMASK, &bus, b));
+		TRY(L("pthread_sigmask(SIG_UNBLOCK, {USR1}, bad)"), pthread_sigmask(SIG_UNBLOCK, &one, b));
+		TRY(L("sigpending(bad)"), sigpending(b));
+		TRY(L("sigaction(SIGBUS, NULL, bad)"), sigaction(SIGBUS, NULL, b));
+		TRY(L("sigaction(SIGBUS, &good, bad)"), sigaction(SIGBUS, &good, b));
+		TRY(L("__sigaction(SIGBUS, &good, bad)"), __sigaction(SIGBUS, &good, b));
+		TRY(L("sigaction(SIGUSR1, NULL, bad)"), sigaction(SIGUSR1, NULL, b));
+		TRY(L("sigaltstack(NULL, bad)"), sigaltstack(NULL, b));
+		TRY(L("pthread_create(bad, NULL)"), pthread_create(b, NULL, bad_thread, NULL));
+	}
+#undef L
+}
+
+/*
+ * Every interposed signal call with a bad pointer: the same return value
+ * and errno as glibc, or the same death.  First as the process starts,
+ * then with SIGBUS blocked, then with a program handler for it.
+ */
+static void
+body_bad_pointers(char **a)
+{
+	(void)a;
+	setup_library();
+	bad_pointer_round("plain");
+	block(SIG_BLOCK, SIGBUS);
+	bad_pointer_round("SIGBUS blocked");
+	block(SIG_UNBLOCK, SIGBUS);
+	install(SIGBUS, on_bus_info, SA_SIGINFO, NULL);
+	signal(SIGUSR1, SIG_IGN);
+	bad_pointer_round("with handlers");
+	rescue_check("at the end");
+}
+
+/* The exec family and posix_spawn with a bad pointer in each argument. */
+static void
+bad_exec_round(const char *phase)
+{
+	char *argv[] = { (char *)"true", NULL }, **env = environ;
+	const char *path = "/bin/true";
+	char l[160];
+	pid_t pid;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	NSBT_CHECK(fd >= 0, "%s: %s", path, strerror(errno));
+#define L(what) (snprintf(l, sizeof(l), "%s, %s, %s", phase, bad_names[k], what), l)
+	for (enum bad_kind k = BAD_LOW; k < BAD_READONLY; k++) {
+		void *b = bad_ptr(k);
+
+		TRY(L("execve(bad, argv, env)"), execve(b, argv, env));
+		TRY(L("execve(path, bad, env)"), execve(path, b, env));
+		TRY(L("execve(path, argv, bad)"), execve(path, argv, b));
+		TRY(L("execv(bad, argv)"), execv(b, argv));
+		TRY(L("execv(path, bad)"), execv(path, b));
+		TRY(L("execvp(bad, argv)"), execvp(b, argv));
+		TRY(L("execvp(\"true\", bad)"), execvp("true", b));
+		TRY(L("execvpe(\"true\", argv, bad)"), execvpe("true", argv, b));
+		TRY(L("execvpe(\"/bin/true\", bad, env)"), execvpe(path, b, env));
+		TRY(L("execl(bad, ...)"), execl(b, "true", (char *)NULL));
+		TRY(L("execl(path, bad, ...)"), execl(path, (char *)b, (char *)NULL));
+		TRY(L("execlp(bad, ...)"), execlp(b, "true", (char *)NULL));
+		TRY(L("execle(path, ..., bad)"), execle(path, "true", (char *)NULL, (char **)b));
+		TRY(L("fexecve(fd, bad, env)"), fexecve(fd, b, env));
+		TRY(L("fexecve(fd, argv, bad)"), fexecve(fd, argv, b));
+		TRY(L("execveat(AT_FDCWD, bad)"), execveat(AT_FDCWD, b, argv, env, 0));
+		TRY(L("execveat(fd, \"\", bad, env)"), execveat(fd, "", b, env, AT_EMPTY_PATH));
+		TRY(L("posix_spawn(&pid, bad)"), posix_spawn(&pid, b, NULL, NULL, argv, env));
+		TRY(L("posix_spawn(&pid, path, bad actions)"), posix_spawn(&pid, path, b, NULL, argv, env));
+		TRY(L("posix_spawn(&pid, path, NULL, bad attr)"), posix_spawn(&pid, path, NULL, b, argv, env));
+		TRY(L("posix_spawn(&pid, path, ..., bad argv)"), posix_spawn(&pid, path, NULL, NULL, b, env));
+		TRY(L("posix_spawn(&pid, path, ..., bad env)"), posix_spawn(&pid, path, NULL, NULL, argv, b));
+		TRY(L("posix_spawnp(&pid, bad)"), posix_spawnp(&pid, b, NULL, NULL, argv, env));
+		TRY(L("posix_spawnp(&pid, \"true\", ..., bad argv)"), posix_spawnp(&pid, "true", NULL, NULL, b, env));
+		TRY(L("system(bad)"), system(b));
+		TRY(L("popen(bad, \"r\") != NULL"), popen(b, "r") != NULL);
+	}
+	for (enum bad_kind k = BAD_LOW; k < BAD_KINDS; k++) {
+		void *b = bad_ptr(k);
+
+		/* The child runs /bin/true, then the parent stores its pid. */
+		TRY(L("posix_spawn(bad pid)"), ({
+			int r_ = posix_spawn(b, path, NULL, NULL, argv, env);
+			while (wait(NULL) > 0)
+				;
+			r_;
+		}));
+	}
+#undef L
+	close(fd);
+}
+
+static void
+body_bad_pointers_exec(char **a)
+{
+	(void)a;
+	setup_library();
+	bad_exec_round("plain");
+	signal(SIGBUS, SIG_IGN);
+	block(SIG_BLOCK, SIGBUS);
+	bad_exec_round("SIGBUS ignored and blocked");
+	rescue_check("at the end");
+}
+
 /* ---- the table ------------------------------------------------------ */
 
 #define EXIT(n) (n)
@@ -2837,6 +3081,8 @@ static const struct scenario scenarios[] = {
 	{ "errno-held", body_errno_held, EXIT(0), NULL },
 	{ "exec-ignored-other", body_exec_ignored_other, EXIT(0), NULL },
 	{ "exec-blocked-other", body_exec_blocked_other, EXIT(0), NULL },
+	{ "bad-pointers", body_bad_pointers, EXIT(0), NULL },
+	{ "bad-pointers-exec", body_bad_pointers_exec, EXIT(0), NULL },
 	{ "report", body_report, EXIT(0), NULL },
 	{ NULL, NULL, 0, NULL },
 };
@@ -2857,7 +3103,7 @@ find_scenario(const char *name)
 struct run {
 	int status;
 	bool timed_out;
-	char out[65536];
+	char out[262144];
 	size_t len;
 	char err[16384];
 	size_t elen;
