@@ -34,7 +34,10 @@
 #include <setjmp.h>
 #include <stdatomic.h>
 #include <spawn.h>
+#include <sys/epoll.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -3018,6 +3021,801 @@ body_bad_pointers_exec(char **a)
 	rescue_check("at the end");
 }
 
+/* ---- issue 11, suspects ---- */
+
+/* -- two threads fault at once on an SA_RESETHAND handler -- */
+
+static atomic_int *reset_calls;		/* shared with the parent */
+static pthread_barrier_t reset_barrier;
+
+/* [signal context] Maps anonymous memory over the faulting page. */
+static void
+on_bus_reset(int sig, siginfo_t *si, void *uc)
+{
+	uintptr_t page = (uintptr_t)si->si_addr & ~(uintptr_t)(pg - 1);
+
+	(void)sig;
+	(void)uc;
+	atomic_fetch_add(reset_calls, 1);
+	if (mmap((void *)page, pg, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_FIXED | MAP_ANONYMOUS, -1, 0) != (void *)page)
+		_exit(90);
+}
+
+static void *
+reset_faulter(void *arg)
+{
+	pthread_barrier_wait(&reset_barrier);
+	touch(arg);
+	return NULL;
+}
+
+static void
+reset_run(void *arg)
+{
+	pthread_t t[2];
+
+	(void)arg;
+	install(SIGBUS, on_bus_reset, SA_SIGINFO | SA_RESETHAND, NULL);
+	pthread_barrier_init(&reset_barrier, NULL, 3);
+	for (int i = 0; i < 2; i++)
+		NSBT_CHECK(pthread_create(&t[i], NULL, reset_faulter, trap_map(false, 1, true)) == 0,
+			   "pthread_create");
+	pthread_barrier_wait(&reset_barrier);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+}
+
+/*
+ * Two threads fault at the same moment in unprotected pages (so both
+ * faults go to the program), with an SA_RESETHAND handler: the kernel
+ * resets it at the first delivery, so the second fault kills - never two
+ * handler calls.  Many runs, each in a child.
+ */
+static void
+body_resethand_two_threads(char **a)
+{
+	int killed = 0, other = 0, twice = 0;
+
+	(void)a;
+	setup_library();
+	reset_calls = mmap(NULL, sizeof(*reset_calls), PROT_READ | PROT_WRITE,
+			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	NSBT_CHECK(reset_calls != MAP_FAILED, "mmap");
+	for (int i = 0; i < 2000; i++) {
+		int status;
+
+		atomic_store(reset_calls, 0);
+		status = nsbt_run(reset_run, NULL);
+		if (atomic_load(reset_calls) > 1)
+			twice++;
+		if (WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS)
+			killed++;
+		else if (other++ == 0)
+			printf("a run ended %s after %d handler calls\n", nsbt_status_str(status),
+			       atomic_load(reset_calls));
+	}
+	printf("2000 runs: killed by SIGBUS %d, otherwise %d; runs with two handler calls: %d\n",
+	       killed, other, twice);
+	rescue_check("at the end");
+}
+
+/* -- a handler reads the action while another thread rewrites it -- */
+
+static atomic_long torn_calls, torn_bad;
+static atomic_bool torn_stop;
+
+/*
+ * [signal context] The two actions differ in every field: A is SA_SIGINFO
+ * with sa_mask {SIGUSR1}, B is SA_NODEFER with sa_mask {SIGUSR2}.  Each
+ * handler checks that the mask it runs with is its own action's: SIGBUS
+ * blocked for A only, and its sa_mask signal.
+ */
+static void
+torn_check(int sig, bool is_a)
+{
+	unsigned long m = cur_mask(), u1 = 1UL << (SIGUSR1 - 1), u2 = 1UL << (SIGUSR2 - 1);
+	bool bus = m & (1UL << (SIGBUS - 1));
+
+	atomic_fetch_add(&torn_calls, 1);
+	/* Without a protected mapping the kernel calls the handlers itself;
+	 * the SIGBUS bit of the view is then sent-handler-mask's business. */
+	if (no_protect)
+		bus = is_a;
+	if (sig != SIGBUS || bus != is_a || !(m & (is_a ? u1 : u2)) || (m & (is_a ? u2 : u1)))
+		atomic_fetch_add(&torn_bad, 1);
+}
+
+static void
+on_torn_a(int sig, siginfo_t *si, void *uc)
+{
+	(void)si;
+	(void)uc;
+	torn_check(sig, true);
+}
+
+static void
+on_torn_b(int sig)
+{
+	torn_check(sig, false);
+}
+
+static void *
+torn_writer(void *arg)
+{
+	struct sigaction sa[2];
+	long *writes = arg;
+
+	memset(sa, 0, sizeof(sa));
+	sa[0].sa_sigaction = on_torn_a;
+	sa[0].sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa[0].sa_mask);
+	sigaddset(&sa[0].sa_mask, SIGUSR1);
+	sa[1].sa_handler = on_torn_b;
+	sa[1].sa_flags = SA_NODEFER | SA_RESTART;
+	sigemptyset(&sa[1].sa_mask);
+	sigaddset(&sa[1].sa_mask, SIGUSR2);
+	for (*writes = 0; !atomic_load(&torn_stop); ++*writes)
+		sigaction(SIGBUS, &sa[*writes & 1], NULL);
+	return NULL;
+}
+
+static void *
+torn_reader(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 50000; i++)
+		raise(SIGBUS);
+	return NULL;
+}
+
+/*
+ * One thread calls sigaction(SIGBUS) in a loop, alternating two actions;
+ * four threads raise SIGBUS over and over (more threads than CPUs, so that
+ * some are preempted inside a delivery): every call sees one action whole,
+ * never a mix of the two.
+ */
+static void
+body_torn_action(char **a)
+{
+	pthread_t w, r[4];
+	long writes;
+
+	(void)a;
+	setup_library();
+	install(SIGBUS, on_torn_a, SA_SIGINFO | SA_RESTART, (int[]){ SIGUSR1, 0 });
+	NSBT_CHECK(pthread_create(&w, NULL, torn_writer, &writes) == 0, "pthread_create");
+	for (int i = 0; i < 4; i++)
+		NSBT_CHECK(pthread_create(&r[i], NULL, torn_reader, NULL) == 0, "pthread_create");
+	for (int i = 0; i < 4; i++)
+		pthread_join(r[i], NULL);
+	atomic_store(&torn_stop, true);
+	pthread_join(w, NULL);
+	printf("handler calls: %s; sigaction calls meanwhile > 31: %s; calls that saw a mixed action: %ld\n",
+	       atomic_load(&torn_calls) == 200000 ? "all" : "NOT ALL", writes > 31 ? "yes" : "no",
+	       atomic_load(&torn_bad));
+	rescue_check("at the end");
+}
+
+/* -- routing of a sent SIGBUS among threads -- */
+
+static sem_t route_delivered;
+static volatile pid_t route_target;
+
+/* [signal context] */
+static void
+on_bus_route(int sig)
+{
+	(void)sig;
+	hs.plain_calls++;
+	hs.tid = (pid_t)syscall(SYS_gettid);
+	sem_post(&route_delivered);
+}
+
+struct route_thread {
+	pthread_t t;
+	bool blocks;
+	pid_t tid;
+	sem_t *ready, *done;
+};
+
+static void *
+route_thread_main(void *arg)
+{
+	struct route_thread *r = arg;
+
+	block(r->blocks ? SIG_BLOCK : SIG_UNBLOCK, SIGBUS);
+	r->tid = (pid_t)syscall(SYS_gettid);
+	sem_post(r->ready);
+	while (sem_wait(r->done) < 0 && errno == EINTR)
+		;
+	return NULL;
+}
+
+static void
+route_start(struct route_thread *r, bool blocks, sem_t *ready, sem_t *done)
+{
+	pthread_attr_t attr;
+
+	r->blocks = blocks;
+	r->ready = ready;
+	r->done = done;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 64 * 1024);
+	NSBT_CHECK(pthread_create(&r->t, &attr, route_thread_main, r) == 0, "pthread_create");
+	pthread_attr_destroy(&attr);
+	while (sem_wait(ready) < 0)
+		;
+}
+
+/* Where a SIGBUS sent to the process went; waits for it (a 5 s guard). */
+static void
+route_report(const char *label, pid_t unblocked)
+{
+	struct timespec ts;
+	int r;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 5;
+	while ((r = sem_timedwait(&route_delivered, &ts)) < 0 && errno == EINTR)
+		;
+	printf("%s: %s\n", label, r < 0 ? "not delivered (held)" :
+	       hs.tid == unblocked ? "delivered to the thread that does not block SIGBUS" :
+	       "delivered to another thread");
+}
+
+/*
+ * 300 threads block SIGBUS, one does not, the main thread does: a SIGBUS
+ * sent by another process goes to that one thread at once.
+ */
+static void
+body_routing_many_blockers(char **a)
+{
+	enum { N = 300 };
+	static struct route_thread th[N + 1];
+	sem_t ready, done;
+
+	(void)a;
+	install(SIGBUS, on_bus_route, SA_RESTART, NULL);
+	setup_library();
+	sem_init(&ready, 0, 0);
+	sem_init(&done, 0, 0);
+	sem_init(&route_delivered, 0, 0);
+	for (int i = 0; i < N; i++)
+		route_start(&th[i], true, &ready, &done);
+	route_start(&th[N], false, &ready, &done);
+	block(SIG_BLOCK, SIGBUS);
+	peer_request('K', true);
+	route_report("300 threads block SIGBUS, one does not", th[N].tid);
+	for (int i = 0; i <= N; i++)
+		sem_post(&done);
+	for (int i = 0; i <= N; i++)
+		pthread_join(th[i].t, NULL);
+	printf("main: pending=%d\n", is_pending(SIGBUS));
+}
+
+/*
+ * A fork child whose main thread blocks SIGBUS (as the parent's did), with
+ * a thread that blocks it and one that does not: a SIGBUS its parent sends
+ * goes to the one that does not.
+ */
+static void
+fork_routing_child(int to_parent, int from_parent)
+{
+	struct route_thread w, u;
+	sem_t ready, done;
+	char c = 'K';
+
+	sem_init(&ready, 0, 0);
+	sem_init(&done, 0, 0);
+	sem_init(&route_delivered, 0, 0);
+	route_start(&w, true, &ready, &done);
+	route_start(&u, false, &ready, &done);
+	NSBT_CHECK(write(to_parent, &c, 1) == 1, "write");
+	while (read(from_parent, &c, 1) < 0 && errno == EINTR)
+		;
+	route_report("fork child, main and one thread block SIGBUS, one does not", u.tid);
+	sem_post(&done);
+	sem_post(&done);
+	pthread_join(w.t, NULL);
+	pthread_join(u.t, NULL);
+	printf("fork child: main pending=%d\n", is_pending(SIGBUS));
+}
+
+static void
+body_routing_fork_child(char **a)
+{
+	int up[2], down[2], status;
+	pid_t pid;
+	char c;
+
+	(void)a;
+	install(SIGBUS, on_bus_route, SA_RESTART, NULL);
+	setup_library();
+	block(SIG_BLOCK, SIGBUS);
+	NSBT_CHECK(pipe(up) == 0 && pipe(down) == 0, "pipe");
+	fflush(stdout);
+	pid = fork();
+	NSBT_CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		fork_routing_child(up[1], down[0]);
+		fflush(stdout);
+		_exit(0);
+	}
+	if (read(up[0], &c, 1) == 1) {
+		kill(pid, SIGBUS);
+		NSBT_CHECK(write(down[1], &c, 1) == 1, "write");
+	}
+	NSBT_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+	printf("fork child: %s\n", nsbt_status_str(status));
+}
+
+static void *
+exit_blocked(void *arg)
+{
+	*(pid_t *)arg = (pid_t)syscall(SYS_gettid);
+	block(SIG_BLOCK, SIGBUS);
+	return NULL;	/* exits with SIGBUS blocked */
+}
+
+static void *
+reused_unblocked(void *arg)
+{
+	struct route_thread *r = arg;
+
+	r->tid = (pid_t)syscall(SYS_gettid);
+	sem_post(r->ready);
+	while (sem_wait(r->done) < 0 && errno == EINTR)
+		;
+	return NULL;
+}
+
+static void *
+exited_main_sender(void *arg)
+{
+	struct route_thread *u = arg;
+
+	/* Once the main thread is gone, the kernel looks from this thread on. */
+	while (!u->tid || thread_state(getpid(), getpid()) != 'Z')
+		sched_yield();
+	peer_request('K', true);
+	route_report("main thread gone, this thread blocks SIGBUS, another does not", u->tid);
+	fflush(stdout);
+	exit(0);
+}
+
+static void *
+exited_main_unblocked(void *arg)
+{
+	struct route_thread *u = arg;
+
+	block(SIG_UNBLOCK, SIGBUS);
+	u->tid = (pid_t)syscall(SYS_gettid);
+	for (;;)
+		pause();
+	return NULL;
+}
+
+/*
+ * The main thread blocks SIGBUS, starts two threads (both inherit it; one
+ * unblocks) and exits with pthread_exit: a SIGBUS sent by another process
+ * goes to the thread that does not block it.
+ */
+static void
+body_routing_main_exited(char **a)
+{
+	static struct route_thread u;
+	pthread_t t;
+
+	(void)a;
+	install(SIGBUS, on_bus_route, SA_RESTART, NULL);
+	setup_library();
+	sem_init(&route_delivered, 0, 0);
+	block(SIG_BLOCK, SIGBUS);
+	NSBT_CHECK(pthread_create(&t, NULL, exited_main_sender, &u) == 0, "pthread_create");
+	NSBT_CHECK(pthread_create(&u.t, NULL, exited_main_unblocked, &u) == 0, "pthread_create");
+	pthread_exit(NULL);
+}
+
+/* pid 1 of a new pid namespace, with its own /proc. */
+static void
+tid_reuse_init(void)
+{
+	struct route_thread r = { 0 };
+	pid_t first = 0;
+	sem_t ready, done;
+	pthread_t t;
+	char buf[32];
+	int fd, n;
+
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("proc", "/proc", "proc", 0, NULL) < 0) {
+		printf("cannot mount /proc in a new mount namespace: %s\n", strerror(errno));
+		exit(77);
+	}
+	install(SIGBUS, on_bus_route, SA_RESTART, NULL);
+	setup_library();
+	sem_init(&ready, 0, 0);
+	sem_init(&done, 0, 0);
+	sem_init(&route_delivered, 0, 0);
+	NSBT_CHECK(pthread_create(&t, NULL, exit_blocked, &first) == 0, "pthread_create");
+	pthread_join(t, NULL);
+	/* The next thread gets the same id. */
+	fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
+	n = snprintf(buf, sizeof(buf), "%d", (int)first - 1);
+	if (fd < 0 || write(fd, buf, (size_t)n) != n) {
+		printf("cannot write ns_last_pid: %s\n", strerror(errno));
+		exit(77);
+	}
+	close(fd);
+	r.ready = &ready;
+	r.done = &done;
+	NSBT_CHECK(pthread_create(&r.t, NULL, reused_unblocked, &r) == 0, "pthread_create");
+	while (sem_wait(&ready) < 0)
+		;
+	printf("the new thread has the id of the one that exited: %s\n", r.tid == first ? "yes" : "no");
+	block(SIG_BLOCK, SIGBUS);
+	kill(getpid(), SIGBUS);
+	route_report("main blocks SIGBUS, the new thread does not", r.tid);
+	sem_post(&done);
+	pthread_join(r.t, NULL);
+	printf("main: pending=%d\n", is_pending(SIGBUS));
+	fflush(stdout);
+}
+
+/*
+ * A thread exits with SIGBUS blocked; a new thread gets its id and does
+ * not block SIGBUS: a SIGBUS sent to the process while the main thread
+ * blocks it goes to the new thread.  Thread ids are reused on purpose in
+ * a pid namespace of our own (ns_last_pid); skipped where there is none.
+ */
+static void
+body_routing_tid_reuse(char **a)
+{
+	int status;
+	pid_t pid;
+
+	(void)a;
+	fflush(stdout);
+	pid = fork();
+	NSBT_CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		pid_t init;
+
+		if (unshare(CLONE_NEWPID | CLONE_NEWNS) < 0) {
+			printf("no pid namespace here: unshare: %s\n", strerror(errno));
+			fflush(stdout);
+			_exit(77);
+		}
+		init = fork();
+		if (init == 0) {
+			tid_reuse_init();
+			_exit(0);
+		}
+		if (init < 0 || waitpid(init, &status, 0) != init)
+			_exit(1);
+		_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+	}
+	NSBT_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
+		exit(77);
+	printf("namespace: %s\n", nsbt_status_str(status));
+}
+
+/* -- a handler that changes uc_sigmask -- */
+
+static int uc_change;	/* +1 add SIGBUS to uc_sigmask, -1 take it out */
+
+/* [signal context] Repairs a fault (as on_bus_info does), then changes
+ * the mask that sigreturn will restore. */
+static void
+on_uc_change(int sig, siginfo_t *si, void *ucv)
+{
+	ucontext_t *uc = ucv;
+
+	if (sig == SIGBUS)
+		hs.calls++;
+	else
+		usr1_count++;
+	if (sig == SIGBUS && si->si_code == BUS_ADRERR)
+		repair();
+	if (uc_change > 0)
+		sigaddset(&uc->uc_sigmask, SIGBUS);
+	else if (uc_change < 0)
+		sigdelset(&uc->uc_sigmask, SIGBUS);
+}
+
+/* After the handler returned: the view, a rescue, a sent SIGBUS. */
+static void
+uc_after(const char *label)
+{
+	int calls = hs.calls;
+
+	printf("%s: blocked=%d mask=%#lx\n", label, is_blocked(SIGBUS), cur_mask());
+	rescue_check(label);
+	raise(SIGBUS);
+	printf("%s: raised: calls=%d pending=%d\n", label, hs.calls - calls, is_pending(SIGBUS));
+	uc_change = 0;
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("%s: unblocked: calls=%d pending=%d\n", label, hs.calls - calls, is_pending(SIGBUS));
+}
+
+/*
+ * The program's SIGBUS handler adds SIGBUS to uc->uc_sigmask: after it
+ * returns SIGBUS is blocked, in the program's view as in the kernel's; a
+ * sent SIGBUS is held; a fault in a protected mapping is still rescued.
+ */
+static void
+body_uc_sigmask_bus(char **a)
+{
+	(void)a;
+	install(SIGBUS, on_uc_change, SA_SIGINFO, NULL);
+	setup_library();
+	uc_change = 1;
+	raise(SIGBUS);
+	uc_after("after a sent SIGBUS");
+	install(SIGBUS, on_uc_change, SA_SIGINFO | SA_NODEFER, NULL);
+	uc_change = 1;
+	raise(SIGBUS);
+	uc_after("after a sent SIGBUS, SA_NODEFER");
+	uc_change = 1;
+	hs.trap = trap_map(false, 1, true);
+	hs.trap_len = pg;
+	printf("read=%d\n", touch(hs.trap));
+	uc_after("after an unprotected fault");
+}
+
+/* The same from another signal's handler; then one that takes it out. */
+static void
+body_uc_sigmask_other(char **a)
+{
+	(void)a;
+	install(SIGBUS, on_bus_info, SA_SIGINFO, NULL);
+	install(SIGUSR1, on_uc_change, SA_SIGINFO, NULL);
+	setup_library();
+	uc_change = 1;
+	raise(SIGUSR1);
+	uc_after("after SIGUSR1 added SIGBUS");
+	block(SIG_BLOCK, SIGBUS);
+	raise(SIGBUS);
+	printf("blocked, raised: pending=%d calls=%d\n", is_pending(SIGBUS), hs.calls);
+	uc_change = -1;
+	raise(SIGUSR1);
+	printf("after SIGUSR1 took SIGBUS out: blocked=%d pending=%d calls=%d mask=%#lx\n",
+	       is_blocked(SIGBUS), is_pending(SIGBUS), hs.calls, cur_mask());
+	rescue_check("at the end");
+}
+
+/* -- a sent SIGBUS while the library holds a lock -- */
+
+enum lock_action { LA_MMAP, LA_FORK, LA_SIGACTION };
+
+static atomic_long lock_handler_calls;
+static enum lock_action lock_action;
+static int lock_fd = -1;
+
+/* [signal context] What some programs do in a handler: map, fork, reinstall. */
+static void
+on_bus_locking(int sig)
+{
+	(void)sig;
+	atomic_fetch_add(&lock_handler_calls, 1);
+	if (lock_action == LA_MMAP) {
+		char *p = mmap(NULL, pg, PROT_READ, MAP_PRIVATE | (no_protect ? 0 : TEST_FLAG), lock_fd, 0);
+
+		if (p == MAP_FAILED)
+			_exit(95);
+		munmap(p, pg);
+	} else if (lock_action == LA_FORK) {
+		pid_t pid = fork();
+
+		if (pid == 0)
+			_exit(0);
+		if (pid > 0)
+			waitpid(pid, NULL, 0);
+	} else {
+		signal(SIGBUS, on_bus_locking);
+	}
+}
+
+static atomic_bool sender_stop;
+
+static void *
+lock_sender(void *arg)
+{
+	pthread_t main_thread = *(pthread_t *)arg;
+
+	while (!atomic_load(&sender_stop)) {
+		pthread_kill(main_thread, SIGBUS);
+		sched_yield();
+	}
+	return NULL;
+}
+
+static void
+sent_during_lock(enum lock_action la, int rounds)
+{
+	pthread_t t, self = pthread_self();
+	struct sigaction sa;
+	int fd;
+
+	lock_action = la;
+	lock_fd = fd = nsbt_file(NSBT_MEMFD, 0);
+	setup_library();
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_bus_locking;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	NSBT_CHECK(sigaction(SIGBUS, &sa, NULL) == 0, "sigaction");
+	NSBT_CHECK(pthread_create(&t, NULL, lock_sender, &self) == 0, "pthread_create");
+	for (int i = 0; i < rounds; i++) {
+		if (la == LA_SIGACTION) {
+			sigaction(SIGBUS, &sa, NULL);
+		} else {
+			/* A protected mapping: the library's table lock is taken. */
+			char *p = mmap(NULL, 2 * pg, PROT_READ, MAP_PRIVATE | (no_protect ? 0 : TEST_FLAG),
+				       fd, 0);
+
+			NSBT_CHECK(p != MAP_FAILED, "mmap: %s", strerror(errno));
+			munmap(p, 2 * pg);
+		}
+	}
+	atomic_store(&sender_stop, true);
+	pthread_join(t, NULL);
+	printf("%d rounds done; the handler ran: %s\n", rounds,
+	       atomic_load(&lock_handler_calls) > 0 ? "yes" : "no");
+	signal(SIGBUS, SIG_DFL);
+	rescue_check("at the end");
+}
+
+/*
+ * Another thread sends SIGBUS to the main thread over and over while it
+ * makes and removes protected mappings (the library takes its table lock);
+ * the program's handler maps and unmaps too.  No deadlock (the watchdog).
+ */
+static void
+body_sent_during_lock_mmap(char **a)
+{
+	(void)a;
+	sent_during_lock(LA_MMAP, 20000);
+}
+
+/* The same with a handler that forks. */
+static void
+body_sent_during_lock_fork(char **a)
+{
+	(void)a;
+	sent_during_lock(LA_FORK, 3000);
+}
+
+/* The main thread calls sigaction(SIGBUS) in a loop; so does the handler. */
+static void
+body_sent_during_sigaction(char **a)
+{
+	(void)a;
+	sent_during_lock(LA_SIGACTION, 20000);
+}
+
+/* ---- more ways the kernel's mask gains SIGBUS (SPEC §6: "every way") ---- */
+
+static pthread_t waker_target;
+
+/* Sends SIGUSR1 to the main thread once it sleeps in its call. */
+static void *
+waker(void *arg)
+{
+	(void)arg;
+	while (thread_state(getpid(), getpid()) != 'S')
+		sched_yield();
+	pthread_kill(waker_target, SIGUSR1);
+	return NULL;
+}
+
+/*
+ * The main thread waits in a call that takes a signal mask, {SIGBUS}:
+ * while it waits, and in the handler of a signal that interrupts it, the
+ * kernel blocks SIGBUS.  That handler reads a protected page (it must be
+ * rescued) and sees SIGBUS blocked; after the call the mask is back.
+ */
+static void
+wait_mask_round(const char *how)
+{
+	struct timespec ts = { 10, 0 };
+	sigset_t m;
+	pthread_t t;
+	int r, e;
+
+	sigemptyset(&m);
+	sigaddset(&m, SIGBUS);
+	memset(&usr1_view, 0, sizeof(usr1_view));
+	waker_target = pthread_self();
+	NSBT_CHECK(pthread_create(&t, NULL, waker, NULL) == 0, "pthread_create");
+	errno = 0;
+	if (strcmp(how, "sigsuspend") == 0) {
+		r = sigsuspend(&m);
+	} else if (strcmp(how, "ppoll") == 0) {
+		r = ppoll(NULL, 0, &ts, &m);
+	} else if (strcmp(how, "pselect") == 0) {
+		r = pselect(0, NULL, NULL, NULL, &ts, &m);
+	} else {
+		int ep = epoll_create1(EPOLL_CLOEXEC);
+
+		r = epoll_pwait(ep, (struct epoll_event[1]){ 0 }, 1, 10000, &m);
+		e = errno;
+		close(ep);
+		errno = e;
+	}
+	e = errno;
+	pthread_join(t, NULL);
+	printf("%s({BUS})=%d %s\n", how, r, ename(e));
+	print_view("  in the SIGUSR1 handler", &usr1_view);
+	printf("  after: mask=%#lx\n", cur_mask());
+}
+
+static void
+body_wait_mask(char **a)
+{
+	(void)a;
+	usr1_trap = protected_trap(8);
+	install(SIGUSR1, on_usr1_view, SA_SIGINFO, NULL);	/* sa_mask empty */
+	wait_mask_round("sigsuspend");
+	wait_mask_round("ppoll");
+	wait_mask_round("pselect");
+	wait_mask_round("epoll_pwait");
+	rescue_check("at the end");
+}
+
+static ucontext_t main_uc, co_uc;
+static struct view co_view;
+static char *co_trap;
+
+static void
+co_main(void)
+{
+	take_view(&co_view, co_trap, 0);
+}
+
+/*
+ * Contexts carry a mask: swapcontext to a coroutine made with every
+ * signal blocked (uc_sigmask = sigfillset) blocks SIGBUS in the kernel;
+ * setcontext back to a context saved while the program blocked SIGBUS
+ * blocks it again.
+ */
+static void
+body_ucontext_mask(char **a)
+{
+	static char stack[256 * 1024];
+	volatile int second = 0;
+	ucontext_t saved;
+
+	(void)a;
+	co_trap = protected_trap(2);
+	setup_library();
+	NSBT_CHECK(getcontext(&co_uc) == 0, "getcontext");
+	co_uc.uc_stack.ss_sp = stack;
+	co_uc.uc_stack.ss_size = sizeof(stack);
+	co_uc.uc_link = &main_uc;
+	sigfillset(&co_uc.uc_sigmask);
+	makecontext(&co_uc, co_main, 0);
+	NSBT_CHECK(swapcontext(&main_uc, &co_uc) == 0, "swapcontext");
+	print_view("coroutine with uc_sigmask = all", &co_view);
+	printf("back: mask=%#lx\n", cur_mask());
+	rescue_check("after the coroutine");
+
+	block(SIG_BLOCK, SIGBUS);
+	NSBT_CHECK(getcontext(&saved) == 0, "getcontext");
+	if (!second) {
+		second = 1;
+		block(SIG_UNBLOCK, SIGBUS);
+		printf("unblocked: blocked=%d\n", is_blocked(SIGBUS));
+		setcontext(&saved);
+		printf("not reached\n");
+	}
+	printf("after setcontext to a context saved with SIGBUS blocked: blocked=%d mask=%#lx\n",
+	       is_blocked(SIGBUS), cur_mask());
+	rescue_check("after setcontext");
+}
+
 /* ---- the table ------------------------------------------------------ */
 
 #define EXIT(n) (n)
@@ -3083,6 +3881,19 @@ static const struct scenario scenarios[] = {
 	{ "exec-blocked-other", body_exec_blocked_other, EXIT(0), NULL },
 	{ "bad-pointers", body_bad_pointers, EXIT(0), NULL },
 	{ "bad-pointers-exec", body_bad_pointers_exec, EXIT(0), NULL },
+	{ "resethand-two-threads", body_resethand_two_threads, EXIT(0), NULL },
+	{ "torn-action", body_torn_action, EXIT(0), NULL },
+	{ "routing-many-blockers", body_routing_many_blockers, EXIT(0), NULL },
+	{ "routing-fork-child", body_routing_fork_child, EXIT(0), NULL },
+	{ "routing-main-exited", body_routing_main_exited, EXIT(0), NULL },
+	{ "routing-tid-reuse", body_routing_tid_reuse, EXIT(0), NULL },
+	{ "uc-sigmask-bus", body_uc_sigmask_bus, EXIT(0), NULL },
+	{ "uc-sigmask-other", body_uc_sigmask_other, EXIT(0), NULL },
+	{ "sent-during-lock-mmap", body_sent_during_lock_mmap, EXIT(0), NULL },
+	{ "sent-during-lock-fork", body_sent_during_lock_fork, EXIT(0), NULL },
+	{ "sent-during-sigaction", body_sent_during_sigaction, EXIT(0), NULL },
+	{ "wait-mask", body_wait_mask, EXIT(0), NULL },
+	{ "ucontext-mask", body_ucontext_mask, EXIT(0), NULL },
 	{ "report", body_report, EXIT(0), NULL },
 	{ NULL, NULL, 0, NULL },
 };
