@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Signal transparency (SPEC §5, §6; issue 3): a program keeps its own
- * SIGBUS disposition and mask while libnosigbus stays underneath.
+ * Signal transparency (SPEC §5, §6; issues 3 and 11): a program keeps its
+ * own SIGBUS disposition and mask while libnosigbus stays underneath.
  *
  * This file is built twice: sigtest, linked with libnosigbus, and
  * sigtest-nolib (-DNO_LIBRARY), the same code without it.  The second one
@@ -11,15 +11,26 @@
  * the same wait status (which includes WCOREDUMP).  Steps that only make
  * sense with the library (a fault in a protected mapping that must be
  * rescued) check themselves and print nothing, so that the output stays
- * comparable.
+ * comparable.  Their stderr is compared too (the rescue log of
+ * NOSIGBUS_LOG=1 aside).
  *
- *   sigtest SCENARIO NOLIB	run one scenario in both builds and compare
+ * Every scenario runs in two states (issue 11): with the library's handler
+ * installed (setup_library() makes a protected mapping), and with the
+ * library loaded but no protected mapping ever made ("uninstalled":
+ * setup_library(), rescue_check() and protected_trap() do nothing), where
+ * the library must be invisible.
+ *
+ *   sigtest SCENARIO NOLIB [uninstalled]
+ *				run one scenario in both builds and compare
  *   sigtest --body SCENARIO	(either build) run a scenario's body here
  *   sigtest-nolib --body report [protect [fault]]
  *				the exec'd helper: prints what it inherited
  *
  * Bodies talk to the driver through fds 3 (replies) and 4 (requests) when
- * they need another process to send them a signal.
+ * they need another process to send them a signal.  Each body runs in its
+ * own process group under a watchdog: one that hangs is killed after
+ * BODY_SECONDS and the test fails saying so.  A reference run that exits
+ * 77 (something the machine lacks) skips the test.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
