@@ -33,8 +33,8 @@
  * 77 (something the machine lacks) skips the test.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <aio.h>
+#include <dirent.h>
 #include <limits.h>
 #include <mqueue.h>
 #include <netdb.h>
@@ -43,8 +43,8 @@
 #include <sched.h>
 #include <semaphore.h>
 #include <setjmp.h>
-#include <stdatomic.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <sys/epoll.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
