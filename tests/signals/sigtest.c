@@ -3113,6 +3113,8 @@ body_resethand_two_threads(char **a)
 
 /* -- a handler reads the action while another thread rewrites it -- */
 
+enum { TORN_READERS = 8, TORN_RAISES = 30000 };
+
 static atomic_long torn_calls, torn_bad;
 static atomic_bool torn_stop;
 
@@ -3175,35 +3177,35 @@ static void *
 torn_reader(void *arg)
 {
 	(void)arg;
-	for (int i = 0; i < 50000; i++)
+	for (int i = 0; i < TORN_RAISES; i++)
 		raise(SIGBUS);
 	return NULL;
 }
 
 /*
  * One thread calls sigaction(SIGBUS) in a loop, alternating two actions;
- * four threads raise SIGBUS over and over (more threads than CPUs, so that
+ * eight threads raise SIGBUS over and over (more threads than CPUs, so that
  * some are preempted inside a delivery): every call sees one action whole,
  * never a mix of the two.
  */
 static void
 body_torn_action(char **a)
 {
-	pthread_t w, r[4];
+	pthread_t w, r[TORN_READERS];
 	long writes;
 
 	(void)a;
 	setup_library();
 	install(SIGBUS, on_torn_a, SA_SIGINFO | SA_RESTART, (int[]){ SIGUSR1, 0 });
 	NSBT_CHECK(pthread_create(&w, NULL, torn_writer, &writes) == 0, "pthread_create");
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < TORN_READERS; i++)
 		NSBT_CHECK(pthread_create(&r[i], NULL, torn_reader, NULL) == 0, "pthread_create");
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < TORN_READERS; i++)
 		pthread_join(r[i], NULL);
 	atomic_store(&torn_stop, true);
 	pthread_join(w, NULL);
 	printf("handler calls: %s; sigaction calls meanwhile > 31: %s; calls that saw a mixed action: %ld\n",
-	       atomic_load(&torn_calls) == 200000 ? "all" : "NOT ALL", writes > 31 ? "yes" : "no",
+	       atomic_load(&torn_calls) == TORN_READERS * TORN_RAISES ? "all" : "NOT ALL", writes > 31 ? "yes" : "no",
 	       atomic_load(&torn_bad));
 	rescue_check("at the end");
 }
