@@ -538,6 +538,44 @@ thread_state(pid_t pid, pid_t tid)
 	return p && p[1] == ' ' ? p[2] : 0;
 }
 
+/*
+ * The system call a thread is blocked in (its number), or -1 while it runs
+ * or when this cannot be read: a thread seen asleep may be asleep in
+ * something else than the call a test waits for (a lock, a page fault).
+ */
+static long
+thread_syscall(pid_t pid, pid_t tid)
+{
+	char path[64], buf[256];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0 || buf[0] < '0' || buf[0] > '9')
+		return -1;
+	buf[n] = '\0';
+	return strtol(buf, NULL, 10);
+}
+
+/* Is the thread asleep in one of the calls listed (ending with -1)? */
+static bool
+asleep_in(pid_t pid, pid_t tid, const long *calls)
+{
+	long nr;
+
+	if (thread_state(pid, tid) != 'S' || (nr = thread_syscall(pid, tid)) < 0)
+		return false;
+	for (; *calls >= 0; calls++)
+		if (*calls == nr)
+			return true;
+	return false;
+}
+
 /* ---- the driver link (fds 3 and 4) ------------------------------------ */
 
 /*
@@ -3713,12 +3751,14 @@ body_sent_during_sigaction(char **a)
 
 static pthread_t waker_target;
 
-/* Sends SIGUSR1 to the main thread once it sleeps in its call. */
+/* Sends SIGUSR1 to the main thread once it sleeps in the call it waits in. */
 static void *
 waker(void *arg)
 {
+	static const long calls[] = { SYS_rt_sigsuspend, SYS_ppoll, SYS_pselect6, SYS_epoll_pwait, -1 };
+
 	(void)arg;
-	while (thread_state(getpid(), getpid()) != 'S')
+	while (!asleep_in(getpid(), getpid(), calls))
 		sched_yield();
 	pthread_kill(waker_target, SIGUSR1);
 	return NULL;
@@ -3989,9 +4029,15 @@ sigbus_pending_in(pid_t pid, pid_t tid)
 static void
 send_when_asleep(pid_t pid, int64_t deadline)
 {
+	static const long calls[] = { SYS_read, SYS_clock_nanosleep,
+#ifdef SYS_nanosleep
+				      SYS_nanosleep,
+#endif
+				      -1 };
 	char st;
 
-	while ((st = thread_state(pid, pid)) != 'S') {
+	while (!asleep_in(pid, pid, calls)) {
+		st = thread_state(pid, pid);
 		if (st == 0 || st == 'Z' || st == 'X' || now_ms() > deadline)
 			return;
 		pause_ms(1);
