@@ -3468,6 +3468,45 @@ body_routing_main_exited(char **a)
 	pthread_exit(NULL);
 }
 
+/*
+ * A thread that glibc started with every signal blocked (the SIGEV_THREAD
+ * timer helper) is there; the main thread blocks SIGBUS; a SIGBUS sent by
+ * another process stays pending for the process and is delivered when the
+ * main thread unblocks it.
+ */
+static void
+post_only(union sigval v)
+{
+	(void)v;
+	sem_post(&glibc_done);
+}
+
+static void
+body_routing_glibc_helper(char **a)
+{
+	struct sigevent sev = thread_event(0);
+	struct itimerspec its = { { 0, 0 }, { 0, 1000000 } };
+	timer_t t;
+
+	(void)a;
+	install(SIGBUS, on_bus_info, SA_SIGINFO | SA_RESTART, NULL);
+	setup_library();
+	NSBT_CHECK(sem_init(&glibc_done, 0, 0) == 0, "sem_init");
+	sev.sigev_notify_function = post_only;	/* no read there: glibc-timer-thread's business */
+	NSBT_CHECK(timer_create(CLOCK_MONOTONIC, &sev, &t) == 0, "timer_create: %s", strerror(errno));
+	NSBT_CHECK(timer_settime(t, 0, &its, NULL) == 0, "timer_settime: %s", strerror(errno));
+	if (!wait_post(&glibc_done))
+		printf("no timer notification in 10 s\n");
+	block(SIG_BLOCK, SIGBUS);
+	peer_request('K', true);
+	printf("sent while blocked: pending=%d calls=%d\n", is_pending(SIGBUS), hs.calls);
+	peer_request('Q', true);
+	printf("queued while blocked: pending=%d calls=%d\n", is_pending(SIGBUS), hs.calls);
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("unblocked: pending=%d calls=%d code=%s\n", is_pending(SIGBUS), hs.calls, code_name(hs.code));
+	timer_delete(t);
+}
+
 /* pid 1 of a new pid namespace, with its own /proc. */
 static void
 tid_reuse_init(void)
@@ -3939,6 +3978,7 @@ static const struct scenario scenarios[] = {
 	{ "routing-many-blockers", body_routing_many_blockers, EXIT(0), NULL },
 	{ "routing-fork-child", body_routing_fork_child, EXIT(0), NULL },
 	{ "routing-main-exited", body_routing_main_exited, EXIT(0), NULL },
+	{ "routing-glibc-helper", body_routing_glibc_helper, EXIT(0), NULL },
 	{ "routing-tid-reuse", body_routing_tid_reuse, EXIT(0), NULL },
 	{ "uc-sigmask-bus", body_uc_sigmask_bus, EXIT(0), NULL },
 	{ "uc-sigmask-other", body_uc_sigmask_other, EXIT(0), NULL },
