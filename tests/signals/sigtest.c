@@ -72,6 +72,7 @@ extern char **environ;
 extern __sighandler_t bsd_signal(int sig, __sighandler_t handler);
 /* Exported by glibc, not declared. */
 extern int __sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+extern void __longjmp_chk(struct __jmp_buf_tag env[1], int val) __attribute__((noreturn));
 
 static size_t pg;
 
@@ -2112,35 +2113,47 @@ rescuer_stop(struct rescuer *r)
 }
 
 /*
- * posix_spawn, posix_spawnp and fork+execve with SIGBUS ignored, while
- * another thread is being rescued all the time: no rescue may fail, and
- * every new program starts with SIGBUS ignored.
+ * posix_spawn (or posix_spawnp, then fork+execve) with SIGBUS ignored,
+ * while another thread is being rescued all the time: no rescue may fail,
+ * and every new program starts with SIGBUS ignored.
  */
 static void
-body_spawn_ignored_race(char **a)
+spawn_ignored_race(enum exec_how how, int runs)
 {
 	struct rescuer r;
 	int status;
 
-	(void)a;
 	setup_library();
 	signal(SIGBUS, SIG_IGN);
 	rescuer_start(&r);
-	for (int i = 0; i < 20; i++) {
-		status = run_helper(X_SPAWN, NULL, NULL, NULL);
+	for (int i = 0; i < runs; i++) {
+		status = run_helper(how, NULL, NULL, NULL);
 		NSBT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "helper: %s", nsbt_status_str(status));
 	}
-	for (int i = 0; i < 10; i++) {
-		status = run_helper(X_SPAWNP, NULL, NULL, NULL);
-		NSBT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "helper: %s", nsbt_status_str(status));
-	}
-	for (int i = 0; i < 5; i++) {
-		status = run_helper(X_EXECVE, NULL, NULL, NULL);
-		NSBT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "helper: %s", nsbt_status_str(status));
+	if (how == X_SPAWNP) {
+		for (int i = 0; i < 5; i++) {
+			status = run_helper(X_EXECVE, NULL, NULL, NULL);
+			NSBT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "helper: %s",
+				   nsbt_status_str(status));
+		}
 	}
 	rescuer_stop(&r);
 	print_query("parent", SIGBUS);
 	rescue_check("after the spawns");
+}
+
+static void
+body_spawn_ignored_race(char **a)
+{
+	(void)a;
+	spawn_ignored_race(X_SPAWN, 30);
+}
+
+static void
+body_spawnp_ignored_race(char **a)
+{
+	(void)a;
+	spawn_ignored_race(X_SPAWNP, 30);
 }
 
 /*
@@ -2940,9 +2953,39 @@ bad_pointer_round(const char *phase)
 		TRY(L("siglongjmp(bad)"), (siglongjmp(*(sigjmp_buf *)b, 1), 0));
 		TRY(L("longjmp(bad)"), (longjmp(*(jmp_buf *)b, 1), 0));
 		TRY(L("_longjmp(bad)"), (_longjmp(*(jmp_buf *)b, 1), 0));
+		TRY(L("__longjmp_chk(bad)"), (__longjmp_chk(*(jmp_buf *)b, 1), 0));
+		/* The mapping calls take addresses the kernel checks. */
+		TRY(L("munmap(bad, page)"), munmap(b, pg));
+		TRY(L("mprotect(bad, page, PROT_READ)"), mprotect(b, pg, PROT_READ));
+		TRY(L("pkey_mprotect(bad, page, PROT_READ, 0)"), pkey_mprotect(b, pg, PROT_READ, 0));
+		TRY(L("mremap(bad, page, 2 pages, MREMAP_MAYMOVE)"),
+		    mremap(b, pg, 2 * pg, MREMAP_MAYMOVE) == MAP_FAILED);
+		TRY(L("mmap(bad, MAP_FIXED) of a protected kind"), ({
+			int fd_ = nsbt_file(NSBT_MEMFD, pg);
+			mmap(b, pg, PROT_READ, MAP_PRIVATE | MAP_FIXED | (no_protect ? 0 : TEST_FLAG),
+			     fd_, 0) == MAP_FAILED;
+		}));
+		TRY(L("mmap64(bad, MAP_FIXED_NOREPLACE)"),
+		    mmap64(b, pg, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) ==
+		    MAP_FAILED);
 		/* A handler at a bad address: installed fine, fatal when called. */
 		TRY(L("signal(SIGBUS, bad) and raise"), ({
 			long r_ = (long)signal(SIGBUS, (sighandler_t)b) != (long)SIG_ERR;
+			raise(SIGBUS);
+			r_;
+		}));
+		TRY(L("bsd_signal(SIGBUS, bad) and raise"), ({
+			long r_ = (long)bsd_signal(SIGBUS, (sighandler_t)b) != (long)SIG_ERR;
+			raise(SIGBUS);
+			r_;
+		}));
+		TRY(L("sysv_signal(SIGBUS, bad) and raise"), ({
+			long r_ = (long)sysv_signal(SIGBUS, (sighandler_t)b) != (long)SIG_ERR;
+			raise(SIGBUS);
+			r_;
+		}));
+		TRY(L("__sysv_signal(SIGBUS, bad) and raise"), ({
+			long r_ = (long)__sysv_signal(SIGBUS, (sighandler_t)b) != (long)SIG_ERR;
 			raise(SIGBUS);
 			r_;
 		}));
@@ -2977,6 +3020,10 @@ bad_pointer_round(const char *phase)
 		TRY(L("sigaction(SIGUSR1, NULL, bad)"), sigaction(SIGUSR1, NULL, b));
 		TRY(L("sigaltstack(NULL, bad)"), sigaltstack(NULL, b));
 		TRY(L("pthread_create(bad, NULL)"), pthread_create(b, NULL, bad_thread, NULL));
+		TRY(L("mremap(..., MREMAP_FIXED, bad)"), ({
+			void *p_ = mmap(NULL, pg, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			mremap(p_, pg, pg, MREMAP_MAYMOVE | MREMAP_FIXED, b) == MAP_FAILED;
+		}));
 	}
 #undef L
 }
@@ -3961,6 +4008,7 @@ static const struct scenario scenarios[] = {
 	{ "glibc-gai-thread", body_glibc_gai_thread, EXIT(0), NULL },
 	{ "thread-attr-sigmask", body_thread_attr_sigmask, EXIT(0), NULL },
 	{ "spawn-ignored-race", body_spawn_ignored_race, EXIT(0), NULL },
+	{ "spawnp-ignored-race", body_spawnp_ignored_race, EXIT(0), NULL },
 	{ "exec-ignored-race", body_exec_ignored_race, EXIT(0), NULL },
 	{ "restorer", body_restorer, EXIT(0), NULL },
 	{ "sent-handler-mask", body_sent_handler_mask, EXIT(0), NULL },
