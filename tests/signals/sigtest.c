@@ -3298,7 +3298,6 @@ body_torn_action(char **a)
 /* -- routing of a sent SIGBUS among threads -- */
 
 static sem_t route_delivered;
-static volatile pid_t route_target;
 
 /* [signal context] */
 static void
