@@ -3419,6 +3419,56 @@ fork_routing_child(int to_parent, int from_parent)
 	printf("fork child: main pending=%d\n", is_pending(SIGBUS));
 }
 
+struct fork_exit_arg {
+	struct route_thread u;
+	int to_parent, from_parent;
+};
+
+static void *
+fork_exit_sender(void *arg)
+{
+	struct fork_exit_arg *f = arg;
+	char c = 'K';
+
+	/* The main thread gone, the kernel looks from this thread on. */
+	while (!f->u.tid || thread_state(getpid(), getpid()) != 'Z')
+		sched_yield();
+	NSBT_CHECK(write(f->to_parent, &c, 1) == 1, "write");
+	while (read(f->from_parent, &c, 1) < 0 && errno == EINTR)
+		;
+	route_report("fork child, main thread gone, this thread blocks SIGBUS, another does not",
+		     f->u.tid);
+	fflush(stdout);
+	exit(0);
+}
+
+static void *
+fork_exit_unblocked(void *arg)
+{
+	struct fork_exit_arg *f = arg;
+
+	block(SIG_UNBLOCK, SIGBUS);
+	f->u.tid = (pid_t)syscall(SYS_gettid);
+	for (;;)
+		pause();
+	return NULL;
+}
+
+/* The same, once the fork child's main thread (which blocks SIGBUS) exits. */
+static void
+fork_routing_child_exit(int to_parent, int from_parent)
+{
+	static struct fork_exit_arg f;
+	pthread_t t;
+
+	f.to_parent = to_parent;
+	f.from_parent = from_parent;
+	sem_init(&route_delivered, 0, 0);
+	NSBT_CHECK(pthread_create(&t, NULL, fork_exit_sender, &f) == 0, "pthread_create");
+	NSBT_CHECK(pthread_create(&t, NULL, fork_exit_unblocked, &f) == 0, "pthread_create");
+	pthread_exit(NULL);
+}
+
 static void
 body_routing_fork_child(char **a)
 {
@@ -3439,6 +3489,17 @@ body_routing_fork_child(char **a)
 		fflush(stdout);
 		_exit(0);
 	}
+	if (read(up[0], &c, 1) == 1) {
+		kill(pid, SIGBUS);
+		NSBT_CHECK(write(down[1], &c, 1) == 1, "write");
+	}
+	NSBT_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+	printf("fork child: %s\n", nsbt_status_str(status));
+	fflush(stdout);
+	pid = fork();
+	NSBT_CHECK(pid >= 0, "fork");
+	if (pid == 0)
+		fork_routing_child_exit(up[1], down[0]);
 	if (read(up[0], &c, 1) == 1) {
 		kill(pid, SIGBUS);
 		NSBT_CHECK(write(down[1], &c, 1) == 1, "write");
