@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Signal transparency (SPEC §5, §6; issue 3): a program keeps its own
- * SIGBUS disposition and mask while libnosigbus stays underneath.
+ * Signal transparency (SPEC §5, §6; issues 3 and 11): a program keeps its
+ * own SIGBUS disposition and mask while libnosigbus stays underneath.
  *
  * This file is built twice: sigtest, linked with libnosigbus, and
  * sigtest-nolib (-DNO_LIBRARY), the same code without it.  The second one
@@ -11,28 +11,49 @@
  * the same wait status (which includes WCOREDUMP).  Steps that only make
  * sense with the library (a fault in a protected mapping that must be
  * rescued) check themselves and print nothing, so that the output stays
- * comparable.
+ * comparable.  Their stderr is compared too (the rescue log of
+ * NOSIGBUS_LOG=1 aside).
  *
- *   sigtest SCENARIO NOLIB	run one scenario in both builds and compare
+ * Every scenario runs in two states (issue 11): with the library's handler
+ * installed (setup_library() makes a protected mapping), and with the
+ * library loaded but no protected mapping ever made ("uninstalled":
+ * setup_library(), rescue_check() and protected_trap() do nothing), where
+ * the library must be invisible.
+ *
+ *   sigtest SCENARIO NOLIB [uninstalled]
+ *				run one scenario in both builds and compare
  *   sigtest --body SCENARIO	(either build) run a scenario's body here
  *   sigtest-nolib --body report [protect [fault]]
  *				the exec'd helper: prints what it inherited
  *
  * Bodies talk to the driver through fds 3 (replies) and 4 (requests) when
- * they need another process to send them a signal.
+ * they need another process to send them a signal.  Each body runs in its
+ * own process group under a watchdog: one that hangs is killed after
+ * BODY_SECONDS and the test fails saying so.  A reference run that exits
+ * 77 (something the machine lacks) skips the test.
  */
 #define _GNU_SOURCE
+#include <aio.h>
 #include <dirent.h>
 #include <limits.h>
+#include <mqueue.h>
+#include <netdb.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <setjmp.h>
 #include <spawn.h>
+#include <stdatomic.h>
+#include <sys/epoll.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <ucontext.h>
+#include <wordexp.h>
 
 #include "nsbtest.h"
 
@@ -60,6 +81,9 @@
 extern char **environ;
 /* Declared by <signal.h> only for old X/Open levels; glibc has it. */
 extern __sighandler_t bsd_signal(int sig, __sighandler_t handler);
+/* Exported by glibc, not declared. */
+extern int __sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+extern void __longjmp_chk(struct __jmp_buf_tag env[1], int val) __attribute__((noreturn));
 
 static size_t pg;
 
@@ -90,10 +114,22 @@ trap_map(bool protect, size_t pages, bool shared)
 	return p;
 }
 
+/*
+ * The state a scenario runs in (NSBT_STATE, set by the driver for both
+ * builds): by default setup_library() makes a protected mapping and
+ * rescue_check() and protected_trap() make more, so the library's handler
+ * is installed; "uninstalled" makes them do nothing, so that the whole
+ * scenario runs with the library loaded but no protected mapping, where
+ * the library must be invisible (SPEC §6: "sees no change at all").
+ */
+static bool no_protect;
+
 /* Makes a protected mapping, so that the library installs its handler. */
 static void
 setup_library(void)
 {
+	if (no_protect)
+		return;
 #ifndef NO_LIBRARY
 	NSBT_CHECK(nsbt_have_library(), "libnosigbus is not in the process");
 #endif
@@ -112,7 +148,11 @@ rescue_check(const char *where)
 {
 #ifndef NO_LIBRARY
 	int before = bus_calls_total();
-	char *p = trap_map(true, 2, false);
+	char *p;
+
+	if (no_protect)
+		return;
+	p = trap_map(true, 2, false);
 
 	NSBT_CHECK(touch(p + 1) == 0, "%s: rescued read is not zero", where);
 	NSBT_CHECK(touch(p + pg + 5) == 0, "%s: rescued read is not zero", where);
@@ -476,6 +516,76 @@ print_info_call(const char *label)
 	       label, hs.calls, hs.sig, code_name(hs.code),
 	       hs.addr == hs.trap + pg + 3 ? "fault" : "other",
 	       hs.uc_ok ? "ok" : "bad", hs.mask_in);
+}
+
+static void
+pause_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* ---- /proc ------------------------------------------------------------ */
+
+/* The state letter of a thread ('R', 'S', 'Z', ...), or 0 once it is gone. */
+static char
+thread_state(pid_t pid, pid_t tid)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/*
+ * The system call a thread is blocked in (its number), or -1 while it runs
+ * or when this cannot be read: a thread seen asleep may be asleep in
+ * something else than the call a test waits for (a lock, a page fault).
+ */
+static long
+thread_syscall(pid_t pid, pid_t tid)
+{
+	char path[64], buf[256];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0 || buf[0] < '0' || buf[0] > '9')
+		return -1;
+	buf[n] = '\0';
+	return strtol(buf, NULL, 10);
+}
+
+/* Is the thread asleep in one of the calls listed (ending with -1)? */
+static bool
+asleep_in(pid_t pid, pid_t tid, const long *calls)
+{
+	long nr;
+
+	if (thread_state(pid, tid) != 'S' || (nr = thread_syscall(pid, tid)) < 0)
+		return false;
+	for (; *calls >= 0; calls++)
+		if (*calls == nr)
+			return true;
+	return false;
 }
 
 /* ---- the driver link (fds 3 and 4) ------------------------------------ */
@@ -1572,6 +1682,2350 @@ body_other_signals(char **a)
 	rescue_check("after the other signals");
 }
 
+/* ---- issue 11: every way the kernel's mask gains SIGBUS ------------ */
+
+/*
+ * A protected trap made beforehand, for code that must not map (a signal
+ * handler, a thread glibc starts): NULL without the library, or with no
+ * protected mapping in this state (the touch is then skipped).
+ */
+static char *
+protected_trap(size_t pages)
+{
+#ifdef NO_LIBRARY
+	(void)pages;
+	return NULL;
+#else
+	if (no_protect)
+		return NULL;
+	return trap_map(true, pages, false);
+#endif
+}
+
+/*
+ * [any context] What the program sees where it runs, and a rescue there:
+ * the mask read back both ways the issue names, then one page of the
+ * trap read (it must read zero; an unrescued fault kills the process, and
+ * the wait status shows it), then the mask again.
+ */
+struct view {
+	bool taken;
+	unsigned long procmask;		/* sigprocmask(SIG_SETMASK, NULL, &cur) */
+	unsigned long threadmask;	/* pthread_sigmask(SIG_BLOCK, NULL, &cur) */
+	unsigned long after;		/* the same once the page was read */
+	bool zero;
+};
+
+static void
+take_view(struct view *v, char *trap, size_t page)
+{
+	sigset_t s;
+
+	sigemptyset(&s);
+	sigprocmask(SIG_SETMASK, NULL, &s);
+	v->procmask = mask_word(&s);
+	sigemptyset(&s);
+	pthread_sigmask(SIG_BLOCK, NULL, &s);
+	v->threadmask = mask_word(&s);
+	v->zero = !trap || touch(trap + page * pg + 3) == 0;
+	sigemptyset(&s);
+	pthread_sigmask(SIG_BLOCK, NULL, &s);
+	v->after = mask_word(&s);
+	v->taken = true;
+}
+
+static void
+print_view(const char *label, const struct view *v)
+{
+	if (!v->taken) {
+		printf("%s: never ran\n", label);
+		return;
+	}
+	printf("%s: sigprocmask=%#lx pthread_sigmask=%#lx after the read=%#lx read=%s\n", label,
+	       v->procmask, v->threadmask, v->after, v->zero ? "zero" : "NOT ZERO");
+}
+
+/* Waits for a notification from a thread glibc runs (a guard: 10 s). */
+static bool
+wait_post(sem_t *sem)
+{
+	struct timespec ts;
+	int r;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 10;
+	while ((r = sem_timedwait(sem, &ts)) < 0 && errno == EINTR)
+		;
+	return r == 0;
+}
+
+/* ---- item 1: SIGBUS in another signal's sa_mask ---- */
+
+static struct view usr1_view;
+static struct sigaction usr1_seen;
+static unsigned long usr1_ucmask;
+static char *usr1_trap;
+static size_t usr1_page;
+static int usr1_jump;
+
+/* [signal context] */
+static void
+on_usr1_view(int sig, siginfo_t *si, void *ucv)
+{
+	ucontext_t *uc = ucv;
+
+	(void)sig;
+	(void)si;
+	memset(&usr1_view, 0, sizeof(usr1_view));
+	take_view(&usr1_view, usr1_trap, usr1_page++);
+	memset(&usr1_seen, 0xa5, sizeof(usr1_seen));
+	sigaction(SIGUSR1, NULL, &usr1_seen);
+	usr1_ucmask = mask_word(&uc->uc_sigmask);
+	if (usr1_jump)
+		siglongjmp(jump_env, 1);
+}
+
+static void
+install_usr1_view(bool full, int flags)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_usr1_view;
+	sa.sa_flags = SA_SIGINFO | flags;
+	if (full) {
+		sigfillset(&sa.sa_mask);
+	} else {
+		sigemptyset(&sa.sa_mask);
+		sigaddset(&sa.sa_mask, SIGBUS);
+	}
+	NSBT_CHECK(sigaction(SIGUSR1, &sa, NULL) == 0, "sigaction: %s", strerror(errno));
+}
+
+static void
+raise_usr1_view(const char *label)
+{
+	char l[128];
+
+	raise(SIGUSR1);
+	snprintf(l, sizeof(l), "%s: in the SIGUSR1 handler", label);
+	print_view(l, &usr1_view);
+	print_sa("  sigaction(SIGUSR1) there", &usr1_seen);
+	printf("  uc_sigmask=%#lx; after it: mask=%#lx\n", usr1_ucmask, cur_mask());
+}
+
+/*
+ * A SIGUSR1 handler with sa_mask = sigfillset() (or just {SIGBUS}): the
+ * kernel blocks SIGBUS while it runs.  A protected page read there must be
+ * rescued, and the handler must see what it would without the library.
+ */
+static void
+body_other_handler_mask(char **a)
+{
+	(void)a;
+	usr1_trap = protected_trap(8);
+	install_usr1_view(true, 0);
+	print_query("SIGUSR1 installed with sigfillset", SIGUSR1);
+	raise_usr1_view("sa_mask=all");
+	install_usr1_view(false, SA_RESTART);
+	print_query("SIGUSR1 installed with {SIGBUS}", SIGUSR1);
+	raise_usr1_view("sa_mask={BUS}");
+	rescue_check("after the SIGUSR1 handlers");
+	/* The program blocks SIGBUS itself: the handler's context says so. */
+	block(SIG_BLOCK, SIGBUS);
+	install_usr1_view(true, SA_NODEFER);
+	raise_usr1_view("SIGBUS blocked by the program, sa_mask=all");
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("unblocked: mask=%#lx\n", cur_mask());
+	rescue_check("at the end");
+}
+
+/*
+ * siglongjmp out of that handler without restoring the mask: SIGBUS stays
+ * blocked (the kernel's mask is the handler's), in the program's view too,
+ * and a protected page must still be rescued; with the mask saved, it is
+ * unblocked again.
+ */
+static void
+body_other_handler_longjmp(char **a)
+{
+	(void)a;
+	usr1_trap = protected_trap(8);
+	install_usr1_view(true, 0);
+	usr1_jump = 1;
+	if (sigsetjmp(jump_env, 0) == 0) {
+		raise(SIGUSR1);
+		printf("not reached\n");
+	}
+	print_view("jumped out (mask not saved)", &usr1_view);
+	printf("after the jump: mask=%#lx blocked=%d\n", cur_mask(), is_blocked(SIGBUS));
+	rescue_check("after a jump that left SIGBUS blocked");
+	{
+		sigset_t empty;
+
+		sigemptyset(&empty);
+		sigprocmask(SIG_SETMASK, &empty, NULL);
+	}
+	printf("reset: mask=%#lx\n", cur_mask());
+	if (sigsetjmp(jump_env, 1) == 0) {
+		raise(SIGUSR1);
+		printf("not reached\n");
+	}
+	print_view("jumped out (mask saved)", &usr1_view);
+	printf("after the jump: mask=%#lx blocked=%d\n", cur_mask(), is_blocked(SIGBUS));
+	rescue_check("after a jump that restored the mask");
+}
+
+/* ---- item 2: threads that glibc starts with every signal blocked ---- */
+
+static struct view glibc_view[2];
+static char *glibc_trap;
+static sem_t glibc_done;
+
+static void
+glibc_notify(union sigval v)
+{
+	take_view(&glibc_view[v.sival_int], glibc_trap, (size_t)v.sival_int);
+	sem_post(&glibc_done);
+}
+
+static void
+glibc_thread_start(void)
+{
+	glibc_trap = protected_trap(4);
+	setup_library();
+	NSBT_CHECK(sem_init(&glibc_done, 0, 0) == 0, "sem_init");
+	memset(glibc_view, 0, sizeof(glibc_view));
+}
+
+static void
+glibc_thread_wait(const char *label, int which)
+{
+	char l[128];
+
+	snprintf(l, sizeof(l), "%s, in the notification", label);
+	if (!wait_post(&glibc_done))
+		printf("%s: no notification in 10 s\n", label);
+	print_view(l, &glibc_view[which]);
+}
+
+static struct sigevent
+thread_event(int which)
+{
+	struct sigevent sev;
+
+	memset(&sev, 0, sizeof(sev));
+	sev.sigev_notify = SIGEV_THREAD;
+	sev.sigev_notify_function = glibc_notify;
+	sev.sigev_value.sival_int = which;
+	return sev;
+}
+
+/* timer_create(SIGEV_THREAD): two expirations. */
+static void
+body_glibc_timer_thread(char **a)
+{
+	struct sigevent sev = thread_event(0);
+	struct itimerspec its = { { 0, 0 }, { 0, 1000000 } };
+	timer_t t;
+
+	(void)a;
+	glibc_thread_start();
+	NSBT_CHECK(timer_create(CLOCK_MONOTONIC, &sev, &t) == 0, "timer_create: %s", strerror(errno));
+	NSBT_CHECK(timer_settime(t, 0, &its, NULL) == 0, "timer_settime: %s", strerror(errno));
+	glibc_thread_wait("timer, first expiration", 0);
+	timer_delete(t);
+	sev = thread_event(1);
+	NSBT_CHECK(timer_create(CLOCK_MONOTONIC, &sev, &t) == 0, "timer_create: %s", strerror(errno));
+	NSBT_CHECK(timer_settime(t, 0, &its, NULL) == 0, "timer_settime: %s", strerror(errno));
+	glibc_thread_wait("timer, second timer", 1);
+	timer_delete(t);
+	printf("main: mask=%#lx\n", cur_mask());
+	rescue_check("main after the timers");
+}
+
+/* mq_notify(SIGEV_THREAD). */
+static void
+body_glibc_mq_thread(char **a)
+{
+	struct mq_attr attr = { .mq_maxmsg = 2, .mq_msgsize = 8 };
+	struct sigevent sev = thread_event(0);
+	char name[64];
+	mqd_t q;
+
+	(void)a;
+	snprintf(name, sizeof(name), "/nsbt-sigtest-%d", (int)getpid());
+	q = mq_open(name, O_CREAT | O_EXCL | O_RDWR, 0600, &attr);
+	if (q == (mqd_t)-1) {
+		printf("POSIX message queues are not available here: mq_open: %s\n", strerror(errno));
+		exit(77);
+	}
+	mq_unlink(name);
+	glibc_thread_start();
+	NSBT_CHECK(mq_notify(q, &sev) == 0, "mq_notify: %s", strerror(errno));
+	NSBT_CHECK(mq_send(q, "x", 1, 0) == 0, "mq_send: %s", strerror(errno));
+	glibc_thread_wait("mq_notify", 0);
+	mq_close(q);
+	printf("main: mask=%#lx\n", cur_mask());
+	rescue_check("main after mq_notify");
+}
+
+/* aio_read and lio_listio with SIGEV_THREAD. */
+static void
+body_glibc_aio_thread(char **a)
+{
+	static char buf[2][16];
+	struct aiocb cb[2], *list[1];
+	struct sigevent sev;
+	int fd = nsbt_file(NSBT_MEMFD, 64);
+
+	(void)a;
+	glibc_thread_start();
+	memset(cb, 0, sizeof(cb));
+	for (int i = 0; i < 2; i++) {
+		cb[i].aio_fildes = fd;
+		cb[i].aio_buf = buf[i];
+		cb[i].aio_nbytes = sizeof(buf[i]);
+	}
+	cb[0].aio_sigevent = thread_event(0);
+	NSBT_CHECK(aio_read(&cb[0]) == 0, "aio_read: %s", strerror(errno));
+	glibc_thread_wait("aio_read", 0);
+	printf("aio_read: %s, %zd bytes\n", ename(aio_error(&cb[0])), aio_return(&cb[0]));
+	cb[1].aio_lio_opcode = LIO_READ;
+	cb[1].aio_sigevent.sigev_notify = SIGEV_NONE;
+	list[0] = &cb[1];
+	sev = thread_event(1);
+	NSBT_CHECK(lio_listio(LIO_NOWAIT, list, 1, &sev) == 0, "lio_listio: %s", strerror(errno));
+	glibc_thread_wait("lio_listio", 1);
+	printf("lio_listio: %s, %zd bytes\n", ename(aio_error(&cb[1])), aio_return(&cb[1]));
+	close(fd);
+	printf("main: mask=%#lx\n", cur_mask());
+	rescue_check("main after AIO");
+}
+
+/* getaddrinfo_a(GAI_NOWAIT) with SIGEV_THREAD: a numeric host, no network. */
+static void
+body_glibc_gai_thread(char **a)
+{
+	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
+				  .ai_family = AF_INET, .ai_socktype = SOCK_STREAM };
+	struct gaicb req = { .ar_name = "127.0.0.1", .ar_service = "80", .ar_request = &hints };
+	struct gaicb *list[1] = { &req };
+	struct sigevent sev = thread_event(0);
+	int r;
+
+	(void)a;
+	glibc_thread_start();
+	r = getaddrinfo_a(GAI_NOWAIT, list, 1, &sev);
+	NSBT_CHECK(r == 0, "getaddrinfo_a: %s", gai_strerror(r));
+	glibc_thread_wait("getaddrinfo_a", 0);
+	printf("gai_error=%d\n", gai_error(&req));
+	if (req.ar_result)
+		freeaddrinfo(req.ar_result);
+	printf("main: mask=%#lx\n", cur_mask());
+	rescue_check("main after getaddrinfo_a");
+}
+
+static void *
+attr_mask_thread(void *arg)
+{
+	take_view(arg, glibc_trap, arg == &glibc_view[0] ? 0 : 1);
+	return NULL;
+}
+
+/* pthread_attr_setsigmask_np: glibc sets the new thread's mask itself. */
+static void
+body_thread_attr_sigmask(char **a)
+{
+	pthread_attr_t attr;
+	sigset_t s;
+	pthread_t t;
+
+	(void)a;
+	glibc_thread_start();
+	NSBT_CHECK(pthread_attr_init(&attr) == 0, "pthread_attr_init");
+	sigfillset(&s);
+	NSBT_CHECK(pthread_attr_setsigmask_np(&attr, &s) == 0, "pthread_attr_setsigmask_np");
+	NSBT_CHECK(pthread_create(&t, &attr, attr_mask_thread, &glibc_view[0]) == 0, "pthread_create");
+	pthread_join(t, NULL);
+	print_view("attribute mask = all", &glibc_view[0]);
+	sigemptyset(&s);
+	sigaddset(&s, SIGBUS);
+	NSBT_CHECK(pthread_attr_setsigmask_np(&attr, &s) == 0, "pthread_attr_setsigmask_np");
+	NSBT_CHECK(pthread_create(&t, &attr, attr_mask_thread, &glibc_view[1]) == 0, "pthread_create");
+	pthread_join(t, NULL);
+	print_view("attribute mask = {BUS}", &glibc_view[1]);
+	pthread_attr_destroy(&attr);
+	printf("main: mask=%#lx\n", cur_mask());
+}
+
+/* ---- item 3: exec and posix_spawn while another thread is rescued ---- */
+
+/*
+ * A thread that keeps faulting in protected pages past EOF until stopped
+ * (with the library and a protected mapping only; elsewhere it does not
+ * exist).  A rescue that fails kills the process: the wait status shows it.
+ */
+struct rescuer {
+	pthread_t thread;
+	atomic_bool stop;
+	atomic_long rescues;
+	bool running;
+	int fd;
+};
+
+#ifndef NO_LIBRARY
+static void *
+rescuer_main(void *arg)
+{
+	struct rescuer *r = arg;
+	const size_t pages = 4;
+
+	while (!atomic_load(&r->stop)) {
+		char *p = mmap(NULL, pages * pg, PROT_READ, MAP_PRIVATE | TEST_FLAG, r->fd, 0);
+
+		if (p == MAP_FAILED)
+			_exit(93);
+		for (size_t i = 0; i < pages; i++)
+			if (touch(p + i * pg) != 0)
+				_exit(94);
+		munmap(p, pages * pg);
+		atomic_fetch_add(&r->rescues, (long)pages);
+	}
+	return NULL;
+}
+#endif
+
+static void
+rescuer_start(struct rescuer *r)
+{
+	memset(r, 0, sizeof(*r));
+#ifndef NO_LIBRARY
+	if (no_protect)
+		return;
+	r->fd = memfd_create("nsbt-rescuer", MFD_CLOEXEC);	/* size 0: every page is past EOF */
+	NSBT_CHECK(r->fd >= 0, "memfd_create: %s", strerror(errno));
+	NSBT_CHECK(pthread_create(&r->thread, NULL, rescuer_main, r) == 0, "pthread_create");
+	r->running = true;
+	while (atomic_load(&r->rescues) == 0)
+		sched_yield();
+#endif
+}
+
+static void
+rescuer_stop(struct rescuer *r)
+{
+	if (!r->running)
+		return;
+	atomic_store(&r->stop, true);
+	pthread_join(r->thread, NULL);
+	close(r->fd);
+	r->running = false;
+}
+
+/*
+ * posix_spawn (or posix_spawnp, then fork+execve) with SIGBUS ignored,
+ * while another thread is being rescued all the time: no rescue may fail,
+ * and every new program starts with SIGBUS ignored.
+ */
+static void
+spawn_ignored_race(enum exec_how how, int runs)
+{
+	struct rescuer r;
+	int status;
+
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	rescuer_start(&r);
+	for (int i = 0; i < runs; i++) {
+		status = run_helper(how, NULL, NULL, NULL);
+		NSBT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "helper: %s", nsbt_status_str(status));
+	}
+	if (how == X_SPAWNP) {
+		for (int i = 0; i < 5; i++) {
+			status = run_helper(X_EXECVE, NULL, NULL, NULL);
+			NSBT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "helper: %s",
+				   nsbt_status_str(status));
+		}
+	}
+	rescuer_stop(&r);
+	print_query("parent", SIGBUS);
+	rescue_check("after the spawns");
+}
+
+static void
+body_spawn_ignored_race(char **a)
+{
+	(void)a;
+	spawn_ignored_race(X_SPAWN, 30);
+}
+
+static void
+body_spawnp_ignored_race(char **a)
+{
+	(void)a;
+	spawn_ignored_race(X_SPAWNP, 30);
+}
+
+/*
+ * execve from a process with a thread being rescued, SIGBUS ignored: a
+ * large environment keeps the kernel busy copying it before the other
+ * threads are stopped, so that they fault meanwhile.
+ */
+static void
+body_exec_ignored_race(char **a)
+{
+	/* One string may not pass 32 pages (MAX_ARG_STRLEN): several. */
+	enum { PADS = 6, PAD_LEN = 100 * 1024 };
+	char **env;
+	size_t n = 0;
+
+	(void)a;
+	while (environ[n])
+		n++;
+	env = calloc(n + PADS + 1, sizeof(*env));
+	NSBT_CHECK(env != NULL, "calloc");
+	memcpy(env, environ, n * sizeof(*env));
+	for (int i = 0; i < PADS; i++) {
+		char *pad = malloc(PAD_LEN + 16);
+
+		NSBT_CHECK(pad != NULL, "malloc");
+		snprintf(pad, 16, "NSBT_PAD%d=", i);
+		memset(pad + strlen(pad), 'x', PAD_LEN);
+		pad[PAD_LEN] = '\0';
+		env[n + i] = pad;
+	}
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	for (int i = 0; i < 12; i++) {
+		int status;
+		pid_t pid;
+
+		fflush(stdout);
+		pid = fork();
+		NSBT_CHECK(pid >= 0, "fork: %s", strerror(errno));
+		if (pid == 0) {
+			char *argv[] = { (char *)"helper", (char *)"--body", (char *)"report", NULL };
+			struct rescuer r;
+
+			rescuer_start(&r);
+			printf("execve with a thread being rescued: ");
+			fflush(stdout);
+			execve(nolib_path(), argv, env);
+			printf("exec failed: %s\n", strerror(errno));
+			fflush(stdout);
+			_exit(127);
+		}
+		NSBT_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			printf("\nthat process: %s\n", nsbt_status_str(status));
+	}
+	print_query("parent", SIGBUS);
+}
+
+/* ---- item 4: SA_RESTORER and the raw flags ---- */
+
+static void (*glibc_restorer)(void);
+
+static void
+print_raw_sa(const char *label, const struct sigaction *sa)
+{
+	const char *r = sa->sa_restorer == NULL ? "none" :
+			sa->sa_restorer == glibc_restorer ? "glibc's" : "other";
+
+	printf("%s: handler=%s flags=%#x restorer=%s mask=%#lx\n", label,
+	       hname((void *)sa->sa_handler), (unsigned)sa->sa_flags, r, mask_word(&sa->sa_mask));
+}
+
+static void
+print_raw_query(const char *label, int sig)
+{
+	struct sigaction sa = query(sig);
+
+	print_raw_sa(label, &sa);
+}
+
+static void
+set_raw(void *handler, int flags, void (*restorer)(void), bool print_old)
+{
+	struct sigaction sa, old;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = (void (*)(int))handler;
+	sa.sa_flags = flags;
+	sa.sa_restorer = restorer;
+	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, SIGUSR1);
+	memset(&old, 0x5a, sizeof(old));
+	errno = 0;
+	printf("sigaction(SIGBUS, %s, %#x)=%d %s\n", hname(handler), (unsigned)flags,
+	       sigaction(SIGBUS, &sa, print_old ? &old : NULL), ename(errno));
+	if (print_old)
+		print_raw_sa("  old", &old);
+	print_raw_query("  now", SIGBUS);
+}
+
+/*
+ * What sigaction reads back for SIGBUS, every field raw (SA_RESTORER and
+ * sa_restorer included): glibc's <signal.h> does not define SA_RESTORER,
+ * the kernel reports it.  The restorer is named by comparison with what
+ * the kernel reports for SIGUSR2, which the library never touches.
+ */
+static void
+body_restorer(char **a)
+{
+	(void)a;
+	install(SIGUSR2, on_usr2, 0, NULL);
+	glibc_restorer = query(SIGUSR2).sa_restorer;
+	print_raw_query("SIGUSR2 (the kernel's own)", SIGUSR2);
+	print_raw_query("SIGBUS initially", SIGBUS);
+	setup_library();
+	print_raw_query("SIGBUS after a protected mapping", SIGBUS);
+	set_raw((void *)on_bus_info, SA_SIGINFO, NULL, false);
+	set_raw((void *)on_bus_plain, SA_RESTART | SA_NODEFER, NULL, true);
+	/* glibc puts its own restorer in, whatever the program passed. */
+	set_raw((void *)on_bus_plain, SA_RESETHAND | 0x04000000, (void (*)(void))on_usr1, true);
+	/* Bits the kernel does not know: SA_UNSUPPORTED and an unknown one. */
+	set_raw((void *)on_bus_plain, 0x400 | 0x00800000, NULL, true);
+	set_raw((void *)on_bus_plain, 0x800 | SA_ONSTACK, NULL, true);
+	set_raw((void *)SIG_IGN, 0, NULL, true);
+	set_raw((void *)SIG_DFL, SA_RESTART, NULL, true);
+	printf("signal=%s\n", hname((void *)signal(SIGBUS, on_bus_plain2)));
+	print_raw_query("after signal()", SIGBUS);
+	printf("sysv_signal=%s\n", hname((void *)sysv_signal(SIGBUS, on_bus_plain)));
+	print_raw_query("after sysv_signal()", SIGBUS);
+	printf("sigset=%s\n", hname((void *)sigset(SIGBUS, on_bus_plain2)));
+	print_raw_query("after sigset()", SIGBUS);
+	sigignore(SIGBUS);
+	print_raw_query("after sigignore()", SIGBUS);
+	print_raw_query("SIGUSR2 at the end", SIGUSR2);
+}
+
+/* ---- item 5: a sent SIGBUS, the mask inside the program's handler ---- */
+
+static struct {
+	volatile sig_atomic_t calls;
+	unsigned long procmask, threadmask;
+} sq;
+
+/* [signal context] */
+static void
+on_bus_query(int sig)
+{
+	sigset_t s;
+
+	(void)sig;
+	sq.calls++;
+	sigemptyset(&s);
+	sigprocmask(SIG_SETMASK, NULL, &s);
+	sq.procmask = mask_word(&s);
+	sigemptyset(&s);
+	pthread_sigmask(SIG_BLOCK, NULL, &s);
+	sq.threadmask = mask_word(&s);
+}
+
+static void
+on_bus_query_info(int sig, siginfo_t *si, void *uc)
+{
+	(void)si;
+	(void)uc;
+	on_bus_query(sig);
+}
+
+static void
+sent_mask_round(const char *phase, const char *how, void *handler, int flags, const int *mask)
+{
+	sq.calls = 0;
+	sq.procmask = sq.threadmask = 0;
+	install(SIGBUS, handler, flags, mask);
+	if (strcmp(how, "kill") == 0)
+		kill(getpid(), SIGBUS);
+	else if (strcmp(how, "raise") == 0)
+		raise(SIGBUS);
+	else if (strcmp(how, "sigqueue") == 0)
+		sigqueue(getpid(), SIGBUS, (union sigval){ .sival_int = 1 });
+	else if (strcmp(how, "pthread_kill") == 0)
+		pthread_kill(pthread_self(), SIGBUS);
+	else
+		peer_request('K', false);
+	printf("%s, %s, flags=%#x: calls=%d sigprocmask=%#lx pthread_sigmask=%#lx; after: mask=%#lx\n",
+	       phase, how, (unsigned)flags, sq.calls, sq.procmask, sq.threadmask, cur_mask());
+}
+
+static void
+sent_mask_phase(const char *phase)
+{
+	static const char *const hows[] = { "kill", "raise", "sigqueue", "pthread_kill", "parent" };
+
+	for (size_t i = 0; i < sizeof(hows) / sizeof(hows[0]); i++)
+		sent_mask_round(phase, hows[i], (void *)on_bus_query, SA_RESTART, NULL);
+	sent_mask_round(phase, "kill", (void *)on_bus_query_info, SA_SIGINFO | SA_RESTART,
+			(int[]){ SIGUSR2, 0 });
+	sent_mask_round(phase, "kill", (void *)on_bus_query, SA_NODEFER | SA_RESTART, NULL);
+	sent_mask_round(phase, "kill", (void *)on_bus_query, SA_RESETHAND | SA_RESTART, NULL);
+	print_query("  then", SIGBUS);
+}
+
+/*
+ * kill(getpid(), SIGBUS) and the like to a plain handler: inside it,
+ * SIGBUS reads back as blocked (unless SA_NODEFER), before any protected
+ * mapping and after.
+ */
+static void
+body_sent_handler_mask(char **a)
+{
+	(void)a;
+	sent_mask_phase("before any protected mapping");
+	setup_library();
+	sent_mask_phase("after a protected mapping");
+	rescue_check("at the end");
+}
+
+/* ---- item 6: an ignored SIGBUS interrupts nothing ---- */
+
+/* Waits for the driver's answer to 'Z' in a read(); says if interrupted. */
+static void
+wait_answer(const char *label)
+{
+	ssize_t n;
+	char c;
+
+	while ((n = read(3, &c, 1)) < 0 && errno == EINTR)
+		printf("%s: read() interrupted (EINTR)\n", label);
+	NSBT_CHECK(n == 1, "read: %zd %s", n, strerror(errno));
+}
+
+static void
+ignored_read(const char *label)
+{
+	char c = 'Z';
+
+	NSBT_CHECK(write(4, &c, 1) == 1, "write: %s", strerror(errno));
+	wait_answer(label);
+	printf("%s: read() done, pending=%d\n", label, is_pending(SIGBUS));
+}
+
+static void
+ignored_sleep(const char *label)
+{
+	struct timespec ts = { 1, 0 }, rem = { 0, 0 };
+	unsigned left;
+	char c = 'Z';
+	int r, e;
+
+	NSBT_CHECK(write(4, &c, 1) == 1, "write: %s", strerror(errno));
+	left = sleep(2);
+	printf("%s: sleep(2) %s\n", label, left ? "cut short" : "slept it all");
+	wait_answer(label);
+	NSBT_CHECK(write(4, &c, 1) == 1, "write: %s", strerror(errno));
+	errno = 0;
+	r = nanosleep(&ts, &rem);
+	e = errno;
+	printf("%s: nanosleep=%d %s, remaining %s\n", label, r, ename(e),
+	       rem.tv_sec || rem.tv_nsec ? "some" : "none");
+	wait_answer(label);
+}
+
+/*
+ * SIGBUS ignored, sent by another process while the program blocks in
+ * read() (SA_RESTART or not does not matter: nothing is delivered).
+ */
+static void
+body_ignored_read(char **a)
+{
+	(void)a;
+	signal(SIGBUS, SIG_IGN);	/* glibc's signal() adds SA_RESTART */
+	ignored_read("before any protected mapping");
+	setup_library();
+	ignored_read("with a protected mapping, signal()");
+	install(SIGBUS, SIG_IGN, 0, NULL);
+	ignored_read("with a protected mapping, sigaction() without SA_RESTART");
+	sigignore(SIGBUS);
+	ignored_read("after sigignore");
+	rescue_check("at the end");
+}
+
+/* The same in sleep(2) and nanosleep: the time left is what shows it. */
+static void
+body_ignored_sleep(char **a)
+{
+	(void)a;
+	signal(SIGBUS, SIG_IGN);
+	ignored_sleep("before any protected mapping");
+	setup_library();
+	ignored_sleep("with a protected mapping");
+}
+
+/* ---- item 7: setting SIG_IGN discards a held SIGBUS ---- */
+
+static void
+discard_round(const char *how, char sent)
+{
+	hs.calls = 0;
+	install(SIGBUS, on_bus_info, SA_SIGINFO | SA_RESTART, NULL);
+	block(SIG_BLOCK, SIGBUS);
+	if (sent == 'r')
+		raise(SIGBUS);
+	else if (sent == 'k')
+		kill(getpid(), SIGBUS);
+	else
+		peer_request('K', true);
+	printf("%s (%c): held: pending=%d\n", how, sent, is_pending(SIGBUS));
+	if (strcmp(how, "sigaction") == 0)
+		install(SIGBUS, SIG_IGN, 0, NULL);
+	else if (strcmp(how, "signal") == 0)
+		signal(SIGBUS, SIG_IGN);
+	else if (strcmp(how, "sigignore") == 0)
+		sigignore(SIGBUS);
+	else if (strcmp(how, "bsd_signal") == 0)
+		bsd_signal(SIGBUS, SIG_IGN);
+	else if (strcmp(how, "sysv_signal") == 0)
+		sysv_signal(SIGBUS, SIG_IGN);
+	else if (strcmp(how, "sigset") == 0)
+		sigset(SIGBUS, SIG_IGN);	/* unblocks too */
+	else if (strcmp(how, "SIG_DFL") == 0)
+		install(SIGBUS, SIG_DFL, 0, NULL);	/* SIGBUS's default is not to ignore */
+	printf("%s (%c): after %s: pending=%d blocked=%d\n", how, sent, how, is_pending(SIGBUS),
+	       is_blocked(SIGBUS));
+	install(SIGBUS, on_bus_info, SA_SIGINFO | SA_RESTART, NULL);
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("%s (%c): handler installed, unblocked: calls=%d pending=%d\n", how, sent, hs.calls,
+	       is_pending(SIGBUS));
+}
+
+static void
+body_ignore_discards_held(char **a)
+{
+	static const char *const hows[] = { "sigaction", "signal", "sigignore", "bsd_signal",
+					    "sysv_signal", "sigset", "SIG_DFL" };
+
+	(void)a;
+	setup_library();
+	for (size_t i = 0; i < sizeof(hows) / sizeof(hows[0]); i++)
+		discard_round(hows[i], 'r');
+	discard_round("sigaction", 'k');
+	discard_round("sigaction", 'p');
+	discard_round("SIG_DFL", 'p');
+	rescue_check("at the end");
+}
+
+/* ---- item 8: vfork children share the memory, not the signals ---- */
+
+static volatile int vfork_seen_pending, vfork_seen_blocked, vfork_calls;
+
+static void
+vfork_case(void *arg)
+{
+	const char *how = arg;
+	int status, calls_before;
+	pid_t pid;
+
+	install(SIGBUS, on_bus_info, SA_SIGINFO | SA_RESTART, NULL);
+	block(SIG_BLOCK, SIGBUS);
+	raise(SIGBUS);
+	printf("%s: parent before: pending=%d\n", how, is_pending(SIGBUS));
+	fflush(stdout);
+	vfork_seen_pending = vfork_seen_blocked = vfork_calls = -1;
+	calls_before = hs.calls;
+	if (strcmp(how, "posix_spawn") == 0) {
+		status = run_helper(X_SPAWN, NULL, NULL, NULL);
+	} else {
+		pid = vfork();
+		NSBT_CHECK(pid >= 0, "vfork: %s", strerror(errno));
+		if (pid == 0) {
+			sigset_t s;
+
+			/* Only calls that a vfork child may make: no stdio. */
+			sigemptyset(&s);
+			sigpending(&s);
+			vfork_seen_pending = sigismember(&s, SIGBUS);
+			sigemptyset(&s);
+			sigprocmask(SIG_BLOCK, NULL, &s);
+			vfork_seen_blocked = sigismember(&s, SIGBUS);
+			if (strcmp(how, "unblock") == 0) {
+				sigemptyset(&s);
+				sigprocmask(SIG_SETMASK, &s, NULL);
+				vfork_calls = hs.calls - calls_before;
+			} else if (strcmp(how, "SIG_DFL") == 0) {
+				signal(SIGBUS, SIG_DFL);
+			} else if (strcmp(how, "exec") == 0) {
+				execv(nolib_path(), (char *[]){ (char *)"helper", (char *)"--body",
+							       (char *)"report", NULL });
+			}
+			_exit(0);
+		}
+		NSBT_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+		printf("%s: child saw pending=%d blocked=%d calls=%d; %s\n", how, vfork_seen_pending,
+		       vfork_seen_blocked, vfork_calls, nsbt_status_str(status));
+	}
+	printf("%s: parent after: pending=%d blocked=%d calls=%d\n", how, is_pending(SIGBUS),
+	       is_blocked(SIGBUS), hs.calls - calls_before);
+	print_query("  parent's disposition", SIGBUS);
+	rescue_check("parent after the vfork child");
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("%s: parent unblocked: calls=%d\n", how, hs.calls - calls_before);
+}
+
+/*
+ * The parent holds a raised SIGBUS (blocked) and vforks: the child has no
+ * pending signal, and whatever it does (unblock, reset SIGBUS, exec) the
+ * parent keeps its held signal, its mask and its disposition.
+ */
+static void
+body_vfork_held(char **a)
+{
+	static const char *const hows[] = { "_exit", "unblock", "SIG_DFL", "exec", "posix_spawn" };
+
+	(void)a;
+	setup_library();
+	for (size_t i = 0; i < sizeof(hows) / sizeof(hows[0]); i++) {
+		int status = nsbt_run(vfork_case, (void *)hows[i]);
+
+		printf("case %s: %s\n", hows[i], nsbt_status_str(status));
+	}
+}
+
+/* ---- item 9: errno after a SIGBUS the library holds ---- */
+
+static sem_t errno_go, errno_ready;
+
+static void *
+errno_unblocked_thread(void *arg)
+{
+	(void)arg;
+	block(SIG_UNBLOCK, SIGBUS);
+	sem_post(&errno_ready);
+	while (sem_wait(&errno_go) < 0 && errno == EINTR)
+		;
+	return NULL;
+}
+
+static void
+errno_round(const char *how)
+{
+	int r, e;
+
+	errno = ENOTRECOVERABLE;
+	if (strcmp(how, "kill") == 0)
+		r = kill(getpid(), SIGBUS);
+	else if (strcmp(how, "raise") == 0)
+		r = raise(SIGBUS);
+	else if (strcmp(how, "sigqueue") == 0)
+		r = sigqueue(getpid(), SIGBUS, (union sigval){ .sival_int = 5 });
+	else
+		r = pthread_kill(pthread_self(), SIGBUS);
+	e = errno;
+	printf("%s=%d, errno after: %s; pending=%d calls=%d\n", how, r, ename(e), is_pending(SIGBUS),
+	       hs.calls);
+}
+
+/* The same, when another thread does not block SIGBUS: it gets the signal. */
+static void
+errno_to_other(const char *how)
+{
+	int r, e, calls = hs.calls;
+
+	errno = ENOTRECOVERABLE;
+	if (strcmp(how, "kill") == 0)
+		r = kill(getpid(), SIGBUS);
+	else
+		r = sigqueue(getpid(), SIGBUS, (union sigval){ .sival_int = 5 });
+	e = errno;
+	/* A guard, not a timing check: the other thread runs it at once. */
+	for (int i = 0; i < 5000 && hs.calls == calls; i++)
+		pause_ms(1);
+	printf("%s=%d, errno after: %s; pending=%d; handled by the other thread: %s\n", how, r,
+	       ename(e), is_pending(SIGBUS),
+	       hs.calls == calls + 1 && hs.tid != (pid_t)syscall(SYS_gettid) ? "yes" : "no");
+}
+
+static sem_t lone_delivered;
+
+/* [signal context] */
+static void
+on_bus_post(int sig)
+{
+	(void)sig;
+	hs.plain_calls++;
+	hs.tid = (pid_t)syscall(SYS_gettid);
+	sem_post(&lone_delivered);
+}
+
+static void *
+lone_sender(void *arg)
+{
+	struct timespec ts;
+	int r, e;
+
+	/* The kernel looks for a thread from the main one on, in creation
+	 * order: this one comes first once the main thread is gone. */
+	while (!*(volatile pid_t *)arg || thread_state(getpid(), getpid()) != 'Z')
+		sched_yield();
+	errno = ENOTRECOVERABLE;
+	r = kill(getpid(), SIGBUS);
+	e = errno;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 5;	/* a guard: delivery to the other thread is immediate */
+	while (sem_timedwait(&lone_delivered, &ts) < 0 && errno == EINTR)
+		;
+	printf("kill from a thread that blocks SIGBUS, main thread gone: kill=%d errno after: %s; "
+	       "handler calls=%d in=%s\n", r, ename(e), hs.plain_calls,
+	       hs.tid == *(volatile pid_t *)arg ? "the thread that does not block it" :
+	       hs.tid ? "another thread" : "none");
+	fflush(stdout);
+	exit(0);
+}
+
+static void *
+lone_unblocked(void *arg)
+{
+	block(SIG_UNBLOCK, SIGBUS);
+	*(volatile pid_t *)arg = (pid_t)syscall(SYS_gettid);
+	for (;;)
+		pause();
+	return NULL;
+}
+
+/*
+ * The main thread exits (pthread_exit); one thread blocks SIGBUS and sends
+ * kill(getpid(), SIGBUS), another does not block it.  The kernel delivers
+ * to the second; the sender's errno is untouched.
+ */
+static void
+lone_sender_case(void *arg)
+{
+	static volatile pid_t unblocked_tid;
+	pthread_t t;
+
+	(void)arg;
+	hs.plain_calls = 0;
+	hs.tid = 0;
+	sem_init(&lone_delivered, 0, 0);
+	install(SIGBUS, on_bus_post, SA_RESTART, NULL);
+	block(SIG_BLOCK, SIGBUS);	/* both inherit it; one unblocks */
+	NSBT_CHECK(pthread_create(&t, NULL, lone_sender, (void *)&unblocked_tid) == 0, "pthread_create");
+	NSBT_CHECK(pthread_create(&t, NULL, lone_unblocked, (void *)&unblocked_tid) == 0, "pthread_create");
+	pthread_exit(NULL);
+}
+
+/*
+ * kill(getpid(), SIGBUS) and the like while SIGBUS is blocked: the call
+ * succeeds and errno is what it was (the signal is held).  Alone, then
+ * with another thread that does not block SIGBUS (which the kernel may
+ * pick for a process-directed one), then from a thread while the main
+ * thread is gone.
+ */
+static void
+body_errno_held(char **a)
+{
+	static const char *const hows[] = { "kill", "raise", "sigqueue", "pthread_kill" };
+	pthread_t t;
+
+	(void)a;
+	install(SIGBUS, on_bus_info, SA_SIGINFO | SA_RESTART, NULL);
+	setup_library();
+	block(SIG_BLOCK, SIGBUS);
+	for (size_t i = 0; i < sizeof(hows) / sizeof(hows[0]); i++)
+		errno_round(hows[i]);
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("unblocked: calls=%d\n", hs.calls);
+	hs.calls = 0;
+	sem_init(&errno_go, 0, 0);
+	sem_init(&errno_ready, 0, 0);
+	block(SIG_BLOCK, SIGBUS);
+	NSBT_CHECK(pthread_create(&t, NULL, errno_unblocked_thread, NULL) == 0, "pthread_create");
+	while (sem_wait(&errno_ready) < 0)
+		;
+	errno_round("raise");
+	errno_round("pthread_kill");
+	/* Process-directed: the kernel gives it to the other thread. */
+	errno_to_other("kill");
+	errno_to_other("sigqueue");
+	sem_post(&errno_go);
+	pthread_join(t, NULL);
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("unblocked: calls=%d\n", hs.calls);
+	printf("%s\n", nsbt_status_str(nsbt_run(lone_sender_case, NULL)));
+}
+
+/* ---- item 10: more ways to exec ---- */
+
+enum exec_other { XO_EXECVEAT_FD, XO_EXECVEAT_DIR, XO_SYSTEM, XO_POPEN, XO_WORDEXP };
+
+static const char *const exec_other_names[] = { "execveat(fd, \"\", AT_EMPTY_PATH)",
+						"execveat(dirfd, name)", "system", "popen",
+						"wordexp" };
+
+static void
+run_helper_other(enum exec_other how)
+{
+	char *argv[] = { (char *)"helper", (char *)"--body", (char *)"report", NULL };
+	const char *path = nolib_path();
+	char cmd[PATH_MAX + 64], buf[512];
+	int status;
+	pid_t pid;
+
+	snprintf(cmd, sizeof(cmd), "'%s' --body report", path);
+	printf("via %s: ", exec_other_names[how]);
+	fflush(stdout);
+	switch (how) {
+	case XO_EXECVEAT_FD:
+	case XO_EXECVEAT_DIR:
+		pid = fork();
+		NSBT_CHECK(pid >= 0, "fork");
+		if (pid == 0) {
+			if (how == XO_EXECVEAT_FD) {
+				int fd = open(path, O_PATH | O_CLOEXEC);
+
+				execveat(fd, "", argv, environ, AT_EMPTY_PATH);
+			} else {
+				char dir[PATH_MAX];
+				int dfd;
+
+				snprintf(dir, sizeof(dir), "%s", path);
+				*strrchr(dir, '/') = '\0';
+				dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+				execveat(dfd, strrchr(path, '/') + 1, argv, environ, 0);
+			}
+			printf("exec failed: %s\n", strerror(errno));
+			fflush(stdout);
+			_exit(127);
+		}
+		NSBT_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+		break;
+	case XO_SYSTEM:
+		status = system(cmd);
+		break;
+	case XO_POPEN: {
+		FILE *f = popen(cmd, "r");
+
+		NSBT_CHECK(f != NULL, "popen: %s", strerror(errno));
+		while (fgets(buf, sizeof(buf), f))
+			fputs(buf, stdout);
+		status = pclose(f);
+		break;
+	}
+	case XO_WORDEXP: {
+		char words[sizeof(cmd) + 8];
+		wordexp_t we;
+		int r;
+
+		snprintf(words, sizeof(words), "$(%s)", cmd);
+		r = wordexp(words, &we, 0);
+		NSBT_CHECK(r == 0, "wordexp: %d", r);
+		for (size_t i = 0; i < we.we_wordc; i++)
+			printf("%s%s", i ? " " : "", we.we_wordv[i]);
+		printf("\n");
+		wordfree(&we);
+		status = 0;
+		break;
+	}
+	}
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		printf("that helper: %s\n", nsbt_status_str(status));
+}
+
+/* An ignored SIGBUS stays ignored through execveat, system, popen, wordexp. */
+static void
+body_exec_ignored_other(char **a)
+{
+	(void)a;
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	for (enum exec_other h = XO_EXECVEAT_FD; h <= XO_WORDEXP; h++)
+		run_helper_other(h);
+	print_query("parent after the execs", SIGBUS);
+	rescue_check("after the execs");
+}
+
+/* A blocked SIGBUS stays blocked through them. */
+static void
+body_exec_blocked_other(char **a)
+{
+	(void)a;
+	setup_library();
+	install(SIGBUS, on_bus_info, SA_SIGINFO, NULL);
+	block(SIG_BLOCK, SIGBUS);
+	for (enum exec_other h = XO_EXECVEAT_FD; h <= XO_WORDEXP; h++)
+		run_helper_other(h);
+	printf("parent: blocked=%d pending=%d calls=%d\n", is_blocked(SIGBUS), is_pending(SIGBUS), hs.calls);
+	rescue_check("after the execs");
+}
+
+/* ---- item 11: bad pointers ---- */
+
+/*
+ * Runs expr in a forked child and prints what it returned and errno, and
+ * then what the child's SIGBUS state became; or how the child died.  A
+ * child that hangs is ended by its alarm (and that shows).
+ */
+#define TRY(label, expr) \
+	do { \
+		pid_t try_pid_; \
+		int try_status_; \
+		fflush(stdout); \
+		try_pid_ = fork(); \
+		NSBT_CHECK(try_pid_ >= 0, "fork: %s", strerror(errno)); \
+		if (try_pid_ == 0) { \
+			long try_r_; \
+			int try_e_; \
+			alarm(5); \
+			errno = 0; \
+			try_r_ = (long)(expr); \
+			try_e_ = errno; \
+			printf("%s: %ld %s", label, try_r_, ename(try_e_)); \
+			try_after(); \
+			fflush(stdout); \
+			_exit(0); \
+		} \
+		NSBT_CHECK(waitpid(try_pid_, &try_status_, 0) == try_pid_, "waitpid"); \
+		if (!WIFEXITED(try_status_) || WEXITSTATUS(try_status_)) \
+			printf("%s: %s\n", label, nsbt_status_str(try_status_)); \
+	} while (0)
+
+static void
+try_after(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sigaction(SIGBUS, NULL, &sa);
+	printf("; then SIGBUS %s, %s\n", is_blocked(SIGBUS) ? "blocked" : "unblocked",
+	       hname((void *)sa.sa_handler));
+}
+
+enum bad_kind { BAD_LOW, BAD_NOACCESS, BAD_KERNEL, BAD_READONLY, BAD_KINDS };
+
+static const char *const bad_names[] = { "low", "PROT_NONE", "kernel", "read-only" };
+
+/* A pointer that the kernel refuses (EFAULT) and that faults if read. */
+static void *
+bad_ptr(enum bad_kind k)
+{
+	static void *noaccess, *readonly;
+
+	if (!noaccess) {
+		/* Not unmapped: a later mapping could land there. */
+		noaccess = mmap(NULL, pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		NSBT_CHECK(noaccess != MAP_FAILED, "mmap");
+		/* Reads zeros, refuses writes: only for what is written to. */
+		readonly = mmap(NULL, pg, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		NSBT_CHECK(readonly != MAP_FAILED, "mmap");
+	}
+	switch (k) {
+	case BAD_LOW:
+		return (void *)16;
+	case BAD_NOACCESS:
+		return noaccess;
+	case BAD_KERNEL:
+		return (void *)-(intptr_t)(64 * 1024);	/* kernel space on x86_64 and aarch64 */
+	default:
+		return readonly;
+	}
+}
+
+static void *
+bad_thread(void *arg)
+{
+	return arg;
+}
+
+static void
+bad_pointer_round(const char *phase)
+{
+	sigset_t bus, one;
+	struct sigaction good;
+	char l[160];
+
+	sigemptyset(&bus);
+	sigaddset(&bus, SIGBUS);
+	sigemptyset(&one);
+	sigaddset(&one, SIGUSR1);
+	memset(&good, 0, sizeof(good));
+	good.sa_handler = on_bus_plain;
+	sigemptyset(&good.sa_mask);
+#define L(what) (snprintf(l, sizeof(l), "%s, %s, %s", phase, bad_names[k], what), l)
+	/* Pointers that are read from: never the read-only page (valid). */
+	for (enum bad_kind k = BAD_LOW; k < BAD_READONLY; k++) {
+		void *b = bad_ptr(k);
+
+		TRY(L("sigsuspend(bad)"), sigsuspend(b));
+		TRY(L("sigprocmask(SIG_BLOCK, bad, NULL)"), sigprocmask(SIG_BLOCK, b, NULL));
+		TRY(L("sigprocmask(SIG_SETMASK, bad, &old)"), sigprocmask(SIG_SETMASK, b, &one));
+		TRY(L("pthread_sigmask(SIG_UNBLOCK, bad, NULL)"), pthread_sigmask(SIG_UNBLOCK, b, NULL));
+		TRY(L("sigaction(SIGBUS, bad, NULL)"), sigaction(SIGBUS, b, NULL));
+		TRY(L("__sigaction(SIGBUS, bad, NULL)"), __sigaction(SIGBUS, b, NULL));
+		TRY(L("sigaction(SIGUSR1, bad, NULL)"), sigaction(SIGUSR1, b, NULL));
+		TRY(L("sigaltstack(bad, NULL)"), sigaltstack(b, NULL));
+		TRY(L("pthread_create(&t, bad attr)"), ({
+			pthread_t t_;
+			pthread_create(&t_, b, bad_thread, NULL);
+		}));
+		TRY(L("siglongjmp(bad)"), (siglongjmp(*(sigjmp_buf *)b, 1), 0));
+		TRY(L("longjmp(bad)"), (longjmp(*(jmp_buf *)b, 1), 0));
+		TRY(L("_longjmp(bad)"), (_longjmp(*(jmp_buf *)b, 1), 0));
+		TRY(L("__longjmp_chk(bad)"), (__longjmp_chk(*(jmp_buf *)b, 1), 0));
+		/* The mapping calls take addresses the kernel checks. */
+		TRY(L("munmap(bad, page)"), munmap(b, pg));
+		TRY(L("mprotect(bad, page, PROT_READ)"), mprotect(b, pg, PROT_READ));
+		TRY(L("pkey_mprotect(bad, page, PROT_READ, 0)"), pkey_mprotect(b, pg, PROT_READ, 0));
+		TRY(L("mremap(bad, page, 2 pages, MREMAP_MAYMOVE)"),
+		    mremap(b, pg, 2 * pg, MREMAP_MAYMOVE) == MAP_FAILED);
+		TRY(L("mmap(bad, MAP_FIXED) of a protected kind"), ({
+			int fd_ = nsbt_file(NSBT_MEMFD, pg);
+			mmap(b, pg, PROT_READ, MAP_PRIVATE | MAP_FIXED | (no_protect ? 0 : TEST_FLAG),
+			     fd_, 0) == MAP_FAILED;
+		}));
+		TRY(L("mmap64(bad, MAP_FIXED_NOREPLACE)"),
+		    mmap64(b, pg, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) ==
+		    MAP_FAILED);
+		/* A handler at a bad address: installed fine, fatal when called. */
+		TRY(L("signal(SIGBUS, bad) and raise"), ({
+			long r_ = (long)signal(SIGBUS, (sighandler_t)b) != (long)SIG_ERR;
+			raise(SIGBUS);
+			r_;
+		}));
+		TRY(L("bsd_signal(SIGBUS, bad) and raise"), ({
+			long r_ = (long)bsd_signal(SIGBUS, (sighandler_t)b) != (long)SIG_ERR;
+			raise(SIGBUS);
+			r_;
+		}));
+		TRY(L("sysv_signal(SIGBUS, bad) and raise"), ({
+			long r_ = (long)sysv_signal(SIGBUS, (sighandler_t)b) != (long)SIG_ERR;
+			raise(SIGBUS);
+			r_;
+		}));
+		TRY(L("__sysv_signal(SIGBUS, bad) and raise"), ({
+			long r_ = (long)__sysv_signal(SIGBUS, (sighandler_t)b) != (long)SIG_ERR;
+			raise(SIGBUS);
+			r_;
+		}));
+		TRY(L("sigset(SIGBUS, bad) and raise"), ({
+			long r_ = (long)sigset(SIGBUS, (sighandler_t)b) != (long)SIG_ERR;
+			raise(SIGBUS);
+			r_;
+		}));
+		TRY(L("sigaction(SIGBUS, {bad}) and a fault"), ({
+			struct sigaction sa_ = good;
+			sa_.sa_handler = (sighandler_t)b;
+			long r_ = sigaction(SIGBUS, &sa_, NULL);
+			touch(trap_map(false, 1, true));
+			r_;
+		}));
+	}
+	/* Pointers that are written to: the read-only page as well. */
+	for (enum bad_kind k = BAD_LOW; k < BAD_KINDS; k++) {
+		void *b = bad_ptr(k);
+
+		TRY(L("sigprocmask(SIG_BLOCK, NULL, bad)"), sigprocmask(SIG_BLOCK, NULL, b));
+		TRY(L("sigprocmask(SIG_BLOCK, {BUS}, bad)"), sigprocmask(SIG_BLOCK, &bus, b));
+		TRY(L("sigprocmask(SIG_UNBLOCK, {BUS}, bad)"), sigprocmask(SIG_UNBLOCK, &bus, b));
+		TRY(L("sigprocmask(42, {BUS}, bad)"), sigprocmask(42, &bus, b));
+		TRY(L("pthread_sigmask(SIG_BLOCK, NULL, bad)"), pthread_sigmask(SIG_BLOCK, NULL, b));
+		TRY(L("pthread_sigmask(SIG_SETMASK, {BUS}, bad)"), pthread_sigmask(SIG_SETMASK, &bus, b));
+		TRY(L("pthread_sigmask(SIG_UNBLOCK, {USR1}, bad)"), pthread_sigmask(SIG_UNBLOCK, &one, b));
+		TRY(L("sigpending(bad)"), sigpending(b));
+		TRY(L("sigaction(SIGBUS, NULL, bad)"), sigaction(SIGBUS, NULL, b));
+		TRY(L("sigaction(SIGBUS, &good, bad)"), sigaction(SIGBUS, &good, b));
+		TRY(L("__sigaction(SIGBUS, &good, bad)"), __sigaction(SIGBUS, &good, b));
+		TRY(L("sigaction(SIGUSR1, NULL, bad)"), sigaction(SIGUSR1, NULL, b));
+		TRY(L("sigaltstack(NULL, bad)"), sigaltstack(NULL, b));
+		TRY(L("pthread_create(bad, NULL)"), pthread_create(b, NULL, bad_thread, NULL));
+		TRY(L("mremap(..., MREMAP_FIXED, bad)"), ({
+			void *p_ = mmap(NULL, pg, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			mremap(p_, pg, pg, MREMAP_MAYMOVE | MREMAP_FIXED, b) == MAP_FAILED;
+		}));
+	}
+#undef L
+}
+
+/*
+ * Every interposed signal call with a bad pointer: the same return value
+ * and errno as glibc, or the same death.  First as the process starts,
+ * then with SIGBUS blocked, then with a program handler for it.
+ */
+static void
+body_bad_pointers(char **a)
+{
+	(void)a;
+	setup_library();
+	bad_pointer_round("plain");
+	block(SIG_BLOCK, SIGBUS);
+	bad_pointer_round("SIGBUS blocked");
+	block(SIG_UNBLOCK, SIGBUS);
+	install(SIGBUS, on_bus_info, SA_SIGINFO, NULL);
+	signal(SIGUSR1, SIG_IGN);
+	bad_pointer_round("with handlers");
+	rescue_check("at the end");
+}
+
+/* The exec family and posix_spawn with a bad pointer in each argument. */
+static void
+bad_exec_round(const char *phase)
+{
+	char *argv[] = { (char *)"true", NULL }, **env = environ;
+	const char *path = "/bin/true";
+	char l[160];
+	pid_t pid;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	NSBT_CHECK(fd >= 0, "%s: %s", path, strerror(errno));
+#define L(what) (snprintf(l, sizeof(l), "%s, %s, %s", phase, bad_names[k], what), l)
+	for (enum bad_kind k = BAD_LOW; k < BAD_READONLY; k++) {
+		void *b = bad_ptr(k);
+
+		TRY(L("execve(bad, argv, env)"), execve(b, argv, env));
+		TRY(L("execve(path, bad, env)"), execve(path, b, env));
+		TRY(L("execve(path, argv, bad)"), execve(path, argv, b));
+		TRY(L("execv(bad, argv)"), execv(b, argv));
+		TRY(L("execv(path, bad)"), execv(path, b));
+		TRY(L("execvp(bad, argv)"), execvp(b, argv));
+		TRY(L("execvp(\"true\", bad)"), execvp("true", b));
+		TRY(L("execvpe(\"true\", argv, bad)"), execvpe("true", argv, b));
+		TRY(L("execvpe(\"/bin/true\", bad, env)"), execvpe(path, b, env));
+		TRY(L("execl(bad, ...)"), execl(b, "true", (char *)NULL));
+		TRY(L("execl(path, bad, ...)"), execl(path, (char *)b, (char *)NULL));
+		TRY(L("execlp(bad, ...)"), execlp(b, "true", (char *)NULL));
+		TRY(L("execle(path, ..., bad)"), execle(path, "true", (char *)NULL, (char **)b));
+		TRY(L("fexecve(fd, bad, env)"), fexecve(fd, b, env));
+		TRY(L("fexecve(fd, argv, bad)"), fexecve(fd, argv, b));
+		TRY(L("execveat(AT_FDCWD, bad)"), execveat(AT_FDCWD, b, argv, env, 0));
+		TRY(L("execveat(fd, \"\", bad, env)"), execveat(fd, "", b, env, AT_EMPTY_PATH));
+		TRY(L("posix_spawn(&pid, bad)"), posix_spawn(&pid, b, NULL, NULL, argv, env));
+		TRY(L("posix_spawn(&pid, path, bad actions)"), posix_spawn(&pid, path, b, NULL, argv, env));
+		TRY(L("posix_spawn(&pid, path, NULL, bad attr)"), posix_spawn(&pid, path, NULL, b, argv, env));
+		TRY(L("posix_spawn(&pid, path, ..., bad argv)"), posix_spawn(&pid, path, NULL, NULL, b, env));
+		TRY(L("posix_spawn(&pid, path, ..., bad env)"), posix_spawn(&pid, path, NULL, NULL, argv, b));
+		TRY(L("posix_spawnp(&pid, bad)"), posix_spawnp(&pid, b, NULL, NULL, argv, env));
+		TRY(L("posix_spawnp(&pid, \"true\", ..., bad argv)"), posix_spawnp(&pid, "true", NULL, NULL, b, env));
+		TRY(L("system(bad)"), system(b));
+		TRY(L("popen(bad, \"r\") != NULL"), popen(b, "r") != NULL);
+	}
+	for (enum bad_kind k = BAD_LOW; k < BAD_KINDS; k++) {
+		void *b = bad_ptr(k);
+
+		/* The child runs /bin/true, then the parent stores its pid. */
+		TRY(L("posix_spawn(bad pid)"), ({
+			int r_ = posix_spawn(b, path, NULL, NULL, argv, env);
+			while (wait(NULL) > 0)
+				;
+			r_;
+		}));
+	}
+#undef L
+	close(fd);
+}
+
+static void
+body_bad_pointers_exec(char **a)
+{
+	(void)a;
+	setup_library();
+	bad_exec_round("plain");
+	signal(SIGBUS, SIG_IGN);
+	block(SIG_BLOCK, SIGBUS);
+	bad_exec_round("SIGBUS ignored and blocked");
+	rescue_check("at the end");
+}
+
+/* ---- issue 11, suspects ---- */
+
+/* -- two threads fault at once on an SA_RESETHAND handler -- */
+
+static atomic_int *reset_calls;		/* shared with the parent */
+static pthread_barrier_t reset_barrier;
+
+/* [signal context] Maps anonymous memory over the faulting page. */
+static void
+on_bus_reset(int sig, siginfo_t *si, void *uc)
+{
+	uintptr_t page = (uintptr_t)si->si_addr & ~(uintptr_t)(pg - 1);
+
+	(void)sig;
+	(void)uc;
+	atomic_fetch_add(reset_calls, 1);
+	if (mmap((void *)page, pg, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_FIXED | MAP_ANONYMOUS, -1, 0) != (void *)page)
+		_exit(90);
+}
+
+static void *
+reset_faulter(void *arg)
+{
+	pthread_barrier_wait(&reset_barrier);
+	touch(arg);
+	return NULL;
+}
+
+static void
+reset_run(void *arg)
+{
+	pthread_t t[2];
+
+	(void)arg;
+	install(SIGBUS, on_bus_reset, SA_SIGINFO | SA_RESETHAND, NULL);
+	pthread_barrier_init(&reset_barrier, NULL, 3);
+	for (int i = 0; i < 2; i++)
+		NSBT_CHECK(pthread_create(&t[i], NULL, reset_faulter, trap_map(false, 1, true)) == 0,
+			   "pthread_create");
+	pthread_barrier_wait(&reset_barrier);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+}
+
+/*
+ * Two threads fault at the same moment in unprotected pages (so both
+ * faults go to the program), with an SA_RESETHAND handler: the kernel
+ * resets it at the first delivery, so the second fault kills - never two
+ * handler calls.  Many runs, each in a child.
+ */
+static void
+body_resethand_two_threads(char **a)
+{
+	int killed = 0, other = 0, twice = 0;
+
+	(void)a;
+	setup_library();
+	reset_calls = mmap(NULL, sizeof(*reset_calls), PROT_READ | PROT_WRITE,
+			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	NSBT_CHECK(reset_calls != MAP_FAILED, "mmap");
+	for (int i = 0; i < 2000; i++) {
+		int status;
+
+		atomic_store(reset_calls, 0);
+		status = nsbt_run(reset_run, NULL);
+		if (atomic_load(reset_calls) > 1)
+			twice++;
+		if (WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS)
+			killed++;
+		else if (other++ == 0)
+			printf("a run ended %s after %d handler calls\n", nsbt_status_str(status),
+			       atomic_load(reset_calls));
+	}
+	printf("2000 runs: killed by SIGBUS %d, otherwise %d; runs with two handler calls: %d\n",
+	       killed, other, twice);
+	rescue_check("at the end");
+}
+
+/* -- a handler reads the action while another thread rewrites it -- */
+
+enum { TORN_READERS = 8, TORN_RAISES = 30000 };
+
+static atomic_long torn_calls, torn_bad;
+static atomic_bool torn_stop;
+
+/*
+ * [signal context] The two actions differ in every field: A is SA_SIGINFO
+ * with sa_mask {SIGUSR1}, B is SA_NODEFER with sa_mask {SIGUSR2}.  Each
+ * handler checks that the mask it runs with is its own action's: SIGBUS
+ * blocked for A only, and its sa_mask signal.
+ */
+static void
+torn_check(int sig, bool is_a)
+{
+	unsigned long m = cur_mask(), u1 = 1UL << (SIGUSR1 - 1), u2 = 1UL << (SIGUSR2 - 1);
+	bool bus = m & (1UL << (SIGBUS - 1));
+
+	atomic_fetch_add(&torn_calls, 1);
+	/* Without a protected mapping the kernel calls the handlers itself;
+	 * the SIGBUS bit of the view is then sent-handler-mask's business. */
+	if (no_protect)
+		bus = is_a;
+	if (sig != SIGBUS || bus != is_a || !(m & (is_a ? u1 : u2)) || (m & (is_a ? u2 : u1)))
+		atomic_fetch_add(&torn_bad, 1);
+}
+
+static void
+on_torn_a(int sig, siginfo_t *si, void *uc)
+{
+	(void)si;
+	(void)uc;
+	torn_check(sig, true);
+}
+
+static void
+on_torn_b(int sig)
+{
+	torn_check(sig, false);
+}
+
+static void *
+torn_writer(void *arg)
+{
+	struct sigaction sa[2];
+	long *writes = arg;
+
+	memset(sa, 0, sizeof(sa));
+	sa[0].sa_sigaction = on_torn_a;
+	sa[0].sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa[0].sa_mask);
+	sigaddset(&sa[0].sa_mask, SIGUSR1);
+	sa[1].sa_handler = on_torn_b;
+	sa[1].sa_flags = SA_NODEFER | SA_RESTART;
+	sigemptyset(&sa[1].sa_mask);
+	sigaddset(&sa[1].sa_mask, SIGUSR2);
+	for (*writes = 0; !atomic_load(&torn_stop); ++*writes)
+		sigaction(SIGBUS, &sa[*writes & 1], NULL);
+	return NULL;
+}
+
+static void *
+torn_reader(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < TORN_RAISES; i++)
+		raise(SIGBUS);
+	return NULL;
+}
+
+/*
+ * One thread calls sigaction(SIGBUS) in a loop, alternating two actions;
+ * eight threads raise SIGBUS over and over (more threads than CPUs, so that
+ * some are preempted inside a delivery): every call sees one action whole,
+ * never a mix of the two.
+ */
+static void
+body_torn_action(char **a)
+{
+	pthread_t w, r[TORN_READERS];
+	long writes;
+
+	(void)a;
+	setup_library();
+	install(SIGBUS, on_torn_a, SA_SIGINFO | SA_RESTART, (int[]){ SIGUSR1, 0 });
+	NSBT_CHECK(pthread_create(&w, NULL, torn_writer, &writes) == 0, "pthread_create");
+	for (int i = 0; i < TORN_READERS; i++)
+		NSBT_CHECK(pthread_create(&r[i], NULL, torn_reader, NULL) == 0, "pthread_create");
+	for (int i = 0; i < TORN_READERS; i++)
+		pthread_join(r[i], NULL);
+	atomic_store(&torn_stop, true);
+	pthread_join(w, NULL);
+	printf("handler calls: %s; sigaction calls meanwhile > 31: %s; calls that saw a mixed action: %ld\n",
+	       atomic_load(&torn_calls) == TORN_READERS * TORN_RAISES ? "all" : "NOT ALL", writes > 31 ? "yes" : "no",
+	       atomic_load(&torn_bad));
+	rescue_check("at the end");
+}
+
+/* -- routing of a sent SIGBUS among threads -- */
+
+static sem_t route_delivered;
+
+/* [signal context] */
+static void
+on_bus_route(int sig)
+{
+	(void)sig;
+	hs.plain_calls++;
+	hs.tid = (pid_t)syscall(SYS_gettid);
+	sem_post(&route_delivered);
+}
+
+struct route_thread {
+	pthread_t t;
+	bool blocks;
+	pid_t tid;
+	sem_t *ready, *done;
+};
+
+static void *
+route_thread_main(void *arg)
+{
+	struct route_thread *r = arg;
+
+	block(r->blocks ? SIG_BLOCK : SIG_UNBLOCK, SIGBUS);
+	r->tid = (pid_t)syscall(SYS_gettid);
+	sem_post(r->ready);
+	while (sem_wait(r->done) < 0 && errno == EINTR)
+		;
+	return NULL;
+}
+
+static void
+route_start(struct route_thread *r, bool blocks, sem_t *ready, sem_t *done)
+{
+	pthread_attr_t attr;
+
+	r->blocks = blocks;
+	r->ready = ready;
+	r->done = done;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 64 * 1024);
+	NSBT_CHECK(pthread_create(&r->t, &attr, route_thread_main, r) == 0, "pthread_create");
+	pthread_attr_destroy(&attr);
+	while (sem_wait(ready) < 0)
+		;
+}
+
+/* Where a SIGBUS sent to the process went; waits for it (a 5 s guard). */
+static void
+route_report(const char *label, pid_t unblocked)
+{
+	struct timespec ts;
+	int r;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 5;
+	while ((r = sem_timedwait(&route_delivered, &ts)) < 0 && errno == EINTR)
+		;
+	printf("%s: %s\n", label, r < 0 ? "not delivered (held)" :
+	       hs.tid == unblocked ? "delivered to the thread that does not block SIGBUS" :
+	       "delivered to another thread");
+}
+
+/*
+ * 300 threads block SIGBUS, one does not, the main thread does: a SIGBUS
+ * sent by another process goes to that one thread at once.
+ */
+static void
+body_routing_many_blockers(char **a)
+{
+	enum { N = 300 };
+	static struct route_thread th[N + 1];
+	sem_t ready, done;
+
+	(void)a;
+	install(SIGBUS, on_bus_route, SA_RESTART, NULL);
+	setup_library();
+	sem_init(&ready, 0, 0);
+	sem_init(&done, 0, 0);
+	sem_init(&route_delivered, 0, 0);
+	for (int i = 0; i < N; i++)
+		route_start(&th[i], true, &ready, &done);
+	route_start(&th[N], false, &ready, &done);
+	block(SIG_BLOCK, SIGBUS);
+	peer_request('K', true);
+	route_report("300 threads block SIGBUS, one does not", th[N].tid);
+	for (int i = 0; i <= N; i++)
+		sem_post(&done);
+	for (int i = 0; i <= N; i++)
+		pthread_join(th[i].t, NULL);
+	printf("main: pending=%d\n", is_pending(SIGBUS));
+}
+
+/*
+ * A fork child whose main thread blocks SIGBUS (as the parent's did), with
+ * a thread that blocks it and one that does not: a SIGBUS its parent sends
+ * goes to the one that does not.
+ */
+static void
+fork_routing_child(int to_parent, int from_parent)
+{
+	struct route_thread w, u;
+	sem_t ready, done;
+	char c = 'K';
+
+	sem_init(&ready, 0, 0);
+	sem_init(&done, 0, 0);
+	sem_init(&route_delivered, 0, 0);
+	route_start(&w, true, &ready, &done);
+	route_start(&u, false, &ready, &done);
+	NSBT_CHECK(write(to_parent, &c, 1) == 1, "write");
+	while (read(from_parent, &c, 1) < 0 && errno == EINTR)
+		;
+	route_report("fork child, main and one thread block SIGBUS, one does not", u.tid);
+	sem_post(&done);
+	sem_post(&done);
+	pthread_join(w.t, NULL);
+	pthread_join(u.t, NULL);
+	printf("fork child: main pending=%d\n", is_pending(SIGBUS));
+}
+
+struct fork_exit_arg {
+	struct route_thread u;
+	int to_parent, from_parent;
+};
+
+static void *
+fork_exit_sender(void *arg)
+{
+	struct fork_exit_arg *f = arg;
+	char c = 'K';
+
+	/* The main thread gone, the kernel looks from this thread on. */
+	while (!f->u.tid || thread_state(getpid(), getpid()) != 'Z')
+		sched_yield();
+	NSBT_CHECK(write(f->to_parent, &c, 1) == 1, "write");
+	while (read(f->from_parent, &c, 1) < 0 && errno == EINTR)
+		;
+	route_report("fork child, main thread gone, this thread blocks SIGBUS, another does not",
+		     f->u.tid);
+	fflush(stdout);
+	exit(0);
+}
+
+static void *
+fork_exit_unblocked(void *arg)
+{
+	struct fork_exit_arg *f = arg;
+
+	block(SIG_UNBLOCK, SIGBUS);
+	f->u.tid = (pid_t)syscall(SYS_gettid);
+	for (;;)
+		pause();
+	return NULL;
+}
+
+/* The same, once the fork child's main thread (which blocks SIGBUS) exits. */
+static void
+fork_routing_child_exit(int to_parent, int from_parent)
+{
+	static struct fork_exit_arg f;
+	pthread_t t;
+
+	f.to_parent = to_parent;
+	f.from_parent = from_parent;
+	sem_init(&route_delivered, 0, 0);
+	NSBT_CHECK(pthread_create(&t, NULL, fork_exit_sender, &f) == 0, "pthread_create");
+	NSBT_CHECK(pthread_create(&t, NULL, fork_exit_unblocked, &f) == 0, "pthread_create");
+	pthread_exit(NULL);
+}
+
+static void
+body_routing_fork_child(char **a)
+{
+	int up[2], down[2], status;
+	pid_t pid;
+	char c;
+
+	(void)a;
+	install(SIGBUS, on_bus_route, SA_RESTART, NULL);
+	setup_library();
+	block(SIG_BLOCK, SIGBUS);
+	NSBT_CHECK(pipe(up) == 0 && pipe(down) == 0, "pipe");
+	fflush(stdout);
+	pid = fork();
+	NSBT_CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		fork_routing_child(up[1], down[0]);
+		fflush(stdout);
+		_exit(0);
+	}
+	if (read(up[0], &c, 1) == 1) {
+		kill(pid, SIGBUS);
+		NSBT_CHECK(write(down[1], &c, 1) == 1, "write");
+	}
+	NSBT_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+	printf("fork child: %s\n", nsbt_status_str(status));
+	fflush(stdout);
+	pid = fork();
+	NSBT_CHECK(pid >= 0, "fork");
+	if (pid == 0)
+		fork_routing_child_exit(up[1], down[0]);
+	if (read(up[0], &c, 1) == 1) {
+		kill(pid, SIGBUS);
+		NSBT_CHECK(write(down[1], &c, 1) == 1, "write");
+	}
+	NSBT_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+	printf("fork child: %s\n", nsbt_status_str(status));
+}
+
+static void *
+exit_blocked(void *arg)
+{
+	*(pid_t *)arg = (pid_t)syscall(SYS_gettid);
+	block(SIG_BLOCK, SIGBUS);
+	return NULL;	/* exits with SIGBUS blocked */
+}
+
+static void *
+reused_unblocked(void *arg)
+{
+	struct route_thread *r = arg;
+
+	r->tid = (pid_t)syscall(SYS_gettid);
+	sem_post(r->ready);
+	while (sem_wait(r->done) < 0 && errno == EINTR)
+		;
+	return NULL;
+}
+
+static void *
+exited_main_sender(void *arg)
+{
+	struct route_thread *u = arg;
+
+	/* Once the main thread is gone, the kernel looks from this thread on. */
+	while (!u->tid || thread_state(getpid(), getpid()) != 'Z')
+		sched_yield();
+	peer_request('K', true);
+	route_report("main thread gone, this thread blocks SIGBUS, another does not", u->tid);
+	fflush(stdout);
+	exit(0);
+}
+
+static void *
+exited_main_unblocked(void *arg)
+{
+	struct route_thread *u = arg;
+
+	block(SIG_UNBLOCK, SIGBUS);
+	u->tid = (pid_t)syscall(SYS_gettid);
+	for (;;)
+		pause();
+	return NULL;
+}
+
+/*
+ * The main thread blocks SIGBUS, starts two threads (both inherit it; one
+ * unblocks) and exits with pthread_exit: a SIGBUS sent by another process
+ * goes to the thread that does not block it.
+ */
+static void
+body_routing_main_exited(char **a)
+{
+	static struct route_thread u;
+	pthread_t t;
+
+	(void)a;
+	install(SIGBUS, on_bus_route, SA_RESTART, NULL);
+	setup_library();
+	sem_init(&route_delivered, 0, 0);
+	block(SIG_BLOCK, SIGBUS);
+	NSBT_CHECK(pthread_create(&t, NULL, exited_main_sender, &u) == 0, "pthread_create");
+	NSBT_CHECK(pthread_create(&u.t, NULL, exited_main_unblocked, &u) == 0, "pthread_create");
+	pthread_exit(NULL);
+}
+
+/*
+ * A thread that glibc started with every signal blocked (the SIGEV_THREAD
+ * timer helper) is there; the main thread blocks SIGBUS; a SIGBUS sent by
+ * another process stays pending for the process and is delivered when the
+ * main thread unblocks it.
+ */
+static void
+post_only(union sigval v)
+{
+	(void)v;
+	sem_post(&glibc_done);
+}
+
+static void
+body_routing_glibc_helper(char **a)
+{
+	struct sigevent sev = thread_event(0);
+	struct itimerspec its = { { 0, 0 }, { 0, 1000000 } };
+	timer_t t;
+
+	(void)a;
+	install(SIGBUS, on_bus_info, SA_SIGINFO | SA_RESTART, NULL);
+	setup_library();
+	NSBT_CHECK(sem_init(&glibc_done, 0, 0) == 0, "sem_init");
+	sev.sigev_notify_function = post_only;	/* no read there: glibc-timer-thread's business */
+	NSBT_CHECK(timer_create(CLOCK_MONOTONIC, &sev, &t) == 0, "timer_create: %s", strerror(errno));
+	NSBT_CHECK(timer_settime(t, 0, &its, NULL) == 0, "timer_settime: %s", strerror(errno));
+	if (!wait_post(&glibc_done))
+		printf("no timer notification in 10 s\n");
+	block(SIG_BLOCK, SIGBUS);
+	peer_request('K', true);
+	printf("sent while blocked: pending=%d calls=%d\n", is_pending(SIGBUS), hs.calls);
+	peer_request('Q', true);
+	printf("queued while blocked: pending=%d calls=%d\n", is_pending(SIGBUS), hs.calls);
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("unblocked: pending=%d calls=%d code=%s\n", is_pending(SIGBUS), hs.calls, code_name(hs.code));
+	timer_delete(t);
+}
+
+/* pid 1 of a new pid namespace, with its own /proc. */
+static void
+tid_reuse_init(void)
+{
+	struct route_thread r = { 0 };
+	pid_t first = 0;
+	sem_t ready, done;
+	pthread_t t;
+	char buf[32];
+	int fd, n;
+
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("proc", "/proc", "proc", 0, NULL) < 0) {
+		printf("cannot mount /proc in a new mount namespace: %s\n", strerror(errno));
+		exit(77);
+	}
+	install(SIGBUS, on_bus_route, SA_RESTART, NULL);
+	setup_library();
+	sem_init(&ready, 0, 0);
+	sem_init(&done, 0, 0);
+	sem_init(&route_delivered, 0, 0);
+	NSBT_CHECK(pthread_create(&t, NULL, exit_blocked, &first) == 0, "pthread_create");
+	pthread_join(t, NULL);
+	/* The next thread gets the same id. */
+	fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
+	n = snprintf(buf, sizeof(buf), "%d", (int)first - 1);
+	if (fd < 0 || write(fd, buf, (size_t)n) != n) {
+		printf("cannot write ns_last_pid: %s\n", strerror(errno));
+		exit(77);
+	}
+	close(fd);
+	r.ready = &ready;
+	r.done = &done;
+	NSBT_CHECK(pthread_create(&r.t, NULL, reused_unblocked, &r) == 0, "pthread_create");
+	while (sem_wait(&ready) < 0)
+		;
+	printf("the new thread has the id of the one that exited: %s\n", r.tid == first ? "yes" : "no");
+	block(SIG_BLOCK, SIGBUS);
+	kill(getpid(), SIGBUS);
+	route_report("main blocks SIGBUS, the new thread does not", r.tid);
+	sem_post(&done);
+	pthread_join(r.t, NULL);
+	printf("main: pending=%d\n", is_pending(SIGBUS));
+	fflush(stdout);
+}
+
+/*
+ * A thread exits with SIGBUS blocked; a new thread gets its id and does
+ * not block SIGBUS: a SIGBUS sent to the process while the main thread
+ * blocks it goes to the new thread.  Thread ids are reused on purpose in
+ * a pid namespace of our own (ns_last_pid); skipped where there is none.
+ */
+static void
+body_routing_tid_reuse(char **a)
+{
+	int status;
+	pid_t pid;
+
+	(void)a;
+	fflush(stdout);
+	pid = fork();
+	NSBT_CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		pid_t init;
+
+		if (unshare(CLONE_NEWPID | CLONE_NEWNS) < 0) {
+			printf("no pid namespace here: unshare: %s\n", strerror(errno));
+			fflush(stdout);
+			_exit(77);
+		}
+		init = fork();
+		if (init == 0) {
+			tid_reuse_init();
+			_exit(0);
+		}
+		if (init < 0 || waitpid(init, &status, 0) != init)
+			_exit(1);
+		_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+	}
+	NSBT_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
+		exit(77);
+	printf("namespace: %s\n", nsbt_status_str(status));
+}
+
+/* -- a handler that changes uc_sigmask -- */
+
+static int uc_change;	/* +1 add SIGBUS to uc_sigmask, -1 take it out */
+
+/* [signal context] Repairs a fault (as on_bus_info does), then changes
+ * the mask that sigreturn will restore. */
+static void
+on_uc_change(int sig, siginfo_t *si, void *ucv)
+{
+	ucontext_t *uc = ucv;
+
+	if (sig == SIGBUS)
+		hs.calls++;
+	else
+		usr1_count++;
+	if (sig == SIGBUS && si->si_code == BUS_ADRERR)
+		repair();
+	if (uc_change > 0)
+		sigaddset(&uc->uc_sigmask, SIGBUS);
+	else if (uc_change < 0)
+		sigdelset(&uc->uc_sigmask, SIGBUS);
+}
+
+/* After the handler returned: the view, a rescue, a sent SIGBUS. */
+static void
+uc_after(const char *label)
+{
+	int calls = hs.calls;
+
+	printf("%s: blocked=%d mask=%#lx\n", label, is_blocked(SIGBUS), cur_mask());
+	rescue_check(label);
+	raise(SIGBUS);
+	printf("%s: raised: calls=%d pending=%d\n", label, hs.calls - calls, is_pending(SIGBUS));
+	uc_change = 0;
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("%s: unblocked: calls=%d pending=%d\n", label, hs.calls - calls, is_pending(SIGBUS));
+}
+
+/*
+ * The program's SIGBUS handler adds SIGBUS to uc->uc_sigmask: after it
+ * returns SIGBUS is blocked, in the program's view as in the kernel's; a
+ * sent SIGBUS is held; a fault in a protected mapping is still rescued.
+ */
+static void
+body_uc_sigmask_bus(char **a)
+{
+	(void)a;
+	install(SIGBUS, on_uc_change, SA_SIGINFO, NULL);
+	setup_library();
+	uc_change = 1;
+	raise(SIGBUS);
+	uc_after("after a sent SIGBUS");
+	install(SIGBUS, on_uc_change, SA_SIGINFO | SA_NODEFER, NULL);
+	uc_change = 1;
+	raise(SIGBUS);
+	uc_after("after a sent SIGBUS, SA_NODEFER");
+	uc_change = 1;
+	hs.trap = trap_map(false, 1, true);
+	hs.trap_len = pg;
+	printf("read=%d\n", touch(hs.trap));
+	uc_after("after an unprotected fault");
+}
+
+/* The same from another signal's handler; then one that takes it out. */
+static void
+body_uc_sigmask_other(char **a)
+{
+	(void)a;
+	install(SIGBUS, on_bus_info, SA_SIGINFO, NULL);
+	install(SIGUSR1, on_uc_change, SA_SIGINFO, NULL);
+	setup_library();
+	uc_change = 1;
+	raise(SIGUSR1);
+	uc_after("after SIGUSR1 added SIGBUS");
+	block(SIG_BLOCK, SIGBUS);
+	raise(SIGBUS);
+	printf("blocked, raised: pending=%d calls=%d\n", is_pending(SIGBUS), hs.calls);
+	uc_change = -1;
+	raise(SIGUSR1);
+	printf("after SIGUSR1 took SIGBUS out: blocked=%d pending=%d calls=%d mask=%#lx\n",
+	       is_blocked(SIGBUS), is_pending(SIGBUS), hs.calls, cur_mask());
+	rescue_check("at the end");
+}
+
+/* -- a sent SIGBUS while the library holds a lock -- */
+
+enum lock_action { LA_MMAP, LA_FORK, LA_SIGACTION };
+
+static atomic_long lock_handler_calls;
+static enum lock_action lock_action;
+static int lock_fd = -1;
+
+/* [signal context] What some programs do in a handler: map, fork, reinstall. */
+static void
+on_bus_locking(int sig)
+{
+	(void)sig;
+	atomic_fetch_add(&lock_handler_calls, 1);
+	if (lock_action == LA_MMAP) {
+		char *p = mmap(NULL, pg, PROT_READ, MAP_PRIVATE | (no_protect ? 0 : TEST_FLAG), lock_fd, 0);
+
+		if (p == MAP_FAILED)
+			_exit(95);
+		munmap(p, pg);
+	} else if (lock_action == LA_FORK) {
+		pid_t pid = fork();
+
+		if (pid == 0)
+			_exit(0);
+		if (pid > 0)
+			waitpid(pid, NULL, 0);
+	} else {
+		signal(SIGBUS, on_bus_locking);
+	}
+}
+
+static atomic_bool sender_stop;
+
+static void *
+lock_sender(void *arg)
+{
+	pthread_t main_thread = *(pthread_t *)arg;
+
+	while (!atomic_load(&sender_stop)) {
+		pthread_kill(main_thread, SIGBUS);
+		sched_yield();
+	}
+	return NULL;
+}
+
+static void
+sent_during_lock(enum lock_action la, int rounds)
+{
+	pthread_t t, self = pthread_self();
+	struct sigaction sa;
+	int fd;
+
+	lock_action = la;
+	lock_fd = fd = nsbt_file(NSBT_MEMFD, 0);
+	setup_library();
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_bus_locking;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	NSBT_CHECK(sigaction(SIGBUS, &sa, NULL) == 0, "sigaction");
+	NSBT_CHECK(pthread_create(&t, NULL, lock_sender, &self) == 0, "pthread_create");
+	for (int i = 0; i < rounds; i++) {
+		if (la == LA_SIGACTION) {
+			sigaction(SIGBUS, &sa, NULL);
+		} else {
+			/* A protected mapping: the library's table lock is taken. */
+			char *p = mmap(NULL, 2 * pg, PROT_READ, MAP_PRIVATE | (no_protect ? 0 : TEST_FLAG),
+				       fd, 0);
+
+			NSBT_CHECK(p != MAP_FAILED, "mmap: %s", strerror(errno));
+			munmap(p, 2 * pg);
+		}
+	}
+	atomic_store(&sender_stop, true);
+	pthread_join(t, NULL);
+	printf("%d rounds done; the handler ran: %s\n", rounds,
+	       atomic_load(&lock_handler_calls) > 0 ? "yes" : "no");
+	signal(SIGBUS, SIG_DFL);
+	rescue_check("at the end");
+}
+
+/*
+ * Another thread sends SIGBUS to the main thread over and over while it
+ * makes and removes protected mappings (the library takes its table lock);
+ * the program's handler maps and unmaps too.  No deadlock (the watchdog).
+ */
+static void
+body_sent_during_lock_mmap(char **a)
+{
+	(void)a;
+	sent_during_lock(LA_MMAP, 20000);
+}
+
+/* The same with a handler that forks. */
+static void
+body_sent_during_lock_fork(char **a)
+{
+	(void)a;
+	sent_during_lock(LA_FORK, 3000);
+}
+
+/* The main thread calls sigaction(SIGBUS) in a loop; so does the handler. */
+static void
+body_sent_during_sigaction(char **a)
+{
+	(void)a;
+	sent_during_lock(LA_SIGACTION, 20000);
+}
+
+/* ---- more ways the kernel's mask gains SIGBUS (SPEC §6: "every way") ---- */
+
+static pthread_t waker_target;
+
+/* Sends SIGUSR1 to the main thread once it sleeps in the call it waits in. */
+static void *
+waker(void *arg)
+{
+	static const long calls[] = { SYS_rt_sigsuspend, SYS_ppoll, SYS_pselect6, SYS_epoll_pwait, -1 };
+
+	(void)arg;
+	while (!asleep_in(getpid(), getpid(), calls))
+		sched_yield();
+	pthread_kill(waker_target, SIGUSR1);
+	return NULL;
+}
+
+/*
+ * The main thread waits in a call that takes a signal mask, {SIGBUS}:
+ * while it waits, and in the handler of a signal that interrupts it, the
+ * kernel blocks SIGBUS.  That handler reads a protected page (it must be
+ * rescued) and sees SIGBUS blocked; after the call the mask is back.
+ */
+static void
+wait_mask_round(const char *how)
+{
+	struct timespec ts = { 10, 0 };
+	sigset_t m;
+	pthread_t t;
+	int r, e;
+
+	sigemptyset(&m);
+	sigaddset(&m, SIGBUS);
+	memset(&usr1_view, 0, sizeof(usr1_view));
+	waker_target = pthread_self();
+	NSBT_CHECK(pthread_create(&t, NULL, waker, NULL) == 0, "pthread_create");
+	errno = 0;
+	if (strcmp(how, "sigsuspend") == 0) {
+		r = sigsuspend(&m);
+	} else if (strcmp(how, "ppoll") == 0) {
+		r = ppoll(NULL, 0, &ts, &m);
+	} else if (strcmp(how, "pselect") == 0) {
+		r = pselect(0, NULL, NULL, NULL, &ts, &m);
+	} else {
+		int ep = epoll_create1(EPOLL_CLOEXEC);
+
+		r = epoll_pwait(ep, (struct epoll_event[1]){ 0 }, 1, 10000, &m);
+		e = errno;
+		close(ep);
+		errno = e;
+	}
+	e = errno;
+	pthread_join(t, NULL);
+	printf("%s({BUS})=%d %s\n", how, r, ename(e));
+	print_view("  in the SIGUSR1 handler", &usr1_view);
+	printf("  after: mask=%#lx\n", cur_mask());
+}
+
+static void
+body_wait_mask(char **a)
+{
+	(void)a;
+	usr1_trap = protected_trap(8);
+	install(SIGUSR1, on_usr1_view, SA_SIGINFO, NULL);	/* sa_mask empty */
+	wait_mask_round("sigsuspend");
+	wait_mask_round("ppoll");
+	wait_mask_round("pselect");
+	wait_mask_round("epoll_pwait");
+	rescue_check("at the end");
+}
+
+static ucontext_t main_uc, co_uc;
+static struct view co_view;
+static char *co_trap;
+
+static void
+co_main(void)
+{
+	take_view(&co_view, co_trap, 0);
+}
+
+/*
+ * Contexts carry a mask: swapcontext to a coroutine made with every
+ * signal blocked (uc_sigmask = sigfillset) blocks SIGBUS in the kernel;
+ * setcontext back to a context saved while the program blocked SIGBUS
+ * blocks it again.
+ */
+static void
+body_ucontext_mask(char **a)
+{
+	static char stack[256 * 1024];
+	volatile int second = 0;
+	ucontext_t saved;
+
+	(void)a;
+	co_trap = protected_trap(2);
+	setup_library();
+	NSBT_CHECK(getcontext(&co_uc) == 0, "getcontext");
+	co_uc.uc_stack.ss_sp = stack;
+	co_uc.uc_stack.ss_size = sizeof(stack);
+	co_uc.uc_link = &main_uc;
+	sigfillset(&co_uc.uc_sigmask);
+	makecontext(&co_uc, co_main, 0);
+	NSBT_CHECK(swapcontext(&main_uc, &co_uc) == 0, "swapcontext");
+	print_view("coroutine with uc_sigmask = all", &co_view);
+	printf("back: mask=%#lx\n", cur_mask());
+	rescue_check("after the coroutine");
+
+	block(SIG_BLOCK, SIGBUS);
+	NSBT_CHECK(getcontext(&saved) == 0, "getcontext");
+	if (!second) {
+		second = 1;
+		block(SIG_UNBLOCK, SIGBUS);
+		printf("unblocked: blocked=%d\n", is_blocked(SIGBUS));
+		setcontext(&saved);
+		printf("not reached\n");
+	}
+	printf("after setcontext to a context saved with SIGBUS blocked: blocked=%d mask=%#lx\n",
+	       is_blocked(SIGBUS), cur_mask());
+	rescue_check("after setcontext");
+}
+
 /* ---- the table ------------------------------------------------------ */
 
 #define EXIT(n) (n)
@@ -1617,6 +4071,41 @@ static const struct scenario scenarios[] = {
 	{ "exec-preloaded", body_exec_preloaded, EXIT(0), NULL },
 	{ "exec-spawn-attrs", body_exec_spawn_attrs, EXIT(0), NULL },
 	{ "other-signals", body_other_signals, EXIT(0), NULL },
+	{ "other-handler-mask", body_other_handler_mask, EXIT(0), NULL },
+	{ "other-handler-longjmp", body_other_handler_longjmp, EXIT(0), NULL },
+	{ "glibc-timer-thread", body_glibc_timer_thread, EXIT(0), NULL },
+	{ "glibc-mq-thread", body_glibc_mq_thread, EXIT(0), NULL },
+	{ "glibc-aio-thread", body_glibc_aio_thread, EXIT(0), NULL },
+	{ "glibc-gai-thread", body_glibc_gai_thread, EXIT(0), NULL },
+	{ "thread-attr-sigmask", body_thread_attr_sigmask, EXIT(0), NULL },
+	{ "spawn-ignored-race", body_spawn_ignored_race, EXIT(0), NULL },
+	{ "spawnp-ignored-race", body_spawnp_ignored_race, EXIT(0), NULL },
+	{ "exec-ignored-race", body_exec_ignored_race, EXIT(0), NULL },
+	{ "restorer", body_restorer, EXIT(0), NULL },
+	{ "sent-handler-mask", body_sent_handler_mask, EXIT(0), NULL },
+	{ "ignored-read", body_ignored_read, EXIT(0), NULL },
+	{ "ignored-sleep", body_ignored_sleep, EXIT(0), NULL },
+	{ "ignore-discards-held", body_ignore_discards_held, EXIT(0), NULL },
+	{ "vfork-held", body_vfork_held, EXIT(0), NULL },
+	{ "errno-held", body_errno_held, EXIT(0), NULL },
+	{ "exec-ignored-other", body_exec_ignored_other, EXIT(0), NULL },
+	{ "exec-blocked-other", body_exec_blocked_other, EXIT(0), NULL },
+	{ "bad-pointers", body_bad_pointers, EXIT(0), NULL },
+	{ "bad-pointers-exec", body_bad_pointers_exec, EXIT(0), NULL },
+	{ "resethand-two-threads", body_resethand_two_threads, EXIT(0), NULL },
+	{ "torn-action", body_torn_action, EXIT(0), NULL },
+	{ "routing-many-blockers", body_routing_many_blockers, EXIT(0), NULL },
+	{ "routing-fork-child", body_routing_fork_child, EXIT(0), NULL },
+	{ "routing-main-exited", body_routing_main_exited, EXIT(0), NULL },
+	{ "routing-glibc-helper", body_routing_glibc_helper, EXIT(0), NULL },
+	{ "routing-tid-reuse", body_routing_tid_reuse, EXIT(0), NULL },
+	{ "uc-sigmask-bus", body_uc_sigmask_bus, EXIT(0), NULL },
+	{ "uc-sigmask-other", body_uc_sigmask_other, EXIT(0), NULL },
+	{ "sent-during-lock-mmap", body_sent_during_lock_mmap, EXIT(0), NULL },
+	{ "sent-during-lock-fork", body_sent_during_lock_fork, EXIT(0), NULL },
+	{ "sent-during-sigaction", body_sent_during_sigaction, EXIT(0), NULL },
+	{ "wait-mask", body_wait_mask, EXIT(0), NULL },
+	{ "ucontext-mask", body_ucontext_mask, EXIT(0), NULL },
 	{ "report", body_report, EXIT(0), NULL },
 	{ NULL, NULL, 0, NULL },
 };
@@ -1636,8 +4125,11 @@ find_scenario(const char *name)
 
 struct run {
 	int status;
-	char out[65536];
+	bool timed_out;
+	char out[262144];
 	size_t len;
+	char err[16384];
+	size_t elen;
 };
 
 struct run_opts {
@@ -1645,49 +4137,182 @@ struct run_opts {
 	bool core;		/* RLIMIT_CORE unlimited instead of 0 */
 };
 
+/*
+ * How long a body may take before the watchdog kills it (its process
+ * group: helpers and children too).  A body either finishes in a few
+ * seconds or hangs (a deadlock, a signal that never comes).
+ */
+#define BODY_SECONDS 20
+
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+
+/* Is SIGBUS pending for the thread, or for its process? */
+static bool
+sigbus_pending_in(pid_t pid, pid_t tid)
+{
+	char path[64], buf[4096], *line;
+	bool pending = false;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	for (line = buf; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		if (strncmp(line, "SigPnd:", 7) == 0 || strncmp(line, "ShdPnd:", 7) == 0)
+			pending |= (strtoull(line + 7, NULL, 16) >> (SIGBUS - 1)) & 1;
+	}
+	return pending;
+}
+
+/*
+ * 'Z': the body's main thread is about to block (in read() or a sleep).
+ * Once it sleeps, send it SIGBUS, and answer only when the signal is no
+ * longer pending: delivered (and whatever it interrupted, interrupted) or
+ * discarded, as the kernel does for an ignored one.
+ */
+static void
+send_when_asleep(pid_t pid, int64_t deadline)
+{
+	static const long calls[] = { SYS_read, SYS_clock_nanosleep,
+#ifdef SYS_nanosleep
+				      SYS_nanosleep,
+#endif
+				      -1 };
+	char st;
+
+	while (!asleep_in(pid, pid, calls)) {
+		st = thread_state(pid, pid);
+		if (st == 0 || st == 'Z' || st == 'X' || now_ms() > deadline)
+			return;
+		pause_ms(1);
+	}
+	NSBT_CHECK(kill(pid, SIGBUS) == 0, "kill: %s", strerror(errno));
+	while (sigbus_pending_in(pid, pid) && now_ms() < deadline)
+		pause_ms(1);
+}
+
 /* Does what a body asked (fd 4) to its process, then answers (fd 3). */
 static void
-serve(int req, int rep, pid_t pid)
+serve_one(char c, int rep, pid_t pid, int64_t deadline)
 {
-	char c;
+	switch (c) {
+	case 'K':
+		NSBT_CHECK(kill(pid, SIGBUS) == 0, "kill: %s", strerror(errno));
+		break;
+	case 'Q':
+		NSBT_CHECK(sigqueue(pid, SIGBUS, (union sigval){ .sival_int = 4242 }) == 0,
+			   "sigqueue: %s", strerror(errno));
+		break;
+	case 'k':
+		/* Twice: a standard signal is pending at most once. */
+		NSBT_CHECK(kill(pid, SIGBUS) == 0, "kill: %s", strerror(errno));
+		NSBT_CHECK(kill(pid, SIGBUS) == 0, "kill: %s", strerror(errno));
+		break;
+	case 'q':
+		NSBT_CHECK(sigqueue(pid, SIGBUS, (union sigval){ .sival_int = 4242 }) == 0,
+			   "sigqueue: %s", strerror(errno));
+		NSBT_CHECK(sigqueue(pid, SIGBUS, (union sigval){ .sival_int = 999 }) == 0,
+			   "sigqueue: %s", strerror(errno));
+		break;
+	case 'Z':
+		send_when_asleep(pid, deadline);
+		break;
+	default:
+		nsbt_fail("unknown request '%c'", c);
+	}
+	(void)send(rep, "S", 1, MSG_NOSIGNAL);	/* fails if the body died meanwhile */
+}
 
-	while (read(req, &c, 1) == 1) {
-		switch (c) {
-		case 'K':
-			NSBT_CHECK(kill(pid, SIGBUS) == 0, "kill: %s", strerror(errno));
-			break;
-		case 'Q':
-			NSBT_CHECK(sigqueue(pid, SIGBUS, (union sigval){ .sival_int = 4242 }) == 0,
-				   "sigqueue: %s", strerror(errno));
-			break;
-		case 'k':
-			/* Twice: a standard signal is pending at most once. */
-			NSBT_CHECK(kill(pid, SIGBUS) == 0, "kill: %s", strerror(errno));
-			NSBT_CHECK(kill(pid, SIGBUS) == 0, "kill: %s", strerror(errno));
-			break;
-		case 'q':
-			NSBT_CHECK(sigqueue(pid, SIGBUS, (union sigval){ .sival_int = 4242 }) == 0,
-				   "sigqueue: %s", strerror(errno));
-			NSBT_CHECK(sigqueue(pid, SIGBUS, (union sigval){ .sival_int = 999 }) == 0,
-				   "sigqueue: %s", strerror(errno));
-			break;
-		default:
-			nsbt_fail("unknown request '%c'", c);
+/* Appends what fd has to buf; false at end of file. */
+static bool
+drain(int fd, char *buf, size_t *len, size_t cap)
+{
+	char sink[4096];
+	ssize_t n;
+
+	if (*len + 1 < cap)
+		n = read(fd, buf + *len, cap - 1 - *len);
+	else
+		n = read(fd, sink, sizeof(sink));	/* full: keep the pipe moving */
+	if (n < 0 && errno == EINTR)
+		return true;
+	if (n <= 0)
+		return false;
+	if (*len + 1 < cap)
+		*len += (size_t)n;
+	buf[*len] = '\0';
+	return true;
+}
+
+/*
+ * Serves the body's requests and collects its stdout and stderr until all
+ * three are closed; after BODY_SECONDS the watchdog kills its process group
+ * (a body that hangs, or a helper or child of it that does).
+ */
+static void
+supervise(pid_t pid, int req, int rep, int out, int err, struct run *r)
+{
+	struct pollfd fds[3] = { { req, POLLIN, 0 }, { out, POLLIN, 0 }, { err, POLLIN, 0 } };
+	int64_t deadline = now_ms() + BODY_SECONDS * 1000;
+
+	r->len = r->elen = 0;
+	r->out[0] = r->err[0] = '\0';
+	r->timed_out = false;
+	while (fds[0].fd >= 0 || fds[1].fd >= 0 || fds[2].fd >= 0) {
+		int64_t left = deadline - now_ms();
+		int n;
+
+		if (left <= 0) {
+			NSBT_CHECK(!r->timed_out, "the body's process group survives SIGKILL");
+			kill(-pid, SIGKILL);
+			kill(pid, SIGKILL);
+			r->timed_out = true;
+			deadline = now_ms() + 5000;
+			continue;
 		}
-		if (send(rep, "S", 1, MSG_NOSIGNAL) != 1)
-			break;	/* the body died meanwhile */
+		n = poll(fds, 3, (int)left);
+		if (n < 0 && errno == EINTR)
+			continue;
+		NSBT_CHECK(n >= 0, "poll: %s", strerror(errno));
+		if (fds[0].fd >= 0 && fds[0].revents) {
+			char c;
+
+			if (read(req, &c, 1) == 1)
+				serve_one(c, rep, pid, deadline);
+			else
+				fds[0].fd = -1;
+		}
+		if (fds[1].fd >= 0 && fds[1].revents && !drain(out, r->out, &r->len, sizeof(r->out)))
+			fds[1].fd = -1;
+		if (fds[2].fd >= 0 && fds[2].revents && !drain(err, r->err, &r->elen, sizeof(r->err)))
+			fds[2].fd = -1;
 	}
 }
 
 static void
 run_body(const char *exe, const struct scenario *sc, const struct run_opts *o, struct run *r)
 {
-	int out[2], req[2], rep[2];
+	int out[2], err[2], req[2], rep[2];
 	pid_t pid;
-	ssize_t n;
 
 	/* rep is a socket so that a reply to a dead body cannot raise SIGPIPE. */
-	NSBT_CHECK(pipe2(out, O_CLOEXEC) == 0 && pipe2(req, O_CLOEXEC) == 0 &&
+	NSBT_CHECK(pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0 &&
+		   pipe2(req, O_CLOEXEC) == 0 &&
 		   socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rep) == 0,
 		   "pipe2: %s", strerror(errno));
 	fflush(NULL);
@@ -1695,12 +4320,17 @@ run_body(const char *exe, const struct scenario *sc, const struct run_opts *o, s
 	NSBT_CHECK(pid >= 0, "fork: %s", strerror(errno));
 	if (pid == 0) {
 		int o1 = fcntl(out[1], F_DUPFD, 20);
+		int e1 = fcntl(err[1], F_DUPFD, 20);
 		int r0 = fcntl(rep[1], F_DUPFD, 20);
 		int q1 = fcntl(req[1], F_DUPFD, 20);
 
-		if (o1 < 0 || r0 < 0 || q1 < 0 || dup2(o1, 1) < 0 || dup2(r0, 3) < 0 || dup2(q1, 4) < 0)
+		/* Its own process group, so that the watchdog gets them all. */
+		setpgid(0, 0);
+		if (o1 < 0 || e1 < 0 || r0 < 0 || q1 < 0 || dup2(o1, 1) < 0 || dup2(e1, 2) < 0 ||
+		    dup2(r0, 3) < 0 || dup2(q1, 4) < 0)
 			_exit(126);
 		close(o1);
+		close(e1);
 		close(r0);
 		close(q1);
 		if (o && o->cwd && chdir(o->cwd) < 0)
@@ -1716,18 +4346,18 @@ run_body(const char *exe, const struct scenario *sc, const struct run_opts *o, s
 		execl(exe, exe, "--body", sc->name, (char *)NULL);
 		_exit(127);
 	}
+	setpgid(pid, pid);	/* either of us may be first */
 	close(out[1]);
+	close(err[1]);
 	close(rep[1]);
 	close(req[1]);
-	serve(req[0], rep[0], pid);
+	supervise(pid, req[0], rep[0], out[0], err[0], r);
 	close(req[0]);
 	close(rep[0]);
-	r->len = 0;
-	while ((n = read(out[0], r->out + r->len, sizeof(r->out) - 1 - r->len)) > 0)
-		r->len += (size_t)n;
-	r->out[r->len] = '\0';
 	close(out[0]);
+	close(err[0]);
 	NSBT_CHECK(waitpid(pid, &r->status, 0) == pid, "waitpid: %s", strerror(errno));
+	kill(-pid, SIGKILL);	/* leftovers of the body, if any */
 }
 
 static bool
@@ -1741,9 +4371,12 @@ status_is(int status, int expect)
 static void
 print_run(const char *label, const struct run *r)
 {
-	printf("---- %s: %s (status %#x)\n%s", label, nsbt_status_str(r->status), r->status, r->out);
+	printf("---- %s: %s (status %#x)%s\n%s", label, nsbt_status_str(r->status), r->status,
+	       r->timed_out ? " KILLED BY THE WATCHDOG" : "", r->out);
 	if (r->len && r->out[r->len - 1] != '\n')
 		printf("\n");
+	if (r->elen)
+		printf("---- %s: stderr\n%s%s", label, r->err, r->err[r->elen - 1] != '\n' ? "\n" : "");
 }
 
 /* The lines where two outputs differ (by line number), for the log. */
@@ -1766,16 +4399,56 @@ print_differences(const char *a, const char *b)
 	}
 }
 
+/*
+ * The library's stderr with the lines that NOSIGBUS_LOG=1 asks for taken
+ * out (one per rescue, and the summary at exit).  Whatever remains must be
+ * what the program wrote itself: the same as without the library.
+ */
+static void
+strip_rescue_log(const struct scenario *sc, char *err)
+{
+	char *src = err, *dst = err;
+
+	if (!sc->env || !strstr(sc->env, "NOSIGBUS_LOG=1"))
+		return;
+	while (*src) {
+		size_t len = strcspn(src, "\n");
+		bool log_line = strncmp(src, "nosigbus: ", 10) == 0 &&
+				(memmem(src, len, ": rescued ", 10) || memmem(src, len, " rescues, ", 10));
+
+		len += src[len] == '\n';
+		if (!log_line) {
+			memmove(dst, src, len);
+			dst += len;
+		}
+		src += len;
+	}
+	*dst = '\0';
+}
+
+static const char *state_label = "";
+
 static int
 compare(const struct scenario *sc, const char *nolib, const struct run_opts *o, const char *label)
 {
 	static struct run lib, ref;
+	char full[128];
 
+	snprintf(full, sizeof(full), "%s%s", state_label, label);
+	label = full;
 	run_body("/proc/self/exe", sc, o, &lib);
 	run_body(nolib, sc, o, &ref);
 	printf("==== %s%s\n", sc->name, label);
 	print_run("with libnosigbus", &lib);
 	print_run("without (reference)", &ref);
+	if (ref.timed_out)
+		nsbt_fail("%s%s: the reference run hung (killed after %d s): the test is wrong",
+			  sc->name, label, BODY_SECONDS);
+	if (lib.timed_out)
+		nsbt_fail("%s%s: with the library the run hung (killed after %d s); without it, it %s",
+			  sc->name, label, BODY_SECONDS, nsbt_status_str(ref.status));
+	if (WIFEXITED(ref.status) && WEXITSTATUS(ref.status) == 77 && sc->expect != EXIT(77))
+		nsbt_skip("%s: %s", sc->name, ref.out);
 	if (!status_is(ref.status, sc->expect))
 		nsbt_fail("%s: the reference run itself ended %s: the test is wrong", sc->name,
 			  nsbt_status_str(ref.status));
@@ -1791,6 +4464,9 @@ compare(const struct scenario *sc, const char *nolib, const struct run_opts *o, 
 	if (strcmp(lib.out, ref.out) != 0) {
 		nsbt_fail("%s%s: the program saw something different with the library", sc->name, label);
 	}
+	strip_rescue_log(sc, lib.err);
+	if (strcmp(lib.err, ref.err) != 0)
+		nsbt_fail("%s%s: stderr differs with the library (see above)", sc->name, label);
 	return lib.status;
 }
 
@@ -1858,7 +4534,7 @@ compare_core_dumps(const struct scenario *sc, const char *nolib)
 }
 
 static int
-driver(const char *name, const char *nolib)
+driver(const char *name, const char *nolib, const char *state)
 {
 	const struct scenario *sc = find_scenario(name);
 	static char nolib_abs[PATH_MAX];
@@ -1866,6 +4542,17 @@ driver(const char *name, const char *nolib)
 
 	if (!sc || sc->body == body_report)
 		nsbt_fail("unknown scenario %s", name);
+	if (state && strcmp(state, "uninstalled") == 0) {
+		/* Both runs: no protected mapping, ever (see setup_library). */
+		setenv("NSBT_STATE", "uninstalled", 1);
+		state_label = " [no protected mapping]";
+	} else if (state) {
+		nsbt_fail("unknown state %s (the states: uninstalled)", state);
+	} else {
+		unsetenv("NSBT_STATE");
+	}
+	/* Unprotected traps are memfds without the flag: only the flag counts. */
+	setenv("NOSIGBUS_POLICY", "flag", 1);
 #if !defined(__x86_64__) && !defined(__aarch64__)
 	if (sc->body == body_context)
 		nsbt_skip("the context test knows the registers of x86_64 and aarch64 only");
@@ -1896,6 +4583,7 @@ main(int argc, char **argv)
 		if (!sc)
 			nsbt_fail("unknown scenario %s", argv[2]);
 		setvbuf(stdout, NULL, _IOLBF, 0);
+		no_protect = getenv("NSBT_STATE") && strcmp(getenv("NSBT_STATE"), "uninstalled") == 0;
 		/* Helpers and children need not see the driver link. */
 		fcntl(3, F_SETFD, FD_CLOEXEC);
 		fcntl(4, F_SETFD, FD_CLOEXEC);
@@ -1904,9 +4592,9 @@ main(int argc, char **argv)
 		return 0;
 	}
 #ifndef NO_LIBRARY
-	if (argc == 3)
-		return driver(argv[1], argv[2]);
+	if (argc == 3 || argc == 4)
+		return driver(argv[1], argv[2], argc == 4 ? argv[3] : NULL);
 #endif
-	fprintf(stderr, "usage: %s SCENARIO NOLIB | --body SCENARIO [ARGS]\n", argv[0]);
+	fprintf(stderr, "usage: %s SCENARIO NOLIB [uninstalled] | --body SCENARIO [ARGS]\n", argv[0]);
 	return 2;
 }
