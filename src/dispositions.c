@@ -717,6 +717,12 @@ run_handler(int sig, siginfo_t *si, ucontext_t *uc, const struct sigaction *act,
 		else
 			sigdelset(&uc->uc_sigmask, SIGBUS);
 	}
+	/* The view first: once the kernel's mask lets SIGBUS in, a sent one
+	 * must find it blocked, if the program's handler has it so. */
+	if (handler_depth++ == 0)
+		blocked_outside = was;
+	if (in != was)
+		set_blocked(in);
 	if (set_mask && uc) {
 		mask = uc->uc_sigmask;
 		sigorset(&mask, &mask, &act->sa_mask);
@@ -725,10 +731,6 @@ run_handler(int sig, siginfo_t *si, ucontext_t *uc, const struct sigaction *act,
 		sigdelset(&mask, SIGBUS);
 		nsb_sys_sigmask(SIG_SETMASK, &mask, NULL);
 	}
-	if (handler_depth++ == 0)
-		blocked_outside = was;
-	if (in != was)
-		set_blocked(in);
 	if (act->sa_flags & SA_SIGINFO)
 		act->sa_sigaction(sig, si, uc);
 	else
@@ -741,7 +743,16 @@ run_handler(int sig, siginfo_t *si, ucontext_t *uc, const struct sigaction *act,
 	} else {
 		set_blocked(was);
 	}
-	deliver_held();
+	if (!blocked && held()) {
+		/* What arrived meanwhile is delivered once we return, as the
+		 * kernel would: pending until sigreturn restores the mask, not
+		 * nested in this frame (a flood would overflow the stack). */
+		sigset_t bus;
+
+		sigbus_only(&bus);
+		kernel_mask(SIG_BLOCK, &bus, NULL);
+		take_held(resend);
+	}
 }
 
 /* [signal-safe] Every program handler of a signal other than SIGBUS. */
