@@ -189,24 +189,27 @@ is_function(const struct sigaction *act)
 	return act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN;
 }
 
-/* What the kernel keeps of an action, so that a query reads back exactly
- * what it would without us: unknown flags dropped, SIGKILL and SIGSTOP out
- * of the mask, and the restorer that the C library adds (x86) exactly as
- * the kernel holds it now. */
+/* What the C library adds to every action it installs (x86: SA_RESTORER
+ * and its restorer; nothing on arm64): learnt from our own installation,
+ * since <signal.h> does not say. */
+static int lib_flags;
+static void (*lib_restorer)(void);
+
+/* What the kernel keeps of an action the program installs, so that a
+ * query reads back exactly what it would without us: unknown flags
+ * dropped, SIGKILL and SIGSTOP out of the mask, the C library's restorer
+ * added.  (Actions the program never set are kept as the kernel had them.) */
 static void
-normalize(int sig, struct sigaction *act)
+normalize(struct sigaction *act)
 {
 	static const int kept = SA_NOCLDSTOP | SA_NOCLDWAIT | SA_SIGINFO | SA_ONSTACK |
 				SA_RESTART | SA_NODEFER | SA_RESETHAND | SA_EXPOSE_TAGBITS;
-	struct sigaction k;
 
-	act->sa_flags &= kept;
+	act->sa_flags = (act->sa_flags & kept) | lib_flags;
+	if (lib_flags)
+		act->sa_restorer = lib_restorer;
 	sigdelset(&act->sa_mask, SIGKILL);
 	sigdelset(&act->sa_mask, SIGSTOP);
-	if (nsb_sys_sigaction(sig, NULL, &k) == 0 && (k.sa_flags & SA_RESTORER)) {
-		act->sa_flags |= SA_RESTORER;
-		act->sa_restorer = k.sa_restorer;
-	}
 }
 
 static void trampoline(int sig, siginfo_t *si, void *ucv);
@@ -295,10 +298,13 @@ nsb_disp_install(void)
 		for (int sig = 1; sig < NSIGS; sig++) {
 			if (kernel_only(sig) || nsb_sys_sigaction(sig, NULL, &act) < 0)
 				continue;
-			normalize(sig, &act);
 			write_action(sig, &act, sig != SIGBUS && is_function(&act));
 			if (sig == SIGBUS || is_function(&act))
 				kernel_install(sig, &act);
+			if (sig == SIGBUS && nsb_sys_sigaction(SIGBUS, NULL, &act) == 0) {
+				lib_flags = act.sa_flags & SA_RESTORER;
+				lib_restorer = act.sa_restorer;
+			}
 		}
 		atomic_store(&installed, true);
 		/* Our locks block everything: the mask from before is saved,
@@ -328,7 +334,16 @@ nsb_disp_action(int sig, const struct sigaction *act, struct sigaction *old)
 	 * here as it would in the C library, and holds nothing. */
 	if (act) {
 		copy = *act;
-		normalize(sig, &copy);
+		normalize(&copy);
+		/* A vfork child has its own actions but our memory: its
+		 * changes go to its kernel only, never to the parent's view. */
+		if (nsb_in_vfork_child()) {
+			read_action(sig, &prev);
+			nsb_sys_sigaction(sig, &copy, NULL);
+			if (old)
+				*old = prev;
+			return 0;
+		}
 	}
 	nsb_lock(&nsb_disp_lock);
 	read_action(sig, &prev);
@@ -346,10 +361,8 @@ nsb_disp_action(int sig, const struct sigaction *act, struct sigaction *old)
 		}
 	}
 	nsb_unlock(&nsb_disp_lock);
-	if (old) {
-		normalize(sig, &prev);
+	if (old)
 		*old = prev;
-	}
 	return 0;
 }
 
@@ -447,8 +460,58 @@ resend(const siginfo_t *si)
 	errno = saved_errno;
 }
 
-/* [signal-safe] Another thread of ours whose view does not block SIGBUS,
- * from /proc/self/task (open and getdents64 are async-signal-safe). */
+/* [signal-safe] Does thread tid really block SIGBUS (the kernel's mask,
+ * as for a thread the C library started with every signal blocked), or is
+ * it gone? */
+static bool
+kernel_blocks(pid_t tid)
+{
+	char path[64] = "/proc/self/task/", buf[1024], *p;
+	ssize_t n;
+	int fd, len = (int)strlen(path);
+	pid_t t = tid;
+	char digits[16];
+	int k = 0;
+
+	do
+		digits[k++] = (char)('0' + t % 10);
+	while ((t /= 10) && k < 15);
+	while (k)
+		path[len++] = digits[--k];
+	memcpy(path + len, "/status", 8);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true;	/* gone: not a candidate */
+	n = read(fd, buf, sizeof(buf) - 1);
+	syscall(SYS_close, fd);
+	if (n <= 0)
+		return true;
+	buf[n] = '\0';
+	/* An exited thread (the main one, after pthread_exit) stays listed,
+	 * a zombie: a signal sent to it would never run. */
+	p = strstr(buf, "State:");
+	if (p && (strstr(p, "\tZ") == p + 6 || strstr(p, "\tX") == p + 6))
+		return true;
+	p = strstr(buf, "SigBlk:");
+	if (!p)
+		return false;
+	for (p += 7; *p == '\t' || *p == ' '; p++)
+		;
+	/* The last hex digit holds signals 1-4, the one before 5-8. */
+	p += strspn(p, "0123456789abcdef");
+	if (p[-2] < '0')
+		return false;
+	{
+		char c = p[-2];
+		unsigned v = (unsigned)(c <= '9' ? c - '0' : c - 'a' + 10);
+
+		return v & (1u << ((SIGBUS - 1) % 4));
+	}
+}
+
+/* [signal-safe] Another thread of ours that does not block SIGBUS, in its
+ * view or in the kernel, from /proc/self/task (open and getdents64 are
+ * async-signal-safe). */
 static pid_t
 unblocked_thread(void)
 {
@@ -468,7 +531,7 @@ unblocked_thread(void)
 
 			for (const char *c = d->name; *c >= '0' && *c <= '9'; c++)
 				tid = tid * 10 + (*c - '0');
-			if (tid > 0 && tid != self && !is_blocker(tid))
+			if (tid > 0 && tid != self && !is_blocker(tid) && !kernel_blocks(tid))
 				found = tid;
 			off += d->reclen;
 		}
@@ -477,7 +540,14 @@ unblocked_thread(void)
 	return found;
 }
 
-/* [signal-safe] Keeps errno. */
+/*
+ * [signal-safe] A SIGBUS sent to the process arrived at a thread whose
+ * view blocks it: it goes to one that does not, as the kernel would have
+ * chosen.  The kernel lets us resend a siginfo exactly only when its
+ * si_code is negative (sigqueue), or to the whole process from the main
+ * thread; otherwise (kill's SI_USER, from another thread) the copy says
+ * SI_QUEUE, with the sender's pid and uid.  Keeps errno.
+ */
 static void
 hold(const siginfo_t *si)
 {
@@ -485,16 +555,17 @@ hold(const siginfo_t *si)
 	siginfo_t copy;
 	pid_t tid;
 
-	/* The kernel lets a thread send a siginfo with si_code >= 0 (kill's
-	 * SI_USER) only to itself, or to its process from the main thread:
-	 * try the exact thread first, then the process (SIGBUS is blocked in
-	 * this thread while we run, so the kernel picks another one). */
 	if (si->si_code != SI_TKILL && (tid = unblocked_thread()) > 0) {
 		copy = *si;
 		if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGBUS, &copy) == 0)
 			goto out;
 		copy = *si;
-		if (syscall(SYS_rt_sigqueueinfo, getpid(), SIGBUS, &copy) == 0)
+		if (nsb_gettid() == getpid() &&
+		    syscall(SYS_rt_sigqueueinfo, getpid(), SIGBUS, &copy) == 0)
+			goto out;
+		copy = *si;
+		copy.si_code = SI_QUEUE;
+		if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGBUS, &copy) == 0)
 			goto out;
 	}
 	if (si->si_code == SI_TKILL) {
@@ -563,18 +634,12 @@ deliver_held(void)
 }
 
 /* [signal-safe] Copies a sigset the program passed, or fails with EFAULT
- * as the kernel would, instead of crashing: the kernel reads it first. */
+ * as the kernel would, instead of crashing. */
 static bool
 read_user_sigset(const sigset_t *user, sigset_t *out)
 {
-	sigset_t old;
-
-	if (kernel_mask(SIG_BLOCK, user, &old) < 0)
-		return false;
-	kernel_mask(SIG_SETMASK, &old, NULL);
 	sigemptyset(out);
-	memcpy(out, user, _NSIG / 8);
-	return true;
+	return nsb_read_word(user, out);
 }
 
 static bool
@@ -619,11 +684,15 @@ nsb_disp_mask(int how, const sigset_t *set, sigset_t *old)
 			now = sigismember(&copy, SIGBUS);
 		sigdelset(&copy, SIGBUS);
 	}
-	/* The kernel writes old, or fails with EFAULT without a change. */
+	/* A vfork child has its own mask but our memory: a change of its
+	 * SIGBUS bit goes to its kernel mask, never to the parent's view. */
+	if (set && now != was && nsb_in_vfork_child())
+		return sigmask_call(how, set, old);
+	/* The kernel sets the mask, then writes old: EFAULT after a change. */
 	ret = sigmask_call(how, set ? &copy : NULL, old);
-	if (ret)
+	if (ret && ret != EFAULT)
 		return ret;
-	if (old) {
+	if (old && !ret) {
 		if (was)
 			sigaddset(old, SIGBUS);
 		else
@@ -633,7 +702,7 @@ nsb_disp_mask(int how, const sigset_t *set, sigset_t *old)
 		set_blocked(now);
 		deliver_held();
 	}
-	return 0;
+	return ret;
 }
 
 int
@@ -842,7 +911,8 @@ nsb_disp_thread_blocked_at_start(void)
 void
 nsb_disp_thread_start(bool b)
 {
-	set_blocked(b);
+	if (atomic_load(&installed))
+		set_blocked(b);
 }
 
 /*

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * exec.c - the exec family, posix_spawn, system and popen.
+ * exec.c - the exec family, posix_spawn, system, popen and wordexp.
  *
  * exec resets handled signals to SIG_DFL but keeps ignored ones and the
  * mask.  Since the kernel holds our handler and never a blocked SIGBUS,
@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <wordexp.h>
 
 #include "nsb.h"
 
@@ -28,44 +29,44 @@ extern char **environ;
 
 static const char handoff[] = NSB_HANDOFF_VAR "=1";
 
-/* Will the new program load us?  Only then can it read the handoff. */
-static bool
-preloads_us(char *const envp[])
-{
-	if (!envp)
-		return false;
-	for (size_t i = 0; envp[i]; i++)
-		if (strncmp(envp[i], "LD_PRELOAD=", 11) == 0 && strstr(envp[i], "nosigbus"))
-			return true;
-	return false;
-}
-
 /*
  * Before the call: the kernel takes the program's SIGBUS state.  Returns
  * the environment to pass: envp, or a copy that tells the new program
- * to ignore SIGBUS (freed by finish()).
+ * (our constructor there) to ignore SIGBUS, freed by finish().  The copy
+ * reads envp with care: a bad pointer must give the C library's EFAULT,
+ * not a crash in here.  A new program that does not load the library
+ * (static, set-user-ID) starts with SIGBUS at its default then.
  */
 static char *const *
 prepare(struct nsb_exec *x, char *const envp[])
 {
-	char **copy;
-	size_t n = 0;
+	char **copy = NULL;
+	size_t n = 0, cap = 0;
 
-	nsb_real_init();
-	nsb_disp_before_exec(x, preloads_us(envp));
+	nsb_disp_before_exec(x, true);
 	if (!x->handoff)
 		return envp;
-	while (envp[n])
-		n++;
-	copy = malloc((n + 2) * sizeof(*copy));
-	if (!copy) {
-		/* Told neither way: it starts with SIGBUS at its default. */
-		return envp;
+	for (;;) {
+		char *s;
+
+		if (n + 2 > cap) {
+			char **bigger = realloc(copy, (cap = cap ? cap * 2 : 64) * sizeof(*copy));
+
+			if (!bigger)
+				break;
+			copy = bigger;
+		}
+		if (!nsb_read_word(&envp[n], &s))
+			break;
+		if (!s) {
+			copy[n] = (char *)handoff;
+			copy[n + 1] = NULL;
+			return copy;
+		}
+		copy[n++] = s;
 	}
-	memcpy(copy, envp, n * sizeof(*copy));
-	copy[n] = (char *)handoff;
-	copy[n + 1] = NULL;
-	return copy;
+	free(copy);
+	return envp;	/* told neither way, or it fails anyway */
 }
 
 /* After the call: ours back; keeps the call's errno. */
@@ -223,7 +224,7 @@ posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *act
 }
 
 /*
- * system and popen spawn through the C library's internal posix_spawn,
+ * system, popen and wordexp spawn through the C library's internal posix_spawn,
  * with the process's environment, which we do not change: with other
  * threads running, the shell starts with SIGBUS at its default rather
  * than with SIG_IGN put into the kernel for every thread.
@@ -237,6 +238,19 @@ system(const char *command)
 	nsb_real_init();
 	nsb_disp_before_exec(&x, true);
 	ret = real_system(command);
+	finish(&x, environ, environ);
+	return ret;
+}
+
+/* Command substitution runs a shell the same way. */
+NSB_EXPORT int
+wordexp(const char *words, wordexp_t *we, int flags)
+{
+	struct nsb_exec x;
+	int ret;
+
+	nsb_disp_before_exec(&x, true);
+	ret = real_wordexp(words, we, flags);
 	finish(&x, environ, environ);
 	return ret;
 }

@@ -82,6 +82,7 @@ enum nsb_real_fn {
 	NSB_REAL_EXECVEAT,
 	NSB_REAL_SYSTEM,
 	NSB_REAL_POPEN,
+	NSB_REAL_WORDEXP,
 	NSB_REAL_TIMER_CREATE,
 	NSB_REAL_TIMER_DELETE,
 	NSB_REAL_MQ_NOTIFY,
@@ -153,6 +154,7 @@ typedef void (*nsb_jump_fn)(struct __jmp_buf_tag *, int) __attribute__((noreturn
 	((int (*)(int, const char *, char *const[], char *const[], int))nsb_real(NSB_REAL_EXECVEAT))
 #define real_system ((int (*)(const char *))nsb_real(NSB_REAL_SYSTEM))
 #define real_popen ((void *(*)(const char *, const char *))nsb_real(NSB_REAL_POPEN))
+#define real_wordexp ((int (*)(const char *, void *, int))nsb_real(NSB_REAL_WORDEXP))
 #define real_timer_create \
 	((int (*)(clockid_t, struct sigevent *, void *))nsb_real(NSB_REAL_TIMER_CREATE))
 #define real_timer_delete ((int (*)(void *))nsb_real(NSB_REAL_TIMER_DELETE))
@@ -228,6 +230,7 @@ pid_t nsb_gettid(void);	/* [signal-safe] */
  * (NULL: it holds none): what "this thread's mask" means under a lock. */
 sigset_t *nsb_outer_mask(void);
 bool nsb_other_threads(void);
+bool nsb_read_word(const void *user, void *out);	/* [signal-safe] */
 
 /* ---- ranges.c: the table of protected mappings ------------------------- */
 

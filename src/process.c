@@ -68,6 +68,23 @@ nsb_outer_mask(void)
 	return outer_mask;
 }
 
+/* [signal-safe] Reads one word of the program's memory, or fails as the
+ * kernel would with EFAULT instead of crashing: the kernel reads the
+ * 8-byte signal set, and rt_sigprocmask can block nothing for good. */
+bool
+nsb_read_word(const void *user, void *out)
+{
+	uint64_t old, val;
+
+	_Static_assert(sizeof(void *) == 8, "64-bit targets only");
+	if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, user, &old, 8) < 0)
+		return false;
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
+	memcpy(&val, user, 8);
+	memcpy(out, &val, 8);
+	return true;
+}
+
 /* Does the process run other threads?  (/proc/self/stat, field 20.) */
 bool
 nsb_other_threads(void)

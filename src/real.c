@@ -69,6 +69,7 @@ static const struct {
 	[NSB_REAL_EXECVEAT] = { "execveat", false, false },
 	[NSB_REAL_SYSTEM] = { "system", true, false },
 	[NSB_REAL_POPEN] = { "popen", true, false },
+	[NSB_REAL_WORDEXP] = { "wordexp", true, false },
 	[NSB_REAL_TIMER_CREATE] = { "timer_create", true, false },
 	[NSB_REAL_TIMER_DELETE] = { "timer_delete", true, false },
 	[NSB_REAL_MQ_NOTIFY] = { "mq_notify", true, false },

@@ -24,34 +24,57 @@
 struct start {
 	void *(*fn)(void *);
 	void *arg;
+	bool blocked;		/* the new thread's view of SIGBUS */
 };
 
 static void *
-start_blocked(void *p)
+start_thread(void *p)
 {
 	struct start s = *(struct start *)p;
 
 	free(p);
-	nsb_disp_thread_start(true);
+	nsb_disp_thread_start(s.blocked);
+	/* Started with the attribute's mask, SIGBUS perhaps in it. */
+	nsb_disp_thread_start_kernel();
 	return s.fn(s.arg);
+}
+
+/* Does attr give the thread a mask of its own (pthread_attr_setsigmask_np)?
+ * Then *blocked is its SIGBUS bit. */
+static bool
+attr_mask(const pthread_attr_t *attr, bool *blocked)
+{
+#ifdef PTHREAD_ATTR_NO_SIGMASK_NP
+	sigset_t m;
+
+	if (attr && pthread_attr_getsigmask_np(attr, &m) == 0) {
+		*blocked = sigismember(&m, SIGBUS) == 1;
+		return true;
+	}
+#endif
+	(void)attr;
+	(void)blocked;
+	return false;
 }
 
 NSB_EXPORT int
 pthread_create(pthread_t *thread, const pthread_attr_t *attr,
 	       void *(*fn)(void *), void *arg)
 {
+	bool blocked = nsb_disp_thread_blocked_at_start(), own;
 	struct start *s;
 	int ret;
 
-	nsb_real_init();
-	if (!nsb_disp_thread_blocked_at_start())
+	own = attr_mask(attr, &blocked);
+	if (!own && !blocked)
 		return real_pthread_create(thread, attr, fn, arg);
 	s = malloc(sizeof(*s));
 	if (!s)
 		return EAGAIN;
 	s->fn = fn;
 	s->arg = arg;
-	ret = real_pthread_create(thread, attr, start_blocked, s);
+	s->blocked = blocked;
+	ret = real_pthread_create(thread, attr, start_thread, s);
 	if (ret)
 		free(s);
 	return ret;
