@@ -715,31 +715,60 @@ nsb_disp_pending(sigset_t *set)
 	return ret;
 }
 
-int
-nsb_disp_suspend(const sigset_t *mask)
-{
-	bool was = blocked;
-	sigset_t copy;
-	int ret;
+/*
+ * Calls that wait (waits.c).  With the library's handler installed, a
+ * sent SIGBUS that the program ignores, or blocks, still runs our handler
+ * and so interrupts the wait (EINTR), where without us nothing would:
+ * such an EINTR is retried, unless a handler of the program ran too.  And
+ * a wait with a mask of its own (sigsuspend, ppoll, ...) must not really
+ * block SIGBUS: its SIGBUS bit goes to the view for the wait.
+ */
+static __thread unsigned swallowed __attribute__((tls_model("initial-exec")));
+static __thread unsigned handled __attribute__((tls_model("initial-exec")));
 
-	if (!atomic_load(&installed))
-		return real_sigsuspend(mask);
-	if (!read_user_sigset(mask, &copy)) {
-		errno = EFAULT;
-		return -1;
-	}
-	set_blocked(sigismember(&copy, SIGBUS));
-	sigdelset(&copy, SIGBUS);
+int
+nsb_disp_wait_begin(struct nsb_wait *w, const sigset_t *mask)
+{
+	w->active = atomic_load(&installed);
+	w->kmask = mask;
+	if (!w->active)
+		return 0;
+	w->was = blocked;
+	w->swallowed = swallowed;
+	w->handled = handled;
+	if (!mask)
+		return 0;
+	if (!read_user_sigset(mask, &w->copy))
+		return EFAULT;
+	set_blocked(sigismember(&w->copy, SIGBUS));
+	sigdelset(&w->copy, SIGBUS);
+	w->kmask = &w->copy;
 	if (!blocked && held()) {
 		/* A pending, now unblocked signal: handled, then EINTR. */
 		deliver_held();
-		set_blocked(was);
-		errno = EINTR;
-		return -1;
+		set_blocked(w->was);
+		return EINTR;
 	}
-	ret = real_sigsuspend(&copy);
-	set_blocked(was);
-	return ret;
+	return 0;
+}
+
+bool
+nsb_disp_wait_again(struct nsb_wait *w)
+{
+	bool again = w->active && swallowed != w->swallowed && handled == w->handled;
+
+	if (w->active) {
+		w->swallowed = swallowed;
+		w->handled = handled;
+	}
+	return again;
+}
+
+void
+nsb_disp_wait_end(struct nsb_wait *w)
+{
+	if (w->active && w->kmask == &w->copy)
+		set_blocked(w->was);
 }
 
 /* ---- running the program's handlers ------------------------------------ */
@@ -778,6 +807,7 @@ run_handler(int sig, siginfo_t *si, ucontext_t *uc, const struct sigaction *act,
 	bool was = blocked, in;
 	sigset_t mask;
 
+	handled++;
 	in = was || sigismember(&act->sa_mask, SIGBUS) ||
 	     (sig == SIGBUS && !(act->sa_flags & SA_NODEFER));
 	if (uc) {
@@ -861,6 +891,7 @@ nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 
 	if (!is_fault(si) && blocked) {
 		hold(si);
+		swallowed++;
 		return;
 	}
 	take_action(SIGBUS, &act);
@@ -875,8 +906,10 @@ nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 		die_of(sig, si);
 		return;
 	}
-	if (act.sa_handler == SIG_IGN)
+	if (act.sa_handler == SIG_IGN) {
+		swallowed++;
 		return;
+	}
 	run_handler(sig, si, ucv, &act, true);
 }
 
@@ -896,6 +929,29 @@ nsb_disp_longjmp(bool mask_saved)
 	if (!mask_saved)
 		return;
 	set_blocked(blocked_outside);
+	deliver_held();
+}
+
+/* A context's mask is about to be the thread's: its SIGBUS bit goes to
+ * the view, out of the kernel's copy.  Returns the view before. */
+bool
+nsb_disp_view_for_context(sigset_t *mask)
+{
+	bool was = blocked;
+
+	if (!atomic_load(&installed))
+		return was;
+	set_blocked(sigismember(mask, SIGBUS) == 1);
+	sigdelset(mask, SIGBUS);
+	return was;
+}
+
+void
+nsb_disp_view_restore(bool was)
+{
+	if (!atomic_load(&installed))
+		return;
+	set_blocked(was);
 	deliver_held();
 }
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * jumps.c - the interposed longjmp, _longjmp, siglongjmp and __longjmp_chk.
+ * jumps.c - the interposed longjmp, _longjmp, siglongjmp, __longjmp_chk,
+ * setcontext and swapcontext.
  *
  * A program that leaves a signal handler with one of these gets its saved
  * signal mask back inside glibc, past our sigprocmask: the program's view
@@ -16,6 +17,7 @@
  */
 #undef _FORTIFY_SOURCE
 #include <setjmp.h>
+#include <ucontext.h>
 
 #include "nsb.h"
 
@@ -51,4 +53,34 @@ NSB_EXPORT void
 __longjmp_chk(struct __jmp_buf_tag env[1], int val)
 {
 	JUMP(real___longjmp_chk ? real___longjmp_chk : real_longjmp, env, val);
+}
+
+/*
+ * A context carries a signal mask (uc_sigmask), which glibc gives the
+ * kernel: a coroutine made with every signal blocked would block SIGBUS
+ * for real.  The kernel gets a copy without it, and the view gets its
+ * bit.  A swapcontext that comes back here brings back the view of the
+ * moment it left.  (A context saved by getcontext holds the kernel's mask,
+ * without the view's bit: see libnosigbus(7).)
+ */
+NSB_EXPORT int
+setcontext(const ucontext_t *ucp)
+{
+	ucontext_t copy = *ucp;
+	bool was = nsb_disp_view_for_context(&copy.uc_sigmask);
+	int ret = real_setcontext(&copy);
+
+	nsb_disp_view_restore(was);	/* it failed */
+	return ret;
+}
+
+NSB_EXPORT int
+swapcontext(ucontext_t *oucp, const ucontext_t *ucp)
+{
+	ucontext_t copy = *ucp;
+	bool was = nsb_disp_view_for_context(&copy.uc_sigmask);
+	int ret = real_swapcontext(oucp, &copy);
+
+	nsb_disp_view_restore(was);
+	return ret;
 }

@@ -91,6 +91,18 @@ enum nsb_real_fn {
 	NSB_REAL_DUP3,
 	NSB_REAL_CLOSE_RANGE,
 	NSB_REAL_CLOSEFROM,
+	NSB_REAL_PAUSE,
+	NSB_REAL_NANOSLEEP,
+	NSB_REAL_CLOCK_NANOSLEEP,
+	NSB_REAL_POLL,
+	NSB_REAL_PPOLL,
+	NSB_REAL_SELECT,
+	NSB_REAL_PSELECT,
+	NSB_REAL_EPOLL_WAIT,
+	NSB_REAL_EPOLL_PWAIT,
+	NSB_REAL_EPOLL_PWAIT2,
+	NSB_REAL_SETCONTEXT,
+	NSB_REAL_SWAPCONTEXT,
 	NSB_REAL_COUNT
 };
 
@@ -164,6 +176,33 @@ typedef void (*nsb_jump_fn)(struct __jmp_buf_tag *, int) __attribute__((noreturn
 #define real_dup3 ((int (*)(int, int, int))nsb_real(NSB_REAL_DUP3))
 #define real_close_range ((int (*)(unsigned, unsigned, int))nsb_real(NSB_REAL_CLOSE_RANGE))
 #define real_closefrom ((void (*)(int))nsb_real(NSB_REAL_CLOSEFROM))
+struct pollfd;
+struct epoll_event;
+struct timeval;
+#define real_pause ((int (*)(void))nsb_real(NSB_REAL_PAUSE))
+#define real_setcontext ((int (*)(const void *))nsb_real(NSB_REAL_SETCONTEXT))
+#define real_swapcontext ((int (*)(void *, const void *))nsb_real(NSB_REAL_SWAPCONTEXT))
+#define real_nanosleep \
+	((int (*)(const struct timespec *, struct timespec *))nsb_real(NSB_REAL_NANOSLEEP))
+#define real_clock_nanosleep \
+	((int (*)(clockid_t, int, const struct timespec *, struct timespec *)) \
+	 nsb_real(NSB_REAL_CLOCK_NANOSLEEP))
+#define real_poll ((int (*)(struct pollfd *, unsigned long, int))nsb_real(NSB_REAL_POLL))
+#define real_ppoll \
+	((int (*)(struct pollfd *, unsigned long, const struct timespec *, const sigset_t *)) \
+	 nsb_real(NSB_REAL_PPOLL))
+#define real_select \
+	((int (*)(int, fd_set *, fd_set *, fd_set *, struct timeval *))nsb_real(NSB_REAL_SELECT))
+#define real_pselect \
+	((int (*)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *)) \
+	 nsb_real(NSB_REAL_PSELECT))
+#define real_epoll_wait \
+	((int (*)(int, struct epoll_event *, int, int))nsb_real(NSB_REAL_EPOLL_WAIT))
+#define real_epoll_pwait \
+	((int (*)(int, struct epoll_event *, int, int, const sigset_t *))nsb_real(NSB_REAL_EPOLL_PWAIT))
+#define real_epoll_pwait2 \
+	((int (*)(int, struct epoll_event *, int, const struct timespec *, const sigset_t *)) \
+	 nsb_real(NSB_REAL_EPOLL_PWAIT2))
 
 /* ---- config.c: NOSIGBUS_* read once ------------------------------------ */
 
@@ -355,11 +394,27 @@ int nsb_disp_action(int sig, const struct sigaction *act, struct sigaction *old)
 int nsb_disp_mask(int how, const sigset_t *set, sigset_t *old);
 bool nsb_disp_blocked(void);		/* [signal-safe] this thread's view */
 int nsb_disp_pending(sigset_t *set);
-int nsb_disp_suspend(const sigset_t *mask);
+/* Calls that wait (waits.c): begin gives the mask to pass the kernel
+ * (w->kmask) and returns 0, or an error number to return at once;
+ * again says whether an EINTR was only a SIGBUS the program ignores or
+ * blocks (retry); end restores the view. */
+struct nsb_wait {
+	bool active;
+	bool was;
+	unsigned swallowed, handled;
+	const sigset_t *kmask;
+	sigset_t copy;
+};
+int nsb_disp_wait_begin(struct nsb_wait *w, const sigset_t *mask);
+bool nsb_disp_wait_again(struct nsb_wait *w);
+void nsb_disp_wait_end(struct nsb_wait *w);
 /* [signal-safe] Everything the library does not rescue ends up here. */
 void nsb_disp_chain(int sig, siginfo_t *si, void *uc);
 /* The program jumps out of a signal handler (see dispositions.c). */
 void nsb_disp_longjmp(bool mask_saved);
+/* The program switches contexts (jumps.c). */
+bool nsb_disp_view_for_context(sigset_t *mask);
+void nsb_disp_view_restore(bool was);
 /* A thread starts: its view of SIGBUS is its creator's (or, for threads
  * the C library starts with every signal blocked, blocked). */
 bool nsb_disp_thread_blocked_at_start(void);

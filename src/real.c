@@ -78,6 +78,18 @@ static const struct {
 	[NSB_REAL_DUP3] = { "dup3", true, false },
 	[NSB_REAL_CLOSE_RANGE] = { "close_range", false, false },
 	[NSB_REAL_CLOSEFROM] = { "closefrom", false, false },
+	[NSB_REAL_PAUSE] = { "pause", true, false },
+	[NSB_REAL_NANOSLEEP] = { "nanosleep", true, false },
+	[NSB_REAL_CLOCK_NANOSLEEP] = { "clock_nanosleep", true, false },
+	[NSB_REAL_POLL] = { "poll", true, false },
+	[NSB_REAL_PPOLL] = { "ppoll", true, false },
+	[NSB_REAL_SELECT] = { "select", true, false },
+	[NSB_REAL_PSELECT] = { "pselect", true, false },
+	[NSB_REAL_EPOLL_WAIT] = { "epoll_wait", true, false },
+	[NSB_REAL_EPOLL_PWAIT] = { "epoll_pwait", true, false },
+	[NSB_REAL_EPOLL_PWAIT2] = { "epoll_pwait2", false, false },
+	[NSB_REAL_SETCONTEXT] = { "setcontext", true, false },
+	[NSB_REAL_SWAPCONTEXT] = { "swapcontext", true, false },
 };
 
 /*

@@ -244,9 +244,3 @@ sigpending(sigset_t *set)
 	return nsb_disp_pending(set);
 }
 
-NSB_EXPORT int
-sigsuspend(const sigset_t *mask)
-{
-	nsb_real_init();
-	return nsb_disp_suspend(mask);
-}

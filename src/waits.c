@@ -1,0 +1,286 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * waits.c - the interposed calls that wait: sigsuspend, pause, the sleeps
+ * and the polls.
+ *
+ * Two things the kernel would do that need help once the library's
+ * SIGBUS handler is installed (dispositions.c):
+ *  - a SIGBUS the program ignores or blocks interrupts nothing: but the
+ *    kernel runs our handler for it, and a wait that a handler interrupts
+ *    ends with EINTR whatever SA_RESTART says (sleeps and polls).  Such an
+ *    EINTR is retried with the time left, unless a handler of the program
+ *    ran too;
+ *  - a wait with a mask of its own (sigsuspend, ppoll, pselect,
+ *    epoll_pwait) must not really block SIGBUS: a fault in a handler run
+ *    during it would kill the process.  Its SIGBUS bit goes to the view.
+ * Before the handler is installed each is the C library's own call.
+ *
+ * Not used in signal context.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nsb.h"
+
+static struct timespec
+now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t;
+}
+
+/* Milliseconds of timeout_ms left since start; negative stays forever. */
+static int
+ms_left(int timeout_ms, struct timespec start)
+{
+	struct timespec t = now();
+	long long used;
+
+	if (timeout_ms < 0)
+		return timeout_ms;
+	used = (t.tv_sec - start.tv_sec) * 1000LL + (t.tv_nsec - start.tv_nsec) / 1000000;
+	return used >= timeout_ms ? 0 : (int)(timeout_ms - used);
+}
+
+/* The time of *total left since start (zero when it is over). */
+static struct timespec
+ts_left(const struct timespec *total, struct timespec start)
+{
+	struct timespec t = now(), left;
+
+	left.tv_sec = total->tv_sec - (t.tv_sec - start.tv_sec);
+	left.tv_nsec = total->tv_nsec - (t.tv_nsec - start.tv_nsec);
+	while (left.tv_nsec < 0) {
+		left.tv_nsec += 1000000000;
+		left.tv_sec--;
+	}
+	while (left.tv_nsec >= 1000000000) {
+		left.tv_nsec -= 1000000000;
+		left.tv_sec++;
+	}
+	if (left.tv_sec < 0)
+		left.tv_sec = left.tv_nsec = 0;
+	return left;
+}
+
+/* Runs `call` (an expression that sets ret, -1 and errno on failure) until
+ * it ends for a reason of its own; `update` prepares a retry. */
+#define WAIT(mask, ret, call, update)					\
+	do {								\
+		struct nsb_wait w_;					\
+		int err_;						\
+									\
+		err_ = nsb_disp_wait_begin(&w_, (mask));		\
+		if (err_) {						\
+			errno = err_;					\
+			(ret) = -1;					\
+			break;						\
+		}							\
+		for (;;) {						\
+			call;						\
+			if ((ret) >= 0 || errno != EINTR || !nsb_disp_wait_again(&w_)) \
+				break;					\
+			update;						\
+		}							\
+		err_ = errno;						\
+		nsb_disp_wait_end(&w_);					\
+		errno = err_;						\
+	} while (0)
+
+NSB_EXPORT int
+sigsuspend(const sigset_t *mask)
+{
+	int ret;
+
+	WAIT(mask, ret, ret = real_sigsuspend(w_.kmask), (void)0);
+	return ret;
+}
+
+NSB_EXPORT int
+pause(void)
+{
+	int ret;
+
+	WAIT(NULL, ret, ret = real_pause(), (void)0);
+	return ret;
+}
+
+/* rem's contents, to put back if a retry succeeds: the kernel writes
+ * rem only when it returns EINTR.  False if rem cannot be read. */
+static bool
+save_ts(const struct timespec *ts, struct timespec *out)
+{
+	return nsb_read_word(ts, &out->tv_sec) && nsb_read_word(&ts->tv_nsec, &out->tv_nsec);
+}
+
+NSB_EXPORT int
+nanosleep(const struct timespec *req, struct timespec *rem)
+{
+	struct timespec left, own, before;
+	struct timespec *r = rem ? rem : &own;
+	const struct timespec *q = req;
+	int ret, saved_errno = errno;
+	bool retried = false;
+
+	if (rem && !save_ts(rem, &before))
+		return real_nanosleep(req, rem);	/* the kernel's EFAULT */
+	/* The kernel reads req and writes rem first: its EFAULT, not ours. */
+	WAIT(NULL, ret, ret = real_nanosleep(q, r), (left = *r, q = &left, retried = true));
+	if (ret == 0) {
+		if (retried && rem)
+			*rem = before;
+		errno = saved_errno;
+	}
+	return ret;
+}
+
+NSB_EXPORT int
+clock_nanosleep(clockid_t clock, int flags, const struct timespec *req, struct timespec *rem)
+{
+	struct timespec left, own, before;
+	struct timespec *r = rem ? rem : &own;
+	const struct timespec *q = req;
+	bool retried = false;
+	struct nsb_wait w;
+	int ret;
+
+	if (rem && !save_ts(rem, &before))
+		return real_clock_nanosleep(clock, flags, req, rem);
+	/* It returns an error number and leaves errno alone. */
+	if (nsb_disp_wait_begin(&w, NULL) != 0)
+		return EINTR;
+	for (;;) {
+		ret = real_clock_nanosleep(clock, flags, q, r);
+		if (ret != EINTR || !nsb_disp_wait_again(&w))
+			break;
+		retried = true;
+		if (!(flags & TIMER_ABSTIME)) {
+			left = *r;
+			q = &left;
+		}
+	}
+	nsb_disp_wait_end(&w);
+	if (ret == 0 && retried && rem)
+		*rem = before;
+	return ret;
+}
+
+/* glibc's, through our nanosleep: whole seconds left if interrupted. */
+NSB_EXPORT unsigned
+sleep(unsigned seconds)
+{
+	struct timespec ts = { (time_t)seconds, 0 };
+	int saved_errno = errno;
+
+	if (nanosleep(&ts, &ts) < 0)
+		return (unsigned)ts.tv_sec;
+	errno = saved_errno;
+	return 0;
+}
+
+NSB_EXPORT int
+usleep(useconds_t usec)
+{
+	struct timespec ts = { (time_t)(usec / 1000000), (long)(usec % 1000000) * 1000 };
+
+	return nanosleep(&ts, NULL);
+}
+
+NSB_EXPORT int
+poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	struct timespec start = now();
+	int ret, t = timeout;
+
+	WAIT(NULL, ret, ret = real_poll(fds, n, t), t = ms_left(timeout, start));
+	return ret;
+}
+
+NSB_EXPORT int
+ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
+{
+	struct timespec start = now(), left;
+	const struct timespec *t = tmo;
+	int ret;
+
+	WAIT(mask, ret, ret = real_ppoll(fds, n, t, w_.kmask),
+	     (t = tmo ? (left = ts_left(tmo, start), &left) : NULL));
+	return ret;
+}
+
+NSB_EXPORT int
+select(int nfds, fd_set *r, fd_set *wr, fd_set *e, struct timeval *tv)
+{
+	int ret;
+
+	/* Linux leaves the sets alone on EINTR and counts tv down. */
+	WAIT(NULL, ret, ret = real_select(nfds, r, wr, e, tv), (void)0);
+	return ret;
+}
+
+NSB_EXPORT int
+pselect(int nfds, fd_set *r, fd_set *wr, fd_set *e, const struct timespec *tmo,
+	const sigset_t *mask)
+{
+	struct timespec start = now(), left;
+	const struct timespec *t = tmo;
+	int ret;
+
+	WAIT(mask, ret, ret = real_pselect(nfds, r, wr, e, t, w_.kmask),
+	     (t = tmo ? (left = ts_left(tmo, start), &left) : NULL));
+	return ret;
+}
+
+NSB_EXPORT int
+epoll_wait(int ep, struct epoll_event *ev, int max, int timeout)
+{
+	struct timespec start = now();
+	int ret, t = timeout;
+
+	WAIT(NULL, ret, ret = real_epoll_wait(ep, ev, max, t), t = ms_left(timeout, start));
+	return ret;
+}
+
+NSB_EXPORT int
+epoll_pwait(int ep, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
+{
+	struct timespec start = now();
+	int ret, t = timeout;
+
+	WAIT(mask, ret, ret = real_epoll_pwait(ep, ev, max, t, w_.kmask),
+	     t = ms_left(timeout, start));
+	return ret;
+}
+
+/* In glibc 2.35 and later. */
+static int
+sys_epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec *tmo,
+		 const sigset_t *mask)
+{
+	int (*f)(int, struct epoll_event *, int, const struct timespec *, const sigset_t *) =
+		real_epoll_pwait2;
+
+	if (f)
+		return f(ep, ev, max, tmo, mask);
+	return (int)syscall(SYS_epoll_pwait2, ep, ev, max, tmo, mask, _NSIG / 8);
+}
+
+NSB_EXPORT int
+epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec *tmo,
+	     const sigset_t *mask)
+{
+	struct timespec start = now(), left;
+	const struct timespec *t = tmo;
+	int ret;
+
+	WAIT(mask, ret, ret = sys_epoll_pwait2(ep, ev, max, t, w_.kmask),
+	     (t = tmo ? (left = ts_left(tmo, start), &left) : NULL));
+	return ret;
+}
