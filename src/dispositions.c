@@ -96,8 +96,8 @@ static atomic_uint discard_gen;
 static void note_blocker(bool is_blocking);
 static void set_blocked(bool b);
 
-/* Memory of its own, mapped when the handler is installed: a process
- * that never installs it pays nothing for it at start-up (SPEC §9). */
+/* Made when the handler is installed (memory.c): a process that never
+ * installs it pays nothing for it at start-up (SPEC §9). */
 #define BLOCKERS 1024
 struct disp_state {
 	struct prog_action actions[NSIGS];
@@ -285,12 +285,10 @@ nsb_disp_install(void)
 	nsb_process_note_pid();
 	nsb_lock(&nsb_disp_lock);
 	if (!atomic_load(&installed)) {
-		void *p = nsb_sys_mmap(NULL, sizeof(*state), PROT_READ | PROT_WRITE,
-				       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		void *p = state ? state : nsb_memory(sizeof(*state));
 
-		if (p == MAP_FAILED || nsb_rescue_prepare() < 0) {
-			if (p != MAP_FAILED)
-				nsb_sys_munmap(p, sizeof(*state));
+		if (!p || nsb_rescue_prepare() < 0) {
+			state = p;
 			ret = -1;
 			goto out;
 		}

@@ -82,16 +82,9 @@ nsb_dev_of(unsigned major, unsigned minor)
 static bool
 entries_ready(void)
 {
-	void *p;
-
-	if (files)
-		return true;
-	p = nsb_sys_mmap(NULL, MAX_FILES * sizeof(struct file), PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p == MAP_FAILED)
-		return false;
-	files = p;
-	return true;
+	if (!files)
+		files = nsb_memory(MAX_FILES * sizeof(struct file));
+	return files != NULL;
 }
 
 /* ---- kept descriptors -------------------------------------------------- */
@@ -114,13 +107,8 @@ mark_kept(int fd, bool kept)
 {
 	if (fd < 0)
 		return;
-	if (!kept_bits) {
-		void *p = nsb_sys_mmap(NULL, KEPT_BITS / 8, PROT_READ | PROT_WRITE,
-				       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-
-		if (p != MAP_FAILED)
-			kept_bits = p;
-	}
+	if (!kept_bits)
+		kept_bits = nsb_memory(KEPT_BITS / 8);
 	if ((unsigned)fd < KEPT_BITS && kept_bits) {
 		if (kept)
 			atomic_fetch_or(&kept_bits[fd / 64], 1ul << (fd % 64));
@@ -188,14 +176,8 @@ intern_path(const char *path)
 	if (!path || !nsb_config.log)
 		return 0;
 	len = strlen(path) + 1;
-	if (!path_pool) {
-		void *p = nsb_sys_mmap(NULL, PATH_POOL_SIZE, PROT_READ | PROT_WRITE,
-				       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-
-		if (p == MAP_FAILED)
-			return 0;
-		path_pool = p;
-	}
+	if (!path_pool && !(path_pool = nsb_memory(PATH_POOL_SIZE)))
+		return 0;
 	for (size_t off = 1; off < path_used; off += strlen(path_pool + off) + 1)
 		if (strcmp(path_pool + off, path) == 0)
 			return (uint32_t)off;

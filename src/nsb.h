@@ -271,6 +271,11 @@ sigset_t *nsb_outer_mask(void);
 bool nsb_other_threads(void);
 bool nsb_read_word(const void *user, void *out);	/* [signal-safe] */
 
+/* ---- memory.c: the library's own memory -------------------------------- */
+
+void *nsb_memory(size_t bytes);	/* zeroed, never freed; NULL with ENOMEM */
+void *nsb_memory_table(int which, size_t bytes);
+
 /* ---- ranges.c: the table of protected mappings ------------------------- */
 
 /* meta: what a rescue needs to know about a protected range. */

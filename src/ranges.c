@@ -258,58 +258,35 @@ nsb_ranges_flux_end(void)
 }
 
 /*
- * The table's memory is reserved once, when the first record is made, and
- * grows in place: memory the library maps later would land in whatever the
- * program has just freed, and a program may take its own freed addresses
- * back with MAP_FIXED (stress-ng does), which would wipe the table out.
- * Each copy gets half of the reservation (address space only, nothing is
- * committed until used); past that, it moves to a bigger mapping, and the
- * old one stays mapped for optimistic readers.
+ * Each copy grows in place in its home in the library's reservation
+ * (memory.c); past that, it moves to a bigger mapping, and the old one
+ * stays mapped for optimistic readers.
  */
-#define RESERVE ((size_t)64 << 20)
-static char *reservation;
-
 static int
 grow(struct table *t, size_t need)
 {
-	size_t page = nsb_config.page_size;
-	size_t cap = t->cap ? t->cap * 2 : page / sizeof(struct nsb_range);
-	size_t bytes, half = RESERVE / 2;
-	char *mine;
-	void *p;
+	size_t cap = t->cap ? t->cap * 2 : nsb_config.page_size / sizeof(struct nsb_range);
+	void *home, *p;
 
 	while (cap < need)
 		cap *= 2;
-	bytes = (cap * sizeof(struct nsb_range) + page - 1) & ~(page - 1);
 	if (fail_next_alloc) {
 		fail_next_alloc = false;
 		errno = ENOMEM;
 		return -1;
 	}
-	if (!reservation) {
-		p = nsb_sys_mmap(NULL, RESERVE, PROT_NONE,
-				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		reservation = p == MAP_FAILED ? (char *)-1 : p;
-	}
-	mine = reservation == (char *)-1 ? NULL : reservation + (t == &copies[0] ? 0 : half);
-	if (mine && (!t->r || (char *)t->r == mine) && bytes <= half) {
-		if (nsb_sys_mprotect(mine, bytes, PROT_READ | PROT_WRITE) < 0) {
-			errno = ENOMEM;
-			return -1;
-		}
-		p = mine;
+	home = nsb_memory_table(t == &copies[0] ? 0 : 1, cap * sizeof(struct nsb_range));
+	if (home && (!t->r || t->r == home)) {
+		p = home;
 	} else {
-		p = nsb_sys_mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (p != MAP_FAILED && t->r)
+		p = nsb_memory(cap * sizeof(struct nsb_range));
+		if (!p)
+			return -1;
+		if (t->r)
 			memcpy(p, t->r, t->n * sizeof(struct nsb_range));
 	}
-	if (p == MAP_FAILED) {
-		errno = ENOMEM;
-		return -1;
-	}
 	t->r = p;
-	t->cap = bytes / sizeof(struct nsb_range);
+	t->cap = cap;
 	return 0;
 }
 

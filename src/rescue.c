@@ -84,8 +84,8 @@ struct done_fill {
 	uintptr_t start, end;
 };
 
-/* Mapped when the handler is installed (a process that never installs it
- * pays nothing for it at start-up), never unmapped. */
+/* Made when the handler is installed (a process that never installs it
+ * pays nothing for it at start-up), from memory.c. */
 struct rescue_state {
 	atomic_uintptr_t claims[CLAIMS];
 	atomic_uintptr_t done_page[DONE_PAGES];
@@ -97,16 +97,9 @@ static struct rescue_state *state;
 int
 nsb_rescue_prepare(void)
 {
-	void *p;
-
-	if (state)
-		return 0;
-	p = nsb_sys_mmap(NULL, sizeof(*state), PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return -1;
-	state = p;
-	return 0;
+	if (!state)
+		state = nsb_memory(sizeof(*state));
+	return state ? 0 : -1;
 }
 
 /* [signal-safe] The slot claimed for key, or -1 if another rescue holds
@@ -341,7 +334,10 @@ decide(const struct nsb_range *r, uintptr_t page, size_t unit, const void *uc)
 		return f;
 	f.check = INSIDE;
 	f.rescue = harmless;
-	f.extend = false;
+	/* Inside the size, only over holes of hugetlbfs: its pages never
+	 * leave memory, so a fill stops at the first one with data.  (A
+	 * tmpfs page may be in swap, where it does not show.) */
+	f.extend = harmless && unit > nsb_config.page_size && (r->meta & NSB_META_MEMFS);
 	return f;
 }
 

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * memory.c - where the library's own memory comes from.
+ *
+ * Never malloc (we may be inside mmap called by malloc), and never a
+ * mapping made whenever it is first needed: memory the library mapped
+ * then would land in whatever the program had just freed, and a program
+ * may take its own freed addresses back (with MAP_FIXED, as stress-ng
+ * does, or by growing a neighbour with mremap): it would wipe the
+ * library's state out, or find its room taken.  So everything comes from
+ * one reservation, made once, when the library first needs memory (the
+ * first protected mapping, or the first time the program blocks SIGBUS),
+ * and too big to fit in a hole the program has just made: address space
+ * only, committed page by page as it is used.  If it cannot be made
+ * (RLIMIT_AS), memory comes from mmap directly.  Nothing is ever given
+ * back while the process lives: an optimistic reader of the table, or a
+ * signal handler, may still be looking at it.
+ *
+ * Not used in signal context; callers hold one of the library's locks.
+ */
+#include <errno.h>
+#include <sys/mman.h>
+
+#include "nsb.h"
+
+#define RESERVE		((size_t)96 << 20)
+#define SMALL		((size_t)8 << 20)	/* for nsb_memory() */
+#define TABLE_HALF	((RESERVE - SMALL) / 2)	/* for each copy of the table */
+
+static char *reservation;	/* (char *)-1: could not be made */
+static atomic_size_t small_used;
+
+static bool
+reserved(void)
+{
+	void *p;
+
+	if (!reservation) {
+		p = nsb_sys_mmap(NULL, RESERVE, PROT_NONE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		reservation = p == MAP_FAILED ? (char *)-1 : p;
+	}
+	return reservation != (char *)-1;
+}
+
+static size_t
+pages(size_t bytes)
+{
+	size_t page = nsb_config.page_size;
+
+	return (bytes + page - 1) & ~(page - 1);
+}
+
+/* bytes of zeroed memory, or NULL with errno ENOMEM.  NORESERVE: only the
+ * pages used are committed. */
+void *
+nsb_memory(size_t bytes)
+{
+	size_t at;
+	void *p;
+
+	nsb_init();
+	bytes = pages(bytes);
+	if (reserved()) {
+		at = atomic_fetch_add(&small_used, bytes);
+		if (at + bytes <= SMALL) {
+			if (nsb_sys_mprotect(reservation + at, bytes, PROT_READ | PROT_WRITE) == 0)
+				return reservation + at;
+			errno = ENOMEM;
+			return NULL;
+		}
+	}
+	p = nsb_sys_mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return p;
+}
+
+/*
+ * The fixed home of copy `which` of the table, made usable up to bytes;
+ * NULL when bytes is more than its share of the reservation (or there is
+ * none): the table then moves to memory of its own (ranges.c).
+ */
+void *
+nsb_memory_table(int which, size_t bytes)
+{
+	char *home;
+
+	if (!reserved() || bytes > TABLE_HALF)
+		return NULL;
+	home = reservation + SMALL + (size_t)which * TABLE_HALF;
+	if (nsb_sys_mprotect(home, pages(bytes), PROT_READ | PROT_WRITE) < 0)
+		return NULL;
+	return home;
+}
