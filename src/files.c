@@ -356,15 +356,22 @@ put_hex(char *p, uintptr_t v)
  * read), and checked against the recorded inode like the descriptor.
  */
 static bool
-size_by_map_files(uint32_t file, uintptr_t addr, struct stat *st)
+size_by_map_files(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, struct stat *st)
 {
-	char link[64] = "/proc/self/map_files/", path[4096], *p;
+	char link[64] = "/proc/self/map_files/", path[4096], *p, *name = link + strlen(link);
 	struct nsb_vma vma;
 	ssize_t n;
 
+	/* The record is the VMA until rescues split it: try it first. */
+	p = put_hex(name, start);
+	*p++ = '-';
+	p = put_hex(p, end);
+	*p = '\0';
+	if (stat(link, st) == 0 && same_file(file, st))
+		return true;
 	if (!nsb_maps_find(addr, &vma))
 		return false;
-	p = put_hex(link + strlen(link), vma.start);
+	p = put_hex(name, vma.start);
 	*p++ = '-';
 	p = put_hex(p, vma.end);
 	*p = '\0';
@@ -379,7 +386,7 @@ size_by_map_files(uint32_t file, uintptr_t addr, struct stat *st)
 
 /* [signal-safe] */
 bool
-nsb_files_size(uint32_t file, uintptr_t addr, uint64_t *size)
+nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, uint64_t *size)
 {
 	int saved_errno = errno, fd;
 	struct stat st;
@@ -390,7 +397,7 @@ nsb_files_size(uint32_t file, uintptr_t addr, uint64_t *size)
 	fd = atomic_load(&files[file].fd);
 	/* A number the program reused behind our back is not our file. */
 	ok = fd >= 0 ? fstat(fd, &st) == 0 && same_file(file, &st)
-		     : size_by_map_files(file, addr, &st);
+		     : size_by_map_files(file, start, end, addr, &st);
 	errno = saved_errno;
 	if (ok)
 		*size = (uint64_t)st.st_size;

@@ -75,7 +75,8 @@ nsb_record(struct nsb_range *r)
 {
 	static uint16_t gen;
 
-	r->gen = ++gen;
+	gen = (uint16_t)((gen + 1) & 0x7ff);	/* the table keeps 11 bits */
+	r->gen = gen;
 	if (nsb_disp_install() < 0)
 		return -1;
 	return nsb_ranges_insert(r);

@@ -372,9 +372,10 @@ uint32_t nsb_files_get_mapped(uintptr_t start, uintptr_t end, uint64_t dev, uint
 void nsb_files_ref(uint32_t file, int delta);
 void nsb_files_release_unused(void);
 bool nsb_files_identity(uint32_t file, uint64_t *dev, uint64_t *ino);
-/* [signal-safe] The size now of the file mapped at addr; false if the
- * library cannot tell. */
-bool nsb_files_size(uint32_t file, uintptr_t addr, uint64_t *size);
+/* [signal-safe] The size now of the file mapped at addr, in the record
+ * [start, end); false if the library cannot tell. */
+bool nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr,
+		    uint64_t *size);
 const char *nsb_files_path(uint32_t file);	/* [signal-safe] NULL: unknown */
 uint64_t nsb_dev_of(unsigned major, unsigned minor);
 

@@ -43,8 +43,57 @@
 
 #include "nsb.h"
 
+/*
+ * A record as the table keeps it: 24 bytes, not the 32 of struct
+ * nsb_range (the table is the library's one big memory cost, SPEC §9).
+ * Lengths and file offsets are in pages; a longer record than 2^32 pages
+ * is kept as several.
+ */
+struct slot {
+	uintptr_t start;
+	uint64_t off_file;	/* file offset in pages << 16 | file */
+	uint32_t pages;
+	uint32_t meta_gen;	/* meta (21 bits) | gen << 21 */
+};
+#define META_BITS	21
+#define META_MASK	((1u << META_BITS) - 1)
+#define MAX_PAGES	UINT32_MAX
+
+static inline uintptr_t
+slot_end(const struct slot *s)
+{
+	return s->start + (uintptr_t)s->pages * nsb_config.page_size;
+}
+
+static inline void
+unpack(const struct slot *s, struct nsb_range *r)
+{
+	r->start = s->start;
+	r->end = slot_end(s);
+	r->off = (s->off_file >> 16) * nsb_config.page_size;
+	r->file = (uint16_t)(s->off_file & 0xffff);
+	r->meta = s->meta_gen & META_MASK;
+	r->gen = (uint16_t)(s->meta_gen >> META_BITS);
+}
+
+/* r must fit one slot (nsb_ranges_insert splits it). */
+static inline void
+pack(const struct nsb_range *r, struct slot *s)
+{
+	s->start = r->start;
+	s->pages = (uint32_t)((r->end - r->start) / nsb_config.page_size);
+	s->off_file = (r->off / nsb_config.page_size) << 16 | r->file;
+	s->meta_gen = (r->meta & META_MASK) | (uint32_t)r->gen << META_BITS;
+}
+
+static inline uint16_t
+slot_file(const struct slot *s)
+{
+	return (uint16_t)(s->off_file & 0xffff);
+}
+
 struct table {
-	struct nsb_range *r;	/* descending by start, never overlapping */
+	struct slot *r;		/* descending by start, never overlapping */
 	size_t n;
 	size_t cap;		/* entries */
 };
@@ -65,7 +114,7 @@ static bool fail_next_alloc;
 
 /* First index whose start is <= addr, in the first n entries. */
 static size_t
-first_at_or_below(const struct nsb_range *r, size_t n, uintptr_t addr)
+first_at_or_below(const struct slot *r, size_t n, uintptr_t addr)
 {
 	size_t lo = 0, hi = n;
 
@@ -132,15 +181,15 @@ nsb_ranges_enter(uintptr_t addr, struct nsb_range *out, int *ticket)
 	 * The hint may be stale or from the other copy; it is only a guess,
 	 * checked against the copy we hold. */
 	i = atomic_load_explicit(&last_hit, memory_order_relaxed);
-	if (i >= t->n || addr < t->r[i].start || addr >= t->r[i].end) {
+	if (i >= t->n || addr < t->r[i].start || addr >= slot_end(&t->r[i])) {
 		i = first_at_or_below(t->r, t->n, addr);
-		if (i >= t->n || addr >= t->r[i].end) {
+		if (i >= t->n || addr >= slot_end(&t->r[i])) {
 			nsb_ranges_leave(side);
 			return NSB_LOOKUP_NONE;
 		}
 		atomic_store_explicit(&last_hit, i, memory_order_relaxed);
 	}
-	*out = t->r[i];
+	unpack(&t->r[i], out);
 	*ticket = side;
 	return NSB_LOOKUP_FOUND;
 }
@@ -162,7 +211,7 @@ nsb_ranges_overlap(uintptr_t start, uintptr_t end)
 	for (int tries = 0; tries < 8; tries++) {
 		unsigned long v = atomic_load(&version);
 		const struct table *t;
-		const struct nsb_range *r;
+		const struct slot *r;
 		size_t n, cap, i;
 
 		if (v & 1) {
@@ -176,7 +225,7 @@ nsb_ranges_overlap(uintptr_t start, uintptr_t end)
 		if (n > cap)
 			n = cap;
 		i = r ? first_at_or_below(r, n, end - 1) : n;
-		hit = i < n && r[i].end > start;
+		hit = i < n && slot_end(&r[i]) > start;
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load(&version) == v)
 			return hit;
@@ -186,7 +235,7 @@ nsb_ranges_overlap(uintptr_t start, uintptr_t end)
 		const struct table *t = &copies[atomic_load(&active)];
 		size_t i = first_at_or_below(t->r, t->n, end - 1);
 
-		hit = i < t->n && t->r[i].end > start;
+		hit = i < t->n && slot_end(&t->r[i]) > start;
 	}
 	nsb_ranges_unlock();
 	return hit;
@@ -209,7 +258,7 @@ nsb_ranges_version(void)
 size_t
 nsb_ranges_bytes(void)
 {
-	return (copies[0].cap + copies[1].cap) * sizeof(struct nsb_range);
+	return (copies[0].cap + copies[1].cap) * sizeof(struct slot);
 }
 
 /* ---- writer side ------------------------------------------------------- */
@@ -265,7 +314,7 @@ nsb_ranges_flux_end(void)
 static int
 grow(struct table *t, size_t need)
 {
-	size_t cap = t->cap ? t->cap * 2 : nsb_config.page_size / sizeof(struct nsb_range);
+	size_t cap = t->cap ? t->cap * 2 : nsb_config.page_size / sizeof(struct slot);
 	void *home, *p;
 
 	while (cap < need)
@@ -275,15 +324,15 @@ grow(struct table *t, size_t need)
 		errno = ENOMEM;
 		return -1;
 	}
-	home = nsb_memory_table(t == &copies[0] ? 0 : 1, cap * sizeof(struct nsb_range));
+	home = nsb_memory_table(t == &copies[0] ? 0 : 1, cap * sizeof(struct slot));
 	if (home && (!t->r || t->r == home)) {
 		p = home;
 	} else {
-		p = nsb_memory(cap * sizeof(struct nsb_range));
+		p = nsb_memory(cap * sizeof(struct slot));
 		if (!p)
 			return -1;
 		if (t->r)
-			memcpy(p, t->r, t->n * sizeof(struct nsb_range));
+			memcpy(p, t->r, t->n * sizeof(struct slot));
 	}
 	t->r = p;
 	t->cap = cap;
@@ -311,10 +360,10 @@ nsb_ranges_reserve(size_t extra)
 }
 
 static void
-insert_at(struct table *t, size_t i, const struct nsb_range *r)
+insert_at(struct table *t, size_t i, const struct slot *s)
 {
-	memmove(&t->r[i + 1], &t->r[i], (t->n - i) * sizeof(*r));
-	t->r[i] = *r;
+	memmove(&t->r[i + 1], &t->r[i], (t->n - i) * sizeof(*s));
+	t->r[i] = *s;
 	t->n++;
 }
 
@@ -325,17 +374,20 @@ static void
 split_at(struct table *t, uintptr_t addr, bool count)
 {
 	size_t i = first_at_or_below(t->r, t->n, addr);
-	struct nsb_range upper;
+	uint64_t below;
+	struct slot upper;
 
-	if (i >= t->n || t->r[i].start == addr || t->r[i].end <= addr)
+	if (i >= t->n || t->r[i].start == addr || slot_end(&t->r[i]) <= addr)
 		return;
+	below = (addr - t->r[i].start) / nsb_config.page_size;
 	upper = t->r[i];
 	upper.start = addr;
-	upper.off += addr - t->r[i].start;
-	t->r[i].end = addr;
+	upper.pages -= (uint32_t)below;
+	upper.off_file += below << 16;
+	t->r[i].pages = (uint32_t)below;
 	insert_at(t, i, &upper);
 	if (count)
-		nsb_files_ref(upper.file, 1);
+		nsb_files_ref(slot_file(&upper), 1);
 }
 
 /* Indexes [*lo, *hi) of the records inside [start, end) after splitting. */
@@ -353,6 +405,7 @@ span(const struct table *t, uintptr_t start, uintptr_t end, size_t *lo, size_t *
 struct op {
 	enum { OP_INSERT, OP_CUT, OP_PROT } kind;
 	struct nsb_range r;
+	struct slot s;		/* OP_INSERT: r packed */
 	int prot;
 	int pkey;
 };
@@ -364,9 +417,9 @@ apply(struct table *t, const struct op *op, bool count)
 
 	switch (op->kind) {
 	case OP_INSERT:
-		insert_at(t, first_at_or_below(t->r, t->n, op->r.start), &op->r);
+		insert_at(t, first_at_or_below(t->r, t->n, op->s.start), &op->s);
 		if (count)
-			nsb_files_ref(op->r.file, 1);
+			nsb_files_ref(slot_file(&op->s), 1);
 		return;
 	case OP_CUT:
 	case OP_PROT:
@@ -376,18 +429,18 @@ apply(struct table *t, const struct op *op, bool count)
 		if (op->kind == OP_CUT) {
 			if (count)
 				for (size_t i = lo; i < hi; i++)
-					nsb_files_ref(t->r[i].file, -1);
+					nsb_files_ref(slot_file(&t->r[i]), -1);
 			memmove(&t->r[lo], &t->r[hi], (t->n - hi) * sizeof(t->r[0]));
 			t->n -= hi - lo;
 			return;
 		}
 		for (size_t i = lo; i < hi; i++) {
-			uint32_t m = t->r[i].meta & ~NSB_META_PROT;
+			uint32_t m = t->r[i].meta_gen & ~NSB_META_PROT;
 
 			m |= (uint32_t)op->prot & NSB_META_PROT;
 			if (op->pkey >= 0)
 				m = (m & ~NSB_META_PKEY_MASK) | NSB_META_MKPKEY(op->pkey);
-			t->r[i].meta = m;
+			t->r[i].meta_gen = m;
 		}
 		return;
 	}
@@ -435,7 +488,21 @@ int
 nsb_ranges_insert(const struct nsb_range *r)
 {
 	struct op op = { .kind = OP_INSERT, .r = *r };
+	size_t ps = nsb_config.page_size;
 
+	/* More than a slot holds: several records, each with its offset. */
+	while ((op.r.end - op.r.start) / ps > MAX_PAGES) {
+		uintptr_t cut = op.r.start + (uintptr_t)MAX_PAGES / 2 * ps;
+		struct op first = op;
+
+		first.r.end = cut;
+		pack(&first.r, &first.s);
+		if (update(&first) < 0)
+			return -1;
+		op.r.off += cut - op.r.start;
+		op.r.start = cut;
+	}
+	pack(&op.r, &op.s);
 	return update(&op);
 }
 
@@ -450,7 +517,7 @@ overlap_locked(uintptr_t start, uintptr_t end)
 	if (end <= start)
 		return false;
 	i = first_at_or_below(t->r, t->n, end - 1);
-	return i < t->n && t->r[i].end > start;
+	return i < t->n && slot_end(&t->r[i]) > start;
 }
 
 int
@@ -523,11 +590,12 @@ nsb_ranges_collect(uintptr_t start, uintptr_t end, struct nsb_saved *saved)
 		return 0;
 	i = first_at_or_below(t->r, t->n, end - 1);
 	last = i;
-	while (last < t->n && t->r[last].end > start)
+	while (last < t->n && slot_end(&t->r[last]) > start)
 		last++;
 	while (last-- > i) {
-		struct nsb_range r = t->r[last];
+		struct nsb_range r;
 
+		unpack(&t->r[last], &r);
 		if (r.start < start) {
 			r.off += start - r.start;
 			r.start = start;

@@ -78,7 +78,8 @@ first_present(uintptr_t start, uintptr_t end)
 #define CLAIMS 64
 
 #define DONE_PAGES 256
-#define DONE_FILLS 16
+#define DONE_FILLS 64
+#define FLOORS 128
 struct done_fill {
 	atomic_uint seq;	/* odd while being written */
 	uintptr_t start, end;
@@ -86,10 +87,24 @@ struct done_fill {
 
 /* Made when the handler is installed (a process that never installs it
  * pays nothing for it at start-up), from memory.c. */
+/*
+ * Range fills make what they replaced one tail of the record [floor, end):
+ * each goes to the end, or stops where an earlier one began.  So a record
+ * needs only its floor to tell a stale fault (at or above it) from a new
+ * one, and where a new fill must stop.  Kept by record (its start and
+ * generation) in a small hash; a record that lost its entry falls back on
+ * the rings above.
+ */
+struct floor {
+	atomic_uintptr_t key;	/* record start | gen, 0: free */
+	atomic_uintptr_t floor;
+};
+
 struct rescue_state {
 	atomic_uintptr_t claims[CLAIMS];
 	atomic_uintptr_t done_page[DONE_PAGES];
 	struct done_fill done_fills[DONE_FILLS];
+	struct floor floors[FLOORS];
 	atomic_uint done_fills_next;
 };
 static struct rescue_state *state;
@@ -152,6 +167,39 @@ page_slot(uintptr_t page)
 	return (unsigned)((page >> 12) * 2654435761u) % DONE_PAGES;
 }
 
+static uintptr_t
+record_key(const struct nsb_range *r)
+{
+	return r->start | r->gen;	/* start is page aligned, gen < 2048 */
+}
+
+/* [signal-safe] The floor of r's range fills, or r->end if none known. */
+static uintptr_t
+floor_of(const struct nsb_range *r)
+{
+	uintptr_t key = record_key(r);
+	struct floor *f = &state->floors[(key >> 12) % FLOORS];
+	uintptr_t fl = atomic_load(&f->floor);
+
+	/* Read the floor, then check it is still this record's. */
+	return atomic_load(&f->key) == key && fl ? fl : r->end;
+}
+
+/* [signal-safe] A range fill replaced [start, end) of r: the tail grows
+ * down to start if it joins it (claims serialise fills of a record). */
+static void
+lower_floor(const struct nsb_range *r, uintptr_t start, uintptr_t end)
+{
+	uintptr_t key = record_key(r), old = floor_of(r);
+	struct floor *f = &state->floors[(key >> 12) % FLOORS];
+
+	if (end < old)
+		return;	/* stopped below something else: not one tail */
+	atomic_store(&f->key, 0);
+	atomic_store(&f->floor, start);
+	atomic_store(&f->key, key);
+}
+
 /* [signal-safe] */
 static void
 remember(uintptr_t start, uintptr_t end, size_t unit)
@@ -178,6 +226,13 @@ nsb_rescue_forget(uintptr_t start, uintptr_t end)
 {
 	if (!state)
 		return;
+	for (int i = 0; i < FLOORS; i++) {
+		uintptr_t k = atomic_load(&state->floors[i].key);
+		uintptr_t s = k & ~(uintptr_t)0xfff;
+
+		if (k && s >= start && s < end)
+			atomic_compare_exchange_strong(&state->floors[i].key, &k, 0);
+	}
 	for (int i = 0; i < DONE_PAGES; i++) {
 		uintptr_t p = atomic_load(&state->done_page[i]);
 
@@ -315,7 +370,8 @@ decide(const struct nsb_range *r, uintptr_t page, size_t unit, const void *uc)
 	bool harmless, wants_size;
 	uint64_t size, off;
 
-	if (r->meta & NSB_META_ANON)
+	/* Nothing can refuse a page of a memfd: only its end faults. */
+	if ((r->meta & NSB_META_ANON) || (r->meta & NSB_META_ROOMY))
 		return f;
 	harmless = nsb_config.errors == NSB_ERRORS_ZERO ||
 		   ((r->meta & NSB_META_MEMFS) &&
@@ -324,7 +380,7 @@ decide(const struct nsb_range *r, uintptr_t page, size_t unit, const void *uc)
 	wants_size = !harmless || nsb_config.fill != NSB_FILL_PAGE;
 	if (!wants_size)
 		return f;
-	if (!nsb_files_size(r->file, page, &size)) {
+	if (!nsb_files_size(r->file, r->start, r->end, page, &size)) {
 		f.check = UNKNOWN;
 		return f;
 	}
@@ -407,6 +463,11 @@ rescue(uintptr_t addr, const void *uc)
 	 * memory does not fault on a read; an untouched one holds nothing.
 	 */
 	limit = r.end;
+	if (nsb_config.fill == NSB_FILL_RANGE) {
+		limit = floor_of(&r);
+		if (start >= limit && !again)
+			goto fault_again;
+	}
 	if (!again && (rescued(start, &limit) ||
 		       ((r.meta & NSB_META_ANON) && unit == nsb_config.page_size) ||
 		       first_present(start, start + nsb_config.page_size) == start))
@@ -432,8 +493,11 @@ rescue(uintptr_t addr, const void *uc)
 		end = r.end;
 		ok = replace(start, end, &r);
 	}
-	if (ok)
+	if (ok) {
 		remember(start, end, unit);
+		if (nsb_config.fill == NSB_FILL_RANGE)
+			lower_floor(&r, start, end);
+	}
 	release(slot);
 	nsb_ranges_leave(ticket);
 
