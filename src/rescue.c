@@ -290,6 +290,10 @@ nsb_rescue_after_fork_child(void)
  * and the fault is decided on its own.  A new mapping there since (say,
  * after the same threads meet at the same address again) is a new start. */
 static __thread uintptr_t again_page __attribute__((tls_model("initial-exec")));
+/* The table's version when this thread last looked: a mapping replaced
+ * since (its fault's signal was on its way meanwhile) may be new memory
+ * there, which mincore() tells (a page in memory does not fault). */
+static __thread unsigned long seen_version __attribute__((tls_model("initial-exec")));
 static __thread uint16_t again_gen __attribute__((tls_model("initial-exec")));
 
 /* NOSIGBUS_FILL=auto: where this thread's last rescue in a record ended,
@@ -430,6 +434,7 @@ rescue(uintptr_t addr, const void *uc)
 {
 	struct nsb_range r;
 	uintptr_t start, end, limit;
+	unsigned long version;
 	struct fate fate;
 	size_t unit;
 	bool ok, again;
@@ -458,9 +463,10 @@ rescue(uintptr_t addr, const void *uc)
 	/*
 	 * Faults that are not (or no longer) ours to rescue: this one's
 	 * signal may have been on its way while another thread rescued the
-	 * page and wrote to it, or while a call replaced the mapping there
-	 * (anonymous memory faults with SIGBUS only on huge pages).  A page in
-	 * memory does not fault on a read; an untouched one holds nothing.
+	 * page and wrote to it (the rings say so), or while a call replaced
+	 * the mapping there (anonymous memory faults with SIGBUS only on huge
+	 * pages; a page in memory does not fault, and an untouched one holds
+	 * nothing).  No call since this thread last looked: no new mapping.
 	 */
 	limit = r.end;
 	if (nsb_config.fill == NSB_FILL_RANGE) {
@@ -468,10 +474,13 @@ rescue(uintptr_t addr, const void *uc)
 		if (start >= limit && !again)
 			goto fault_again;
 	}
+	version = nsb_ranges_version();
 	if (!again && (rescued(start, &limit) ||
 		       ((r.meta & NSB_META_ANON) && unit == nsb_config.page_size) ||
-		       first_present(start, start + nsb_config.page_size) == start))
+		       (version != seen_version &&
+			first_present(start, start + nsb_config.page_size) == start)))
 		goto fault_again;
+	seen_version = version;
 	fate = decide(&r, start, unit, uc);
 	if (!fate.rescue) {
 		/* Unless it grew back meanwhile, an error: pass it on. */
