@@ -216,6 +216,8 @@ main(int argc, char **argv)
 	int zfd;
 
 	core_require_library();
+	/* The unflagged memfd here must be unprotected: the default is shm. */
+	core_setenv_reexec(argv, "NOSIGBUS_POLICY", "flag");
 	if (argc > 1) {
 		if (strcmp(argv[1], "range") != 0)
 			nsbt_fail("unknown scenario %s", argv[1]);
