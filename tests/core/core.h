@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <time.h>
 
 #include "nsbtest.h"
 
@@ -252,6 +253,141 @@ core_reexec(const char *scenario, const char *const *settings)
 	struct core_reexec_args a = { scenario, settings };
 
 	return nsbt_run(core_reexec_child, &a);
+}
+
+/*
+ * The library reads its NOSIGBUS_* variables once, at start: a test that
+ * depends on one (NOSIGBUS_POLICY=flag, say: the default became shm)
+ * re-executes itself with it set, unless it already is.
+ */
+static inline void
+core_setenv_reexec(char **argv, const char *name, const char *value)
+{
+	const char *cur = getenv(name);
+
+	if (cur && strcmp(cur, value) == 0)
+		return;
+	if (setenv(name, value, 1) != 0)
+		nsbt_fail("setenv %s: %s", name, strerror(errno));
+	fflush(NULL);
+	execv("/proc/self/exe", argv);
+	nsbt_fail("execv /proc/self/exe: %s", strerror(errno));
+}
+
+static inline double
+core_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/*
+ * The parent's watchdog: waits for pid; if it is still running after
+ * `seconds`, or (with progress != NULL) if *progress has not changed for
+ * `seconds`, kills it with SIGKILL (a child spinning with signals blocked
+ * never sees alarm()), reaps it and fails with a message naming what.
+ * Returns the wait status otherwise.  Not a timing assertion: the limit
+ * is far above what the scenario needs; only a hang reaches it.
+ */
+static inline int
+core_wait_watchdog(pid_t pid, int seconds, const volatile unsigned long *progress,
+		   const char *what)
+{
+	unsigned long last = progress ? *progress : 0;
+	double since = core_now();
+	int status;
+
+	for (;;) {
+		struct timespec nap = { 0, 5 * 1000 * 1000 };
+		pid_t r = waitpid(pid, &status, WNOHANG);
+
+		if (r == pid)
+			return status;
+		if (r < 0 && errno != EINTR)
+			nsbt_fail("waitpid: %s", strerror(errno));
+		if (progress && *progress != last) {
+			last = *progress;
+			since = core_now();
+		}
+		if (core_now() - since > seconds)
+			break;
+		nanosleep(&nap, NULL);
+	}
+	kill(pid, SIGKILL);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (progress)
+		nsbt_fail("%s: no progress for %d s (stuck at %lu): a hang; the watchdog "
+			  "killed it with SIGKILL", what, seconds, *progress);
+	nsbt_fail("%s: still running after %d s: a hang; the watchdog killed it with "
+		  "SIGKILL", what, seconds);
+}
+
+/*
+ * Like nsbt_run(), with the watchdog, and with the child's stderr
+ * captured into err (NUL-terminated, may be NULL) so that the caller can
+ * check that the library printed nothing.
+ */
+static inline int
+core_run_watched(void (*fn)(void *), void *arg, int seconds,
+		 const volatile unsigned long *progress, const char *what,
+		 char *err, size_t errlen)
+{
+	int efd = -1, status;
+	pid_t pid;
+
+	if (err) {
+		efd = memfd_create("core-stderr", MFD_CLOEXEC);
+		if (efd < 0)
+			nsbt_fail("memfd_create: %s", strerror(errno));
+		err[0] = '\0';
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		nsbt_fail("fork: %s", strerror(errno));
+	if (pid == 0) {
+		if (efd >= 0)
+			dup2(efd, STDERR_FILENO);
+		fn(arg);
+		fflush(NULL);
+		_exit(0);
+	}
+	status = core_wait_watchdog(pid, seconds, progress, what);
+	if (efd >= 0) {
+		ssize_t n = pread(efd, err, errlen - 1, 0);
+
+		err[n > 0 ? n : 0] = '\0';
+		close(efd);
+		/* Shown as it came, so that a failure message has it. */
+		if (n > 0)
+			fprintf(stderr, "%s: the child's stderr:\n%s", what, err);
+	}
+	return status;
+}
+
+/* An unexpected line from the library ("... passing SIGBUS on") fails. */
+static inline void
+core_expect_quiet(const char *err, const char *what)
+{
+	const char *l = strstr(err, "nosigbus:");
+
+	if (l)
+		nsbt_fail("%s: the library printed: %.*s", what, (int)strcspn(l, "\n"), l);
+}
+
+/* Touches p in a child with its stderr captured: status, and no message. */
+static inline int
+core_touch_quiet(void *p, bool write, const char *what)
+{
+	struct core_touch t = { p, write };
+	char err[4096];
+	int status = core_run_watched(core_touch_fn, &t, 60, NULL, what, err, sizeof(err));
+
+	core_expect_quiet(err, what);
+	return status;
 }
 
 /* A tiny deterministic PRNG (xorshift64*), so that runs are reproducible. */

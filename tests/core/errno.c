@@ -437,6 +437,73 @@ errno_rescue_child(void *arg)
 	printf("ok: successful calls leave errno unchanged\n");
 }
 
+/*
+ * The same after rescues split the mapping into several VMAs (issue 10
+ * item 8): the library then moves it piece by piece, after a kernel call
+ * that failed (EFAULT) and maybe a grow in place that failed (ENOMEM);
+ * neither may leak into errno when the call succeeds.
+ */
+static void
+errno_split_child(void *arg)
+{
+	static const int values[] = { EDOM, 0 };
+	int fd = nsbt_file(NSBT_MEMFD, 0);
+
+	(void)arg;
+	for (int v = 0; v < 2; v++) {
+		const char *was = values[v] ? strerrorname_np(values[v]) : "0";
+		char *p, *q, *dest, *blocker;
+
+		/* Pages 1 and 3 rescued: 5 VMAs; the page after it taken, so
+		 * that the grow cannot happen in place. */
+		p = core_map(NULL, 6 * ps, CORE_PROT_RW, MAP_SHARED | MAP_NOSIGBUS, fd, 0);
+		blocker = mmap(p + 5 * ps, ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+		NSBT_CHECK(blocker == p + 5 * ps, "blocker: %s", strerror(errno));
+		p[ps] = 1;
+		p[3 * ps] = 3;
+
+		errno = values[v];
+		q = mremap(p, 5 * ps, 7 * ps, MREMAP_MAYMOVE);
+		if (q == MAP_FAILED)
+			nsbt_fail("mremap grow (moves) of a split protected mapping: %s", strerror(errno));
+		if (errno != values[v])
+			nsbt_fail("errno was %s before a successful mremap grow of a split protected "
+				  "mapping, %s after", was, strerrorname_np(errno) ?: "0");
+		NSBT_CHECK(q[ps] == 1 && q[3 * ps] == 3 && q[6 * ps] == 0, "contents after the move");
+
+		errno = values[v];
+		p = mremap(q, 7 * ps, 2 * ps + 1, 0);
+		if (p == MAP_FAILED)
+			nsbt_fail("mremap shrink of a split protected mapping: %s", strerror(errno));
+		if (errno != values[v])
+			nsbt_fail("errno was %s before a successful mremap shrink of a split protected "
+				  "mapping, %s after", was, strerrorname_np(errno) ?: "0");
+
+		dest = core_free_range(4 * ps);
+		errno = values[v];
+		q = mremap(p, 3 * ps, 4 * ps, MREMAP_MAYMOVE | MREMAP_FIXED, dest);
+		if (q != dest)
+			nsbt_fail("mremap move+grow (MREMAP_FIXED) of a split protected mapping: %s",
+				  q == MAP_FAILED ? strerror(errno) : "elsewhere");
+		if (errno != values[v])
+			nsbt_fail("errno was %s before a successful MREMAP_FIXED move of a split "
+				  "protected mapping, %s after", was, strerrorname_np(errno) ?: "0");
+		NSBT_CHECK(q[ps] == 1 && q[3 * ps] == 0, "contents after the second move");
+
+		errno = values[v];
+		NSBT_CHECK(mprotect(q, 4 * ps, PROT_READ) == 0 && errno == values[v],
+			   "errno after a successful mprotect of a split protected mapping: %s",
+			   strerrorname_np(errno) ?: "0");
+		errno = values[v];
+		NSBT_CHECK(munmap(q, 4 * ps) == 0 && errno == values[v],
+			   "errno after a successful munmap of a split protected mapping: %s",
+			   strerrorname_np(errno) ?: "0");
+		munmap(blocker, ps);
+		printf("ok: errno %s kept by successful mremap grow, shrink and move, mprotect and "
+		       "munmap of a split protected mapping\n", was);
+	}
+}
+
 int
 main(void)
 {
@@ -452,5 +519,7 @@ main(void)
 			 "MAP_SHARED_VALIDATE|MAP_NOSIGBUS");
 	nsbt_expect_exit(nsbt_run(seccomp_child, NULL), 0, "MAP_NOSIGBUS never reaches the kernel");
 	nsbt_expect_exit(nsbt_run(errno_rescue_child, NULL), 0, "errno across rescues");
+	nsbt_expect_exit(nsbt_run(errno_split_child, NULL), 0,
+			 "errno after successful calls on a split protected mapping");
 	return 0;
 }

@@ -460,6 +460,8 @@ main(int argc, char **argv)
 	static const char *const range_env[] = { "NOSIGBUS_FILL=range", NULL };
 
 	core_require_library();
+	/* Canaries are unflagged memfd mappings: unprotected, as designed. */
+	core_setenv_reexec(argv, "NOSIGBUS_POLICY", "flag");
 	if (argc > 1) {
 		if (strcmp(argv[1], "range") != 0)
 			nsbt_fail("unknown scenario %s", argv[1]);

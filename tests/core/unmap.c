@@ -276,9 +276,12 @@ run_all(const char *what, void (*fn)(void *))
 }
 
 int
-main(void)
+main(int argc, char **argv)
 {
+	(void)argc;
 	core_require_library();
+	/* The unflagged memfds here must be unprotected: the default is shm. */
+	core_setenv_reexec(argv, "NOSIGBUS_POLICY", "flag");
 	run_all("partial munmap", partial_munmap_child);
 	run_all("MAP_FIXED over", fixed_over_child);
 	run_all("mremap grow", mremap_grow_child);

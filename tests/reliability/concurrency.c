@@ -23,8 +23,15 @@
  *    another thread rescued first (which would throw the data away) shows.
  * One faulter has SIGBUS blocked (SPEC §6: it must still be rescued), a
  * forker thread forks children that must be able to map and be rescued
- * (no library lock held in the child), and a truncator thread changes the
- * size of one file under its mappings.
+ * (no library lock held in the child) and that read every page of the
+ * arena while the faulters rescue (a claim a parent's thread held on a
+ * page at the fork must not make the child fault on it forever), and a
+ * truncator thread changes the size of one file under its mappings.
+ * A collector thread stops the world again and again, the way garbage
+ * collectors do (issue 10 item 5, SPEC §5 "Progress"): SIGUSR1 to every
+ * other thread, whose handler waits on a semaphore until released, while
+ * the collector maps, rescues and unmaps; wherever a thread is stopped,
+ * inside an interposed call too, nobody may wait for it.
  *
  * Owners check each canary before they recycle it: a rescue that landed
  * outside a live protected mapping would have replaced a canary page with
@@ -35,13 +42,21 @@
  * A last phase, the stampede, has every faulter hit the same page at once
  * after each of many recycles (see stampede()).
  *
+ * A hang fails the test with a message instead of hanging CI: the run's
+ * threads count their progress in memory shared with the parent, whose
+ * watchdog kills the run's process group (SIGKILL) after 30 s without
+ * progress; the forker's watchdog does the same for a child that does not
+ * finish within 20 s.
+ *
  * Usage: concurrency [--iterations N] [--fill page|range] [--stampede N]
  *   recycles per owner thread (default 3000), NOSIGBUS_FILL, and rounds of
  *   the stampede (default 2000).
  */
 #include <inttypes.h>
 #include <pthread.h>
+#include <poll.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <setjmp.h>
 #include <stdatomic.h>
 #include <sys/prctl.h>
@@ -53,6 +68,7 @@
 #define NSLOT		32
 #define SP		4	/* pages per slot */
 #define NOWNER		2
+#define STALL_SECONDS	30	/* the parent's watchdog: no progress for this long */
 #define NFAULT		4	/* faulter 0 has SIGBUS blocked */
 #define MARK_OFF	64	/* each faulter's byte is at offset t * MARK_OFF */
 
@@ -73,6 +89,18 @@ struct slot {
 static size_t ps;
 static unsigned char *arena;		/* NSLOT * SP pages */
 static unsigned char *scratch;		/* NOWNER * SP pages, after the arena */
+static unsigned char *collector_area;	/* SP pages, after the scratch */
+static _Atomic unsigned long *progress;	/* shared with the parent's watchdog */
+/* progress[0] counts everything; these say what moved last, for the message. */
+enum { PROG_ALL, PROG_OWNER, PROG_STAMPEDE, PROG_COLLECTOR, PROG_FORK };
+
+static void
+advance(int what)
+{
+	atomic_fetch_add(&progress[PROG_ALL], 1);
+	atomic_fetch_add(&progress[what], 1);
+}
+static atomic_bool collector_stop;
 static struct slot slots[NSLOT];
 static int victim_fd, canary_fd, trunc_fd;
 static int owner_iters = 3000;
@@ -84,6 +112,7 @@ static atomic_int failed;
 static int (*get_stats)(struct nosigbus_stats *, size_t);
 static atomic_ulong n_recycles, n_mremaps, n_moves, n_mprotects, n_canary_checks;
 static atomic_ulong n_locked, n_unlocked, n_unlocked_segv, n_unlocked_bus, n_forks, n_truncs;
+static atomic_ulong n_stw_cycles, n_stw_stopped;
 
 static _Thread_local sigjmp_buf probe_env;
 static _Thread_local volatile sig_atomic_t in_probe;
@@ -189,6 +218,153 @@ map_type(void *where, int type, int prot)
 	default:
 		return mmap(where, SP * ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | fixed, -1, 0);
 	}
+}
+
+/* ---- stopping the world ---------------------------------------------------- */
+
+/*
+ * Every thread the collector may stop is registered while it runs.  The
+ * collector holds reg_lock for a whole cycle, so a thread cannot leave
+ * (and miss its signal) in the middle of one; a thread waiting for
+ * reg_lock to leave is still stopped like the others (a handler runs in
+ * the middle of a lock wait).
+ */
+#define MAXREG 32
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t reg_threads[MAXREG];
+static bool reg_used[MAXREG];
+static sem_t stw_stopped, stw_resume, stw_resumed;
+
+struct start {
+	void *(*fn)(void *);
+	void *arg;
+};
+
+static void *
+registered(void *arg)
+{
+	struct start st = *(struct start *)arg;
+	int slot = 0;
+	void *ret;
+
+	free(arg);
+	pthread_mutex_lock(&reg_lock);
+	while (reg_used[slot])
+		slot++;
+	reg_used[slot] = true;
+	reg_threads[slot] = pthread_self();
+	pthread_mutex_unlock(&reg_lock);
+	ret = st.fn(st.arg);
+	pthread_mutex_lock(&reg_lock);
+	reg_used[slot] = false;
+	pthread_mutex_unlock(&reg_lock);
+	return ret;
+}
+
+/* pthread_create, for a thread the collector stops too. */
+static void
+spawn(pthread_t *th, void *(*fn)(void *), void *arg)
+{
+	struct start *st = malloc(sizeof(*st));
+
+	if (!st)
+		nsbt_fail("malloc");
+	st->fn = fn;
+	st->arg = arg;
+	if (pthread_create(th, NULL, registered, st) != 0)
+		nsbt_fail("pthread_create: %s", strerror(errno));
+}
+
+/* [signal handler] A collector's suspend handler: stopped until released. */
+static void
+on_stop_the_world(int sig)
+{
+	int saved = errno;
+
+	(void)sig;
+	sem_post(&stw_stopped);
+	while (sem_wait(&stw_resume) != 0)
+		;
+	sem_post(&stw_resumed);
+	errno = saved;
+}
+
+/* While every other thread is stopped: map, rescue, change and unmap. */
+static void
+collector_calls(unsigned long cycle)
+{
+	unsigned char *p = collector_area, *u;
+
+	if (mmap(p, SP * ps, PROT_READ | PROT_WRITE,
+		 (cycle & 1 ? MAP_SHARED : MAP_PRIVATE) | MAP_FIXED | MAP_NOSIGBUS, victim_fd, 0) != p) {
+		report_failure("collector: mmap: %s", strerror(errno));
+		return;
+	}
+	if (p[(cycle % SP) * ps] != 0)
+		report_failure("collector: a rescued page reads non-zero");
+	if (mprotect(p, SP * ps, PROT_READ) != 0)
+		report_failure("collector: mprotect: %s", strerror(errno));
+	if (map_type(p, T_HOLE, PROT_NONE) == MAP_FAILED)
+		report_failure("collector: mmap(hole): %s", strerror(errno));
+	u = mmap(NULL, ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (u == MAP_FAILED || munmap(u, ps) != 0)
+		report_failure("collector: anonymous mmap/munmap: %s", strerror(errno));
+}
+
+/*
+ * Cheap interposed calls that only look at the table (mprotect of an
+ * unprotected page, a same-size mremap of it: lock-free checks, then the
+ * system call), over and over, so that the collector often stops a
+ * thread in the middle of one.
+ */
+static void *
+table_reader(void *arg)
+{
+	unsigned char *none = mmap(NULL, ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	(void)arg;
+	if (none == MAP_FAILED) {
+		report_failure("table reader: mmap: %s", strerror(errno));
+		return NULL;
+	}
+	while (!atomic_load(&stop))
+		if (mprotect(none, ps, PROT_NONE) != 0 || mremap(none, ps, ps, 0) != none) {
+			report_failure("table reader: mprotect/mremap: %s", strerror(errno));
+			break;
+		}
+	munmap(none, ps);
+	return NULL;
+}
+
+static void *
+collector(void *arg)
+{
+	(void)arg;
+	for (unsigned long c = 0; !atomic_load(&collector_stop); c++) {
+		struct timespec pace = { 0, 300 * 1000 };
+		int n = 0;
+
+		pthread_mutex_lock(&reg_lock);
+		for (int i = 0; i < MAXREG; i++)
+			if (reg_used[i] && pthread_kill(reg_threads[i], SIGUSR1) == 0)
+				n++;
+		for (int i = 0; i < n; i++)
+			while (sem_wait(&stw_stopped) != 0)
+				;
+		collector_calls(c);
+		for (int i = 0; i < n; i++)
+			sem_post(&stw_resume);
+		for (int i = 0; i < n; i++)
+			while (sem_wait(&stw_resumed) != 0)
+				;
+		pthread_mutex_unlock(&reg_lock);
+		atomic_fetch_add(&n_stw_cycles, 1);
+		atomic_fetch_add(&n_stw_stopped, (unsigned long)n);
+		advance(PROG_COLLECTOR);
+		/* Let the world run a little between stops. */
+		nanosleep(&pace, NULL);
+	}
+	return NULL;
 }
 
 /* ---- owners ------------------------------------------------------------- */
@@ -309,8 +485,10 @@ owner(void *arg)
 	int me = (int)(intptr_t)arg;
 
 	rng = 0x9e3779b97f4a7c15ull * (uint64_t)(me + 1) ^ (uint64_t)time(NULL);
-	for (int i = 0; i < owner_iters && !atomic_load(&stop); i++)
+	for (int i = 0; i < owner_iters && !atomic_load(&stop); i++) {
 		owner_step(me);
+		advance(PROG_OWNER);
+	}
 	return NULL;
 }
 
@@ -448,6 +626,7 @@ stampede_owner(void *arg)
 		sl->prot = PROT_READ | PROT_WRITE;
 		sl->gen++;
 		atomic_fetch_add(&n_stampedes, 1);
+		advance(PROG_STAMPEDE);
 		pthread_rwlock_unlock(&sl->lock);
 		sched_yield();
 	}
@@ -530,14 +709,54 @@ stampede(int rounds)
 	slots[0].prot = PROT_READ | PROT_WRITE;
 	slots[0].gen++;
 	for (int i = 0; i < NSTAMP; i++)
-		pthread_create(&f[i], NULL, stampede_faulter, (void *)(intptr_t)i);
-	pthread_create(&o, NULL, stampede_owner, (void *)(intptr_t)rounds);
+		spawn(&f[i], stampede_faulter, (void *)(intptr_t)i);
+	spawn(&o, stampede_owner, (void *)(intptr_t)rounds);
 	pthread_join(o, NULL);
 	for (int i = 0; i < NSTAMP; i++)
 		pthread_join(f[i], NULL);
 }
 
 /* ---- forker and truncator ----------------------------------------------- */
+
+/* Reads p; a fault that is not rescued (a hole, an unprotected page) is caught. */
+static void
+probe_read(volatile unsigned char *p)
+{
+	if (sigsetjmp(probe_env, 1))
+		return;
+	in_probe = 1;
+	(void)*p;
+	in_probe = 0;
+}
+
+/*
+ * The parent's watchdog for one forked child: its status, or -1 after
+ * killing it (SIGKILL) when it is still running after `seconds` (a child
+ * that spins in a fault never gets to a signal it could die of).
+ */
+static int
+wait_watchdog(pid_t pid, int seconds, int *status)
+{
+	struct timespec nap = { 0, 1000 * 1000 }, t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		pid_t r = waitpid(pid, status, WNOHANG);
+
+		if (r == pid)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -1;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec > seconds) {
+			kill(pid, SIGKILL);
+			while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+				;
+			return -1;
+		}
+		nanosleep(&nap, NULL);
+	}
+}
 
 static void *
 forker(void *arg)
@@ -553,23 +772,32 @@ forker(void *arg)
 		if (pid == 0) {
 			volatile unsigned char *m;
 
+			/* Every page of the arena, while the parent's faulters
+			 * rescue: a claim one of them held at the fork must not
+			 * be this child's. */
+			for (int s = 0; s < NSLOT; s++)
+				for (int pg = 0; pg < SP; pg++)
+					probe_read(slot_addr(s) + (size_t)pg * ps + 8);
 			/* A library lock held across fork would hang here. */
-			alarm(20);
 			m = mmap(NULL, ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NOSIGBUS, victim_fd, 0);
 			if (m == MAP_FAILED)
 				_exit(2);
 			m[1] = 7;
 			_exit(m[0] == 0 && m[1] == 7 ? 0 : 3);
 		}
-		while (waitpid(pid, &status, 0) < 0)
-			if (errno != EINTR)
-				break;
+		if (wait_watchdog(pid, 20, &status) < 0) {
+			report_failure("a child forked while the faulters rescue was still running after "
+				       "20 s (killed with SIGKILL): it spins on a page, or waits for a "
+				       "lock, that a thread of the parent held at the fork");
+			break;
+		}
 		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 			report_failure("forked child: %s (expected a rescue and exit 0)",
 				       nsbt_status_str(status));
 			break;
 		}
 		atomic_fetch_add(&n_forks, 1);
+		advance(PROG_FORK);
 	}
 	return NULL;
 }
@@ -610,11 +838,12 @@ reserve_low(size_t len)
 static int
 run(void)
 {
-	pthread_t owners[NOWNER], faulters[NFAULT], fk, tr;
+	pthread_t owners[NOWNER], faulters[NFAULT], fk, tr, coll, rd[2];
 	pthread_rwlockattr_t attr;
 	struct sigaction sa = { .sa_sigaction = on_fault, .sa_flags = SA_SIGINFO | SA_NODEFER };
+	struct sigaction stw = { .sa_handler = on_stop_the_world, .sa_flags = SA_RESTART };
 	struct nosigbus_stats st;
-	size_t total = (NSLOT + NOWNER + 1) * SP * ps;
+	size_t total = (NSLOT + NOWNER + 2) * SP * ps;
 	char line[1024];
 	int n;
 
@@ -623,6 +852,10 @@ run(void)
 	get_stats = (int (*)(struct nosigbus_stats *, size_t))dlsym(RTLD_DEFAULT, "nosigbus_get_stats");
 	sigaction(SIGSEGV, &sa, NULL);
 	sigaction(SIGBUS, &sa, NULL);
+	sigemptyset(&stw.sa_mask);
+	sigaction(SIGUSR1, &stw, NULL);
+	if (sem_init(&stw_stopped, 0, 0) || sem_init(&stw_resume, 0, 0) || sem_init(&stw_resumed, 0, 0))
+		nsbt_fail("sem_init: %s", strerror(errno));
 	victim_fd = nsbt_file(NSBT_MEMFD, 0);
 	canary_fd = nsbt_file(NSBT_MEMFD, SP * ps);
 	trunc_fd = nsbt_file(NSBT_TMPFS, ps);
@@ -631,6 +864,7 @@ run(void)
 	if (!arena)
 		nsbt_skip("cannot reserve %zu bytes at a low address", total);
 	scratch = arena + (size_t)(NSLOT + 1) * SP * ps;
+	collector_area = scratch + (size_t)NOWNER * SP * ps;
 	/* Writers first: faulters re-take the read lock all the time, and
 	 * glibc's default would starve the owners. */
 	pthread_rwlockattr_init(&attr);
@@ -640,12 +874,16 @@ run(void)
 		slots[s].type = T_HOLE;
 	}
 
+	if (pthread_create(&coll, NULL, collector, NULL) != 0)
+		nsbt_fail("pthread_create: %s", strerror(errno));
 	for (int i = 0; i < NFAULT; i++)
-		pthread_create(&faulters[i], NULL, faulter, (void *)(intptr_t)i);
-	pthread_create(&fk, NULL, forker, NULL);
-	pthread_create(&tr, NULL, truncator, NULL);
+		spawn(&faulters[i], faulter, (void *)(intptr_t)i);
+	spawn(&fk, forker, NULL);
+	spawn(&tr, truncator, NULL);
+	spawn(&rd[0], table_reader, NULL);
+	spawn(&rd[1], table_reader, NULL);
 	for (int i = 0; i < NOWNER; i++)
-		pthread_create(&owners[i], NULL, owner, (void *)(intptr_t)i);
+		spawn(&owners[i], owner, (void *)(intptr_t)i);
 	for (int i = 0; i < NOWNER; i++)
 		pthread_join(owners[i], NULL);
 	atomic_store(&stop, true);
@@ -653,6 +891,8 @@ run(void)
 		pthread_join(faulters[i], NULL);
 	pthread_join(fk, NULL);
 	pthread_join(tr, NULL);
+	pthread_join(rd[0], NULL);
+	pthread_join(rd[1], NULL);
 
 	/* A last look at every canary. */
 	for (int s = 0; s < NSLOT; s++)
@@ -662,6 +902,8 @@ run(void)
 		atomic_store(&stop, false);
 		stampede(stampede_rounds);
 	}
+	atomic_store(&collector_stop, true);
+	pthread_join(coll, NULL);
 
 	get_stats(&st, sizeof(st));
 	n = snprintf(line, sizeof(line),
@@ -671,7 +913,8 @@ run(void)
 	if (write(STDERR_FILENO, line, (size_t)n) < 0)
 		return 1;
 	printf("concurrency: %d owner threads, %d faulter threads (1 with SIGBUS blocked), 1 forker, "
-	       "1 truncator; %d slots of %d pages; NOSIGBUS_FILL=%s\n", NOWNER, NFAULT, NSLOT, SP, fill);
+	       "1 truncator, 2 table readers, 1 collector stopping the others; %d slots of %d pages; NOSIGBUS_FILL=%s\n",
+	       NOWNER, NFAULT, NSLOT, SP, fill);
 	printf("concurrency: %lu recycles (%lu via mremap), %lu slot-to-slot moves, %lu mprotects, "
 	       "%lu canary checks\n", atomic_load(&n_recycles), atomic_load(&n_mremaps),
 	       atomic_load(&n_moves), atomic_load(&n_mprotects), atomic_load(&n_canary_checks));
@@ -681,6 +924,9 @@ run(void)
 	       atomic_load(&n_forks), atomic_load(&n_truncs));
 	printf("concurrency: stampede: %lu rounds of %d threads faulting on one page at once\n",
 	       atomic_load(&n_stampedes), NSTAMP);
+	printf("concurrency: stop the world: %lu cycles, %lu threads stopped in all; forked children "
+	       "read every page of the arena while the faulters rescued\n",
+	       atomic_load(&n_stw_cycles), atomic_load(&n_stw_stopped));
 	printf("concurrency: library counters: %" PRIu64 " rescues, %" PRIu64 " pages, %" PRIu64
 	       " failures, %" PRIu64 " protected mappings\n", st.rescues, st.pages, st.failures,
 	       st.mappings);
@@ -780,16 +1026,30 @@ check_log(FILE *log, pid_t child, int status)
 	return ok ? 0 : 1;
 }
 
+/* The progress counter, in a memfd the parent passes down (or private). */
+static void
+map_progress(int fd)
+{
+	void *p = fd >= 0 ? mmap(NULL, ps, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+			  : mmap(NULL, ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		nsbt_fail("mmap(progress): %s", strerror(errno));
+	progress = p;
+}
+
 int
 main(int argc, char **argv)
 {
-	int pfd[2], status;
+	int pfd[2], status, progress_fd = -1;
 	FILE *log;
 	pid_t pid;
 
 	ps = nsbt_page();
 	for (;;) {
-		if (argc > 2 && strcmp(argv[1], "--iterations") == 0)
+		if (argc > 2 && strcmp(argv[1], "--progress-fd") == 0)
+			progress_fd = atoi(argv[2]), argc -= 2, argv += 2;
+		else if (argc > 2 && strcmp(argv[1], "--iterations") == 0)
 			owner_iters = atoi(argv[2]), argc -= 2, argv += 2;
 		else if (argc > 2 && strcmp(argv[1], "--fill") == 0)
 			fill = argv[2], argc -= 2, argv += 2;
@@ -798,11 +1058,17 @@ main(int argc, char **argv)
 		else
 			break;
 	}
-	if (argc > 1 && strcmp(argv[1], "--child") == 0)
+	if (argc > 1 && strcmp(argv[1], "--child") == 0) {
+		map_progress(progress_fd);
 		return run();
+	}
 
 	if (!getenv("NSB_PRELOAD"))
 		nsbt_skip("NSB_PRELOAD is not set (run through meson test)");
+	progress_fd = memfd_create("concurrency-progress", 0);
+	if (progress_fd < 0 || ftruncate(progress_fd, (off_t)ps) != 0)
+		nsbt_fail("memfd_create: %s", strerror(errno));
+	map_progress(progress_fd);
 	if (pipe(pfd) < 0)
 		nsbt_fail("pipe: %s", strerror(errno));
 	fflush(NULL);
@@ -810,7 +1076,7 @@ main(int argc, char **argv)
 	if (pid < 0)
 		nsbt_fail("fork: %s", strerror(errno));
 	if (pid == 0) {
-		char ld[8192], iters[16], rounds[16];
+		char ld[8192], iters[16], rounds[16], pfdarg[16];
 		const char *old = getenv("LD_PRELOAD");
 		struct rlimit no_core = { 0, 0 };
 
@@ -827,8 +1093,11 @@ main(int argc, char **argv)
 		close(pfd[1]);
 		snprintf(iters, sizeof(iters), "%d", owner_iters);
 		snprintf(rounds, sizeof(rounds), "%d", stampede_rounds);
-		execl("/proc/self/exe", "concurrency", "--iterations", iters, "--fill", fill,
-		      "--stampede", rounds, "--child", (char *)NULL);
+		snprintf(pfdarg, sizeof(pfdarg), "%d", progress_fd);
+		/* Its own process group: the watchdog kills it with its children. */
+		setpgid(0, 0);
+		execl("/proc/self/exe", "concurrency", "--progress-fd", pfdarg, "--iterations", iters,
+		      "--fill", fill, "--stampede", rounds, "--child", (char *)NULL);
 		_exit(127);
 	}
 	close(pfd[1]);
@@ -840,16 +1109,52 @@ main(int argc, char **argv)
 		size_t len = 0;
 		FILE *mem = open_memstream(&buf, &len);
 		char chunk[65536];
-		size_t n;
+		unsigned long seen = 0;
+		struct timespec t0, t;
+		bool hung = false;
 		int r;
 
-		while ((n = fread(chunk, 1, sizeof(chunk), log)) > 0)
-			fwrite(chunk, 1, n, mem);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (;;) {
+			struct pollfd pl = { pfd[0], POLLIN, 0 };
+			ssize_t n;
+
+			/* The watchdog: progress must change at least every STALL_SECONDS. */
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			if (atomic_load(&progress[PROG_ALL]) != seen) {
+				seen = atomic_load(&progress[PROG_ALL]);
+				t0 = t;
+			} else if (!hung && t.tv_sec - t0.tv_sec > STALL_SECONDS) {
+				hung = true;
+				kill(-pid, SIGKILL);
+				kill(pid, SIGKILL);
+			}
+			if (poll(&pl, 1, 500) <= 0)
+				continue;
+			n = read(pfd[0], chunk, sizeof(chunk));
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				break;
+			fwrite(chunk, 1, (size_t)n, mem);
+		}
 		fclose(log);
 		fclose(mem);
 		while (waitpid(pid, &status, 0) < 0)
 			if (errno != EINTR)
 				nsbt_fail("waitpid: %s", strerror(errno));
+		if (hung) {
+			fwrite(buf, 1, len, stdout);
+			printf("FAIL: the test process made no progress for %d s: a hang (a thread "
+			       "waiting for a stopped one, a child spinning in a fault, a lock held "
+			       "across fork); the watchdog killed its process group with SIGKILL.  "
+			       "Progress when it stopped: %lu owner steps, %lu stampede rounds, %lu "
+			       "stop-the-world cycles, %lu forked children\n", STALL_SECONDS,
+			       atomic_load(&progress[PROG_OWNER]), atomic_load(&progress[PROG_STAMPEDE]),
+			       atomic_load(&progress[PROG_COLLECTOR]), atomic_load(&progress[PROG_FORK]));
+			free(buf);
+			return 1;
+		}
 		mem = fmemopen(buf, len ? len : 1, "r");
 		r = check_log(mem, pid, status);
 		fclose(mem);
