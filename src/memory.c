@@ -25,10 +25,12 @@
 
 #define RESERVE		((size_t)96 << 20)
 #define SMALL		((size_t)8 << 20)	/* for nsb_memory() */
-#define TABLE_HALF	((RESERVE - SMALL) / 2)	/* for each copy of the table */
+#define SCRATCH		((size_t)8 << 20)	/* for nsb_scratch() */
+#define TABLE_HALF	((RESERVE - SMALL - SCRATCH) / 2)	/* each copy of the table */
 
 static char *reservation;	/* (char *)-1: could not be made */
 static atomic_size_t small_used;
+static size_t scratch_used, scratch_ready;	/* under the table lock */
 
 static bool
 reserved(void)
@@ -80,6 +82,41 @@ nsb_memory(size_t bytes)
 }
 
 /*
+ * Memory for the length of one call, under the table lock: lists of
+ * records and pieces.  Never a mapping of its own, which could land where
+ * the call is about to put the program's mapping (MAP_FIXED, MREMAP_FIXED
+ * into a range the program has just freed) and be torn down with it, or
+ * tear it down when freed.  NULL when it is full (the caller then maps).
+ */
+void *
+nsb_scratch(size_t bytes)
+{
+	char *base;
+
+	bytes = (bytes + 15) & ~(size_t)15;
+	if (!reserved() || scratch_used + bytes > SCRATCH)
+		return NULL;
+	base = reservation + SMALL;
+	if (scratch_used + bytes > scratch_ready) {
+		size_t ready = pages(scratch_used + bytes);
+
+		if (nsb_sys_mprotect(base + scratch_ready, ready - scratch_ready,
+				     PROT_READ | PROT_WRITE) < 0)
+			return NULL;
+		scratch_ready = ready;
+	}
+	scratch_used += bytes;
+	return base + scratch_used - bytes;
+}
+
+/* The call is over (the table lock is released). */
+void
+nsb_scratch_reset(void)
+{
+	scratch_used = 0;
+}
+
+/*
  * The fixed home of copy `which` of the table, made usable up to bytes;
  * NULL when bytes is more than its share of the reservation (or there is
  * none): the table then moves to memory of its own (ranges.c).
@@ -91,7 +128,7 @@ nsb_memory_table(int which, size_t bytes)
 
 	if (!reserved() || bytes > TABLE_HALF)
 		return NULL;
-	home = reservation + SMALL + (size_t)which * TABLE_HALF;
+	home = reservation + SMALL + SCRATCH + (size_t)which * TABLE_HALF;
 	if (nsb_sys_mprotect(home, pages(bytes), PROT_READ | PROT_WRITE) < 0)
 		return NULL;
 	return home;

@@ -157,6 +157,30 @@ resync(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys
 	nsb_saved_free(&rs.keep);
 }
 
+/*
+ * The records of [*start, *end) into before, the span widened to whole
+ * huge pages if records of hugetlbfs lie there: a call that the kernel
+ * refuses for splitting one changes nothing, and resync() must not split
+ * the record there either.  Caller holds the table lock.
+ */
+static int
+collect_whole(uintptr_t *start, uintptr_t *end, struct nsb_saved *before)
+{
+	size_t unit = nsb_config.page_size;
+
+	if (nsb_ranges_collect(*start, *end, before) < 0)
+		return -1;
+	for (size_t i = 0; i < before->n; i++)
+		if (unit_of(before->r[i].meta) > unit)
+			unit = unit_of(before->r[i].meta);
+	if (unit == nsb_config.page_size)
+		return 0;
+	*start &= ~(uintptr_t)(unit - 1);
+	*end = round_up(*end, unit);
+	before->n = 0;
+	return nsb_ranges_collect(*start, *end, before);
+}
+
 /* ---- mmap -------------------------------------------------------------- */
 
 /* The page size of the mapping an mmap call makes: a huge page for
@@ -204,7 +228,7 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	int kflags = flags & ~MAP_NOSIGBUS;
 	struct nsb_decision d;
 	struct nsb_saved before;
-	uintptr_t start = 0, end = 0;
+	uintptr_t start = 0, end = 0, wstart, wend;
 	bool replacing;
 	size_t unit;
 	void *p;
@@ -236,19 +260,21 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	nsb_saved_init(&before);
 	nsb_ranges_lock();
 	/* Room first: once the mapping exists, recording it must not fail. */
+	wstart = start;
+	wend = end;
 	if (nsb_ranges_reserve(4) < 0 ||
-	    (replacing && nsb_ranges_collect(start, end, &before) < 0)) {
+	    (replacing && collect_whole(&wstart, &wend, &before) < 0)) {
 		p = MAP_FAILED;
 		err = ENOMEM;
 		goto out;
 	}
 	if (replacing)
-		nsb_ranges_flux(start, end, 0, 0);
+		nsb_ranges_flux(wstart, wend, 0, 0);
 	p = nsb_sys_mmap(addr, len, prot, kflags, fd, off);
 	err = errno;
 	if (p == MAP_FAILED) {
 		if (replacing)
-			resync(start, end, &before, false);
+			resync(wstart, wend, &before, false);
 		goto out;
 	}
 	if (replacing)
@@ -304,7 +330,7 @@ mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
 NSB_EXPORT int
 munmap(void *addr, size_t len)
 {
-	uintptr_t start, end;
+	uintptr_t start, end, wstart, wend;
 	struct nsb_saved before;
 	int ret, err;
 
@@ -318,19 +344,21 @@ munmap(void *addr, size_t len)
 
 	nsb_saved_init(&before);
 	nsb_ranges_lock();
-	if (nsb_ranges_reserve(2) < 0 || nsb_ranges_collect(start, end, &before) < 0) {
+	wstart = start;
+	wend = end;
+	if (nsb_ranges_reserve(2) < 0 || collect_whole(&wstart, &wend, &before) < 0) {
 		nsb_ranges_unlock();
 		nsb_saved_free(&before);
 		errno = ENOMEM;
 		return -1;
 	}
-	nsb_ranges_flux(start, end, 0, 0);
+	nsb_ranges_flux(wstart, wend, 0, 0);
 	ret = nsb_sys_munmap(addr, len);
 	err = errno;
 	if (ret == 0)
 		nsb_ranges_cut(start, end);
 	else
-		resync(start, end, &before, false);
+		resync(wstart, wend, &before, false);
 	nsb_ranges_flux_end();
 	nsb_ranges_unlock();
 	nsb_saved_free(&before);
@@ -343,7 +371,7 @@ munmap(void *addr, size_t len)
 static int
 do_mprotect(void *addr, size_t len, int prot, int pkey, bool with_pkey)
 {
-	uintptr_t start, end;
+	uintptr_t start, end, wstart, wend;
 	struct nsb_saved before;
 	int ret, err;
 
@@ -356,7 +384,9 @@ do_mprotect(void *addr, size_t len, int prot, int pkey, bool with_pkey)
 
 	nsb_saved_init(&before);
 	nsb_ranges_lock();
-	if (nsb_ranges_reserve(2) < 0 || nsb_ranges_collect(start, end, &before) < 0) {
+	wstart = start;
+	wend = end;
+	if (nsb_ranges_reserve(2) < 0 || collect_whole(&wstart, &wend, &before) < 0) {
 		nsb_ranges_unlock();
 		nsb_saved_free(&before);
 		errno = ENOMEM;
@@ -364,14 +394,14 @@ do_mprotect(void *addr, size_t len, int prot, int pkey, bool with_pkey)
 	}
 	/* No rescue in the span until the records have the new protection:
 	 * a page rescued meanwhile would keep the old one. */
-	nsb_ranges_flux(start, end, 0, 0);
+	nsb_ranges_flux(wstart, wend, 0, 0);
 	ret = with_pkey ? nsb_sys_pkey_mprotect(addr, len, prot, pkey)
 			: nsb_sys_mprotect(addr, len, prot);
 	err = errno;
 	if (ret == 0)
 		nsb_ranges_set_prot(start, end, prot, with_pkey ? pkey : -1);
 	else	/* it may have stopped part-way, at a hole */
-		resync(start, end, &before, with_pkey);
+		resync(wstart, wend, &before, with_pkey);
 	nsb_ranges_flux_end();
 	nsb_ranges_unlock();
 	nsb_saved_free(&before);
@@ -459,7 +489,7 @@ remap_pieces(uintptr_t old, size_t old_len, size_t new_len, int flags, uintptr_t
 	uintptr_t old_end = old + old_len, target;
 	struct pieces pc = { .next = old, .end = old_end };
 	struct piece *pcs = NULL;
-	size_t n, i, pcs_bytes = 0;
+	size_t n, i;
 	void *ret = MAP_FAILED;
 	int err = EFAULT;
 
@@ -508,11 +538,8 @@ remap_pieces(uintptr_t old, size_t old_len, size_t new_len, int flags, uintptr_t
 	/* The plan, in the order that keeps every step reversible: the
 	 * pieces that keep their length first, then the one (at most) that
 	 * shrinks or grows. */
-	pcs_bytes = (n + 1) * sizeof(*pcs);
-	pcs = nsb_sys_mmap(NULL, pcs_bytes, PROT_READ | PROT_WRITE,
-			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (pcs == MAP_FAILED) {
-		pcs = NULL;
+	pcs = nsb_scratch((n + 1) * sizeof(*pcs));
+	if (!pcs) {
 		err = ENOMEM;
 		goto out_unreserve;
 	}
@@ -556,8 +583,6 @@ out_unreserve:
 		nsb_sys_munmap((void *)target, new_len);
 out:
 	nsb_saved_free(&pc.vmas);
-	if (pcs)
-		nsb_sys_munmap(pcs, pcs_bytes);
 	if (ret == MAP_FAILED)
 		errno = err;
 	return ret;

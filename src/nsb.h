@@ -274,6 +274,8 @@ bool nsb_read_word(const void *user, void *out);	/* [signal-safe] */
 /* ---- memory.c: the library's own memory -------------------------------- */
 
 void *nsb_memory(size_t bytes);	/* zeroed, never freed; NULL with ENOMEM */
+void *nsb_scratch(size_t bytes);	/* until the table lock is released */
+void nsb_scratch_reset(void);
 void *nsb_memory_table(int which, size_t bytes);
 
 /* ---- ranges.c: the table of protected mappings ------------------------- */
@@ -321,7 +323,8 @@ int nsb_ranges_set_prot(uintptr_t start, uintptr_t end, int prot, int pkey);
 struct nsb_saved {
 	size_t n;
 	size_t cap;
-	struct nsb_range *r;
+	struct nsb_range *r;	/* inline_r, scratch, or a mapping of its own */
+	bool mapped;
 	struct nsb_range inline_r[8];
 };
 void nsb_saved_init(struct nsb_saved *s);

@@ -167,14 +167,17 @@ nsb_ranges_enter(uintptr_t addr, struct nsb_range *out, int *ticket)
 	size_t i;
 	int side;
 
-	if (atomic_load(&live_count) == 0)
-		return NSB_LOOKUP_NONE;
 	side = reader_enter();
 	/* After registering: a writer that set the flux before we did
-	 * waits for us; one that sets it later finds us gone or sees us. */
+	 * waits for us; one that sets it later finds us gone or sees us.
+	 * (Before the count: a call may have cut every record for now.) */
 	if (in_flux(addr)) {
 		nsb_ranges_leave(side);
 		return NSB_LOOKUP_BUSY;
+	}
+	if (atomic_load(&live_count) == 0) {
+		nsb_ranges_leave(side);
+		return NSB_LOOKUP_NONE;
 	}
 	t = &copies[atomic_load(&active)];
 	/* Faults come in runs over one mapping: try the last hit first.
@@ -481,6 +484,7 @@ void
 nsb_ranges_unlock(void)
 {
 	nsb_files_release_unused();
+	nsb_scratch_reset();
 	nsb_unlock(&nsb_table_lock);
 }
 
@@ -547,34 +551,41 @@ nsb_saved_init(struct nsb_saved *s)
 	s->n = 0;
 	s->cap = sizeof(s->inline_r) / sizeof(s->inline_r[0]);
 	s->r = s->inline_r;
+	s->mapped = false;
 }
 
 void
 nsb_saved_free(struct nsb_saved *s)
 {
-	if (s->r != s->inline_r)
+	if (s->mapped)
 		nsb_sys_munmap(s->r, s->cap * sizeof(s->r[0]));
 	nsb_saved_init(s);
 }
 
+/* Lists live for one call, under the table lock: scratch memory (see
+ * memory.c); a mapping of its own only if that is full. */
 int
 nsb_saved_push(struct nsb_saved *s, const struct nsb_range *r)
 {
 	if (s->n == s->cap) {
 		size_t cap = s->cap * 4;
-		struct nsb_range *p;
+		struct nsb_range *p = nsb_scratch(cap * sizeof(*p));
+		bool mapped = !p;
 
-		p = nsb_sys_mmap(NULL, cap * sizeof(*p), PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (p == MAP_FAILED) {
-			errno = ENOMEM;
-			return -1;
+		if (mapped) {
+			p = nsb_sys_mmap(NULL, cap * sizeof(*p), PROT_READ | PROT_WRITE,
+					 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (p == MAP_FAILED) {
+				errno = ENOMEM;
+				return -1;
+			}
 		}
 		memcpy(p, s->r, s->n * sizeof(*p));
-		if (s->r != s->inline_r)
+		if (s->mapped)
 			nsb_sys_munmap(s->r, s->cap * sizeof(*p));
 		s->r = p;
 		s->cap = cap;
+		s->mapped = mapped;
 	}
 	s->r[s->n++] = *r;
 	return 0;

@@ -1085,7 +1085,9 @@ main(int argc, char **argv)
 			 getenv("NSB_PRELOAD"));
 		setenv("LD_PRELOAD", ld, 1);
 		setenv("NOSIGBUS_LOG", "1", 1);
-		unsetenv("NOSIGBUS_POLICY");
+		/* Its "unprotected" slots are memfds mapped without the flag:
+		 * protected only under the policy flag. */
+		setenv("NOSIGBUS_POLICY", "flag", 1);
 		setenv("NOSIGBUS_FILL", fill, 1);
 		unsetenv("NOSIGBUS_STRICT");
 		dup2(pfd[1], STDERR_FILENO);
