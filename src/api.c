@@ -19,16 +19,6 @@ struct protect_walk {
 	struct nsb_saved recs;
 };
 
-static unsigned
-log2_of(size_t v)
-{
-	unsigned s = 0;
-
-	while (((size_t)1 << s) < v)
-		s++;
-	return s;
-}
-
 /* One record per VMA of the range, as the kernel describes it: one pass
  * over /proc/self/smaps, for the page size of each (huge pages). */
 static int
@@ -53,7 +43,7 @@ collect_vma(const struct nsb_vma *vma, void *arg)
 	r.meta = ((uint32_t)vma->prot & NSB_META_PROT) |
 		 (vma->shared ? NSB_META_SHARED : 0) | (anon ? NSB_META_ANON : 0) |
 		 (memfs ? NSB_META_MEMFS : 0) |
-		 NSB_META_MKSHIFT(log2_of(vma->page_size ? vma->page_size : nsb_config.page_size)) |
+		 NSB_META_MKSHIFT(nsb_log2(vma->page_size ? vma->page_size : nsb_config.page_size)) |
 		 NSB_META_MKPKEY(vma->pkey > 0 ? vma->pkey : -1);
 	return nsb_saved_push(&w->recs, &r) < 0 ? -1 : 0;
 }

@@ -81,50 +81,50 @@ finish(struct nsb_exec *x, char *const *env, char *const envp[])
 	errno = err;
 }
 
+/* Runs `call` (which passes env) with the program's SIGBUS state in the
+ * kernel, the environment prepared from envp; its result and errno. */
+#define WITH_PROGRAM_SIGBUS(envp, call)					\
+	({								\
+		struct nsb_exec x_;					\
+		char *const *env = prepare(&x_, (envp));		\
+		int ret_ = (call);					\
+									\
+		finish(&x_, env, (envp));				\
+		ret_;							\
+	})
+
 NSB_EXPORT int
 execve(const char *path, char *const argv[], char *const envp[])
 {
-	struct nsb_exec x;
-	char *const *env = prepare(&x, envp);
-	int ret = real_execve(path, argv, env);
-
-	finish(&x, env, envp);
-	return ret;
+	return WITH_PROGRAM_SIGBUS(envp, real_execve(path, argv, env));
 }
 
 NSB_EXPORT int
 execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	struct nsb_exec x;
-	char *const *env = prepare(&x, envp);
-	int ret = real_execvpe(file, argv, env);
-
-	finish(&x, env, envp);
-	return ret;
+	return WITH_PROGRAM_SIGBUS(envp, real_execvpe(file, argv, env));
 }
 
 NSB_EXPORT int
 fexecve(int fd, char *const argv[], char *const envp[])
 {
-	struct nsb_exec x;
-	char *const *env = prepare(&x, envp);
-	int ret = real_fexecve(fd, argv, env);
+	return WITH_PROGRAM_SIGBUS(envp, real_fexecve(fd, argv, env));
+}
 
-	finish(&x, env, envp);
-	return ret;
+/* In glibc 2.34 and later. */
+static int
+sys_execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
+{
+	int (*f)(int, const char *, char *const[], char *const[], int) = real_execveat;
+
+	return f ? f(dirfd, path, argv, envp, flags)
+		 : (int)syscall(SYS_execveat, dirfd, path, argv, envp, flags);
 }
 
 NSB_EXPORT int
 execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
 {
-	struct nsb_exec x;
-	char *const *env = prepare(&x, envp);
-	int (*f)(int, const char *, char *const[], char *const[], int) = real_execveat;
-	int ret = f ? f(dirfd, path, argv, env, flags)
-		    : (int)syscall(SYS_execveat, dirfd, path, argv, env, flags);
-
-	finish(&x, env, envp);
-	return ret;
+	return WITH_PROGRAM_SIGBUS(envp, sys_execveat(dirfd, path, argv, env, flags));
 }
 
 NSB_EXPORT int
@@ -203,24 +203,14 @@ NSB_EXPORT int
 posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *actions,
 	    const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	struct nsb_exec x;
-	char *const *env = prepare(&x, envp);
-	int ret = real_posix_spawn(pid, path, actions, attr, argv, env);
-
-	finish(&x, env, envp);
-	return ret;
+	return WITH_PROGRAM_SIGBUS(envp, real_posix_spawn(pid, path, actions, attr, argv, env));
 }
 
 NSB_EXPORT int
 posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *actions,
 	     const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	struct nsb_exec x;
-	char *const *env = prepare(&x, envp);
-	int ret = real_posix_spawnp(pid, file, actions, attr, argv, env);
-
-	finish(&x, env, envp);
-	return ret;
+	return WITH_PROGRAM_SIGBUS(envp, real_posix_spawnp(pid, file, actions, attr, argv, env));
 }
 
 /*
@@ -229,41 +219,32 @@ posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *act
  * threads running, the shell starts with SIGBUS at its default rather
  * than with SIG_IGN put into the kernel for every thread.
  */
+#define WITH_PROGRAM_SIGBUS_NO_ENV(type, call)			\
+	({								\
+		struct nsb_exec x_;					\
+		type ret_;						\
+									\
+		nsb_disp_before_exec(&x_, true);			\
+		ret_ = (call);						\
+		finish(&x_, environ, environ);				\
+		ret_;							\
+	})
+
 NSB_EXPORT int
 system(const char *command)
 {
-	struct nsb_exec x;
-	int ret;
-
-	nsb_real_init();
-	nsb_disp_before_exec(&x, true);
-	ret = real_system(command);
-	finish(&x, environ, environ);
-	return ret;
+	return WITH_PROGRAM_SIGBUS_NO_ENV(int, real_system(command));
 }
 
 /* Command substitution runs a shell the same way. */
 NSB_EXPORT int
 wordexp(const char *words, wordexp_t *we, int flags)
 {
-	struct nsb_exec x;
-	int ret;
-
-	nsb_disp_before_exec(&x, true);
-	ret = real_wordexp(words, we, flags);
-	finish(&x, environ, environ);
-	return ret;
+	return WITH_PROGRAM_SIGBUS_NO_ENV(int, real_wordexp(words, we, flags));
 }
 
 NSB_EXPORT FILE *
 popen(const char *command, const char *mode)
 {
-	struct nsb_exec x;
-	FILE *f;
-
-	nsb_real_init();
-	nsb_disp_before_exec(&x, true);
-	f = real_popen(command, mode);
-	finish(&x, environ, environ);
-	return f;
+	return WITH_PROGRAM_SIGBUS_NO_ENV(FILE *, real_popen(command, mode));
 }

@@ -440,34 +440,33 @@ close(int fd)
 		errno = EBADF;
 		return -1;
 	}
-	nsb_real_init();
 	return real_close(fd);
+}
+
+/* Before a dup2 or dup3 of old onto new: false (EBADF) if old is ours,
+ * which the program never opened; ours moves away from new. */
+static bool
+may_dup(int old, int new)
+{
+	if (is_kept(old)) {
+		errno = EBADF;
+		return false;
+	}
+	if (old != new && is_kept(new))
+		move_away(new);
+	return true;
 }
 
 NSB_EXPORT int
 dup2(int old, int new)
 {
-	nsb_real_init();
-	if (is_kept(old)) {
-		errno = EBADF;
-		return -1;
-	}
-	if (old != new && is_kept(new))
-		move_away(new);
-	return real_dup2(old, new);
+	return may_dup(old, new) ? real_dup2(old, new) : -1;
 }
 
 NSB_EXPORT int
 dup3(int old, int new, int flags)
 {
-	nsb_real_init();
-	if (is_kept(old)) {
-		errno = EBADF;
-		return -1;
-	}
-	if (old != new && is_kept(new))
-		move_away(new);
-	return real_dup3(old, new, flags);
+	return may_dup(old, new) ? real_dup3(old, new, flags) : -1;
 }
 
 #ifndef CLOSE_RANGE_UNSHARE
@@ -525,7 +524,6 @@ close_around(unsigned first, unsigned last, int flags)
 NSB_EXPORT int
 close_range(unsigned first, unsigned last, int flags)
 {
-	nsb_real_init();
 	/* Setting close-on-exec touches nothing of ours that is not so. */
 	if (atomic_load(&kept_count) == 0 || (flags & CLOSE_RANGE_CLOEXEC) || first > last)
 		return sys_close_range(first, last, flags);

@@ -26,7 +26,6 @@ void __longjmp_chk(struct __jmp_buf_tag env[1], int val) __attribute__((noreturn
 /* glibc restores a saved mask inside these, past our sigprocmask. */
 #define JUMP(real, env, val)						\
 	do {								\
-		nsb_real_init();					\
 		nsb_disp_longjmp((env)[0].__mask_was_saved != 0);	\
 		(real)((env), (val));					\
 	} while (0)

@@ -22,13 +22,13 @@ extern "C" {
 #endif
 
 #define NOSIGBUS_VERSION_MAJOR 0
-#define NOSIGBUS_VERSION_MINOR 1
+#define NOSIGBUS_VERSION_MINOR 2
 
 /* Counters since the process started (a fork child starts from zero). */
 struct nosigbus_stats {
 	uint64_t rescues;	/* faults answered with zero pages */
 	uint64_t pages;		/* pages replaced, in units of the system page size */
-	uint64_t failures;	/* faults in a protected mapping passed on unrescued */
+	uint64_t failures;	/* replacements that failed (the fault was passed on) */
 	uint64_t mappings;	/* protected mappings recorded right now */
 	uint64_t unverified;	/* rescues made without knowing the file's size */
 };

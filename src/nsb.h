@@ -123,12 +123,6 @@ nsb_real(enum nsb_real_fn fn)
 	return nsb_real_find(fn);
 }
 
-/* Nothing to do any more: kept so that its callers need not change. */
-static inline void
-nsb_real_init(void)
-{
-}
-
 struct __jmp_buf_tag;
 typedef void (*nsb_jump_fn)(struct __jmp_buf_tag *, int) __attribute__((noreturn));
 
@@ -231,6 +225,17 @@ void nsb_config_init(void);	/* the page size, for shims called early */
 void nsb_config_read(void);	/* the NOSIGBUS_* variables, once */
 /* Parses one variable's value; returns false for an invalid value. */
 bool nsb_config_parse(const char *name, const char *value, int *out);
+
+/* log2 of a power of two (a page size). */
+static inline unsigned
+nsb_log2(size_t v)
+{
+	unsigned s = 0;
+
+	while (((size_t)1 << s) < v)
+		s++;
+	return s;
+}
 
 /* Everything the interposed calls need, whether or not our constructor
  * has run yet.  Cheap after the first call. */

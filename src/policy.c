@@ -28,16 +28,6 @@
 #define MAP_HUGE_MASK 0x3f
 #endif
 
-static unsigned
-log2_of(size_t v)
-{
-	unsigned s = 0;
-
-	while (((size_t)1 << s) < v)
-		s++;
-	return s;
-}
-
 /* The default huge page size, for MAP_HUGETLB without a size. */
 static unsigned
 default_huge_shift(void)
@@ -53,7 +43,7 @@ default_huge_shift(void)
 		if (sscanf(line, "Hugepagesize: %lu kB", &kb) == 1)
 			break;
 	fclose(f);
-	return kb ? log2_of(kb * 1024) : 21;
+	return kb ? nsb_log2(kb * 1024) : 21;
 }
 
 /* A memfd that can never shrink cannot fault past its end. */
@@ -96,7 +86,7 @@ nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d)
 {
 	bool anon = (flags & MAP_ANONYMOUS) || fd < 0;
 	bool flagged = flags & MAP_NOSIGBUS;
-	unsigned shift = log2_of(nsb_config.page_size);
+	unsigned shift = nsb_log2(nsb_config.page_size);
 	struct statfs fs;
 
 	d->protect = false;
@@ -120,7 +110,7 @@ nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d)
 		}
 		d->memfs = fs.f_type == TMPFS_MAGIC || fs.f_type == HUGETLBFS_MAGIC;
 		if (fs.f_type == HUGETLBFS_MAGIC)
-			shift = log2_of((size_t)fs.f_bsize);
+			shift = nsb_log2((size_t)fs.f_bsize);
 		d->has_file = fstat(fd, &d->st) == 0;
 		if (!flagged) {
 			if (nsb_config.policy == NSB_POLICY_SHM && !d->memfs)

@@ -40,7 +40,6 @@ library_owns(int sig)
 static int
 do_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-	nsb_real_init();
 	return nsb_disp_action(sig, act, old);
 }
 
@@ -80,7 +79,6 @@ set_handler(int sig, sighandler_t handler, int flags, bool mask_self)
 static sighandler_t
 bsd_semantics(int sig, sighandler_t handler)
 {
-	nsb_real_init();
 	if (!library_owns(sig))
 		return real_signal(sig, handler);
 	return set_handler(sig, handler, sigismember(&interrupts, sig) == 1 ? 0 : SA_RESTART, true);
@@ -101,7 +99,6 @@ bsd_signal(int sig, sighandler_t handler)
 static sighandler_t
 sysv_semantics(int sig, sighandler_t handler)
 {
-	nsb_real_init();
 	if (!library_owns(sig))
 		return real_sysv_signal(sig, handler);
 	return set_handler(sig, handler, SA_RESETHAND | SA_NODEFER | SA_INTERRUPT, false);
@@ -124,7 +121,6 @@ siginterrupt(int sig, int flag)
 {
 	struct sigaction act;
 
-	nsb_real_init();
 	if (!library_owns(sig))
 		return real_siginterrupt(sig, flag);
 	if (nsb_disp_action(sig, NULL, &act) < 0)
@@ -142,7 +138,6 @@ siginterrupt(int sig, int flag)
 NSB_EXPORT int
 sigignore(int sig)
 {
-	nsb_real_init();
 	if (!library_owns(sig))
 		return real_sigignore(sig);
 	return set_handler(sig, SIG_IGN, 0, false) == SIG_ERR ? -1 : 0;
@@ -153,7 +148,6 @@ sigignore(int sig)
 NSB_EXPORT int
 pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
-	nsb_real_init();
 	return nsb_disp_mask(how, set, old);
 }
 
@@ -162,7 +156,6 @@ sigprocmask(int how, const sigset_t *set, sigset_t *old)
 {
 	int err;
 
-	nsb_real_init();
 	err = nsb_disp_mask(how, set, old);
 	if (err) {
 		errno = err;
@@ -191,7 +184,6 @@ change_one(int how, int sig)
 NSB_EXPORT int
 sighold(int sig)
 {
-	nsb_real_init();
 	if (!library_owns(sig) && sig != SIGBUS)
 		return real_sighold(sig);
 	return change_one(SIG_BLOCK, sig);
@@ -200,7 +192,6 @@ sighold(int sig)
 NSB_EXPORT int
 sigrelse(int sig)
 {
-	nsb_real_init();
 	if (!library_owns(sig))
 		return real_sigrelse(sig);
 	return change_one(SIG_UNBLOCK, sig);
@@ -222,7 +213,6 @@ sigset(int sig, sighandler_t disp)
 	struct sigaction act;
 	bool was_blocked;
 
-	nsb_real_init();
 	if (!library_owns(sig))
 		return real_sigset(sig, disp);
 	was_blocked = view_blocks(sig);
@@ -240,7 +230,6 @@ sigset(int sig, sighandler_t disp)
 NSB_EXPORT int
 sigpending(sigset_t *set)
 {
-	nsb_real_init();
 	return nsb_disp_pending(set);
 }
 

@@ -144,7 +144,6 @@ timer_create(clockid_t clock, struct sigevent *sev, timer_t *id)
 	struct notify *n;
 	int ret;
 
-	nsb_real_init();
 	n = wrap(sev, &copy, false);
 	if (!n)
 		return real_timer_create(clock, sev, id);
@@ -178,7 +177,6 @@ timer_delete(timer_t id)
 	struct notify *old = NULL;
 	int ret;
 
-	nsb_real_init();
 	ret = real_timer_delete(id);
 	if (ret < 0)
 		return ret;
@@ -210,7 +208,6 @@ mq_notify(mqd_t mqd, const struct sigevent *sev)
 	struct notify *n;
 	int ret;
 
-	nsb_real_init();
 	n = wrap(sev, &copy, true);
 	if (!n)
 		return real_mq_notify(mqd, sev);
