@@ -381,7 +381,8 @@ huge_fixed_protected_child(void *arg)
 /*
  * munmap and mprotect of a length that is not a whole huge page: the
  * kernel refuses (EINVAL: it cannot split a huge page), so nothing of the
- * protected mapping may change.
+ * protected mapping may change; an mprotect to the protection it has
+ * already succeeds, and changes nothing either.
  */
 static void
 huge_partial_child(void *arg)
@@ -398,6 +399,9 @@ huge_partial_child(void *arg)
 		   "munmap(p + hs, hs + ps): %s", strerror(errno));
 	NSBT_CHECK(mprotect(p + hs, ps, PROT_READ) == -1 && errno == EINVAL,
 		   "mprotect(p + hs, ps): %s", strerror(errno));
+	/* The same protection: nothing to split, the kernel just succeeds. */
+	NSBT_CHECK(mprotect(p, hs + ps, CORE_PROT_RW) == 0,
+		   "mprotect(p, hs + ps) to the same protection: %s", strerror(errno));
 	for (size_t i = 0; i < 3; i++)
 		NSBT_CHECK(core_page_mapped(p + i * hs + ps), "%s: huge page %zu went", name, i);
 	expect_huge_rescued(p, 0, "huge page 0 after the refused calls");
