@@ -219,8 +219,47 @@ static inline void
 core_expect_unprotected(void *addr, const char *what)
 {
 	struct core_touch t = { addr, false };
+	int status = nsbt_run(core_unflagged_at_fn, &t);
 
-	nsbt_expect_signal(nsbt_run(core_unflagged_at_fn, &t), SIGBUS, what);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 3)
+		nsbt_fail("%s: a read past the end of a new, unflagged mapping at %p was rescued: "
+			  "a record outlived the mapping it described", what, addr);
+	nsbt_expect_signal(status, SIGBUS, what);
+}
+
+/*
+ * A child maps an empty memfd over the page at addr with a raw mmap(2)
+ * (which the library does not see, so its records stay as they are) and
+ * reads it: it must die of SIGBUS, i.e. no record covers addr.  Unlike
+ * core_expect_unprotected(), addr may be mapped.
+ */
+static inline void
+core_raw_probe_fn(void *arg)
+{
+	struct core_touch *t = arg;
+	int fd = memfd_create("core-raw-probe", MFD_CLOEXEC);
+
+	core_no_core();
+	if (fd < 0 || (void *)syscall(SYS_mmap, t->p, nsbt_page(), PROT_READ,
+				      MAP_SHARED | MAP_FIXED, fd, 0) != (void *)t->p)
+		nsbt_fail("raw mmap at %p: %s", (void *)t->p, strerror(errno));
+	(void)*(volatile char *)t->p;
+	_exit(3);
+}
+
+static inline void
+core_expect_no_record(void *addr, const char *what)
+{
+	struct core_touch t = { addr, false };
+	int status = nsbt_run(core_raw_probe_fn, &t);
+
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 3)
+		nsbt_fail("%s: a fault past the end of an empty file mapped at %p was rescued: the "
+			  "library has a record there", what, addr);
+	if (WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV)
+		nsbt_fail("%s: a fault past the end of an empty file mapped at %p was 'rescued' with "
+			  "a page that cannot be read: the library has a record there", what, addr);
+	nsbt_expect_signal(status, SIGBUS, what);
 }
 
 /*

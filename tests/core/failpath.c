@@ -19,7 +19,9 @@
  *              calls, whether the kernel unmaps the destination before it
  *              fails (older kernels did for every failure; 6.18 still does
  *              for MREMAP_DONTUNMAP under RLIMIT_AS), then checks the
- *              library against that (third suspect).
+ *              library against that (third suspect);
+ *            - a failed mremap of a protected source onto unprotected
+ *              memory leaves no protection at the destination.
  *   hugetlb  MAP_FIXED that the kernel refuses after it has unmapped the old
  *            range (a hugetlbfs file at an offset that is not a whole huge
  *            page: the check runs in the file's mmap hook, after the
@@ -342,6 +344,74 @@ dest_cases(void)
 	}
 }
 
+/*
+ * The other way round: a protected source, an unprotected destination,
+ * and an mremap that fails.  Nothing was moved, so nothing may be
+ * protected at the destination afterwards (whatever the library did to
+ * find out what the kernel did).
+ */
+enum src_fail { SF_DUP_PRIVATE, SF_MIXED_RESIZE, SF_HOLE_GROW, SF_N };
+
+static const char *const src_fail_names[] = {
+	"old_len 0 of a private mapping (EINVAL)",
+	"3 VMAs, only the middle one protected, moved with a new length (EFAULT)",
+	"a source with a hole, grown (EFAULT)",
+};
+
+static void
+src_child(void *arg)
+{
+	enum src_fail kind = *(enum src_fail *)arg;
+	const char *what = src_fail_names[kind];
+	int fd = nsbt_file(NSBT_MEMFD, 0);
+	char *area = core_free_range(32 * ps), *src = area, *dest = area + 16 * ps, *q;
+	size_t old_len = 3 * ps, new_len = 3 * ps;
+
+	/* The destination: unprotected anonymous memory, all of it mapped. */
+	core_map(dest, 8 * ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	core_map(src, 3 * ps, CORE_PROT_RW, MAP_PRIVATE | MAP_FIXED | MAP_NOSIGBUS, fd, 0);
+	if (kind == SF_DUP_PRIVATE) {
+		old_len = 0;
+	} else if (kind == SF_MIXED_RESIZE) {
+		core_map(src, ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+		core_map(src + 2 * ps, ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+		new_len = 2 * ps - 1829;
+	} else {
+		NSBT_CHECK(munmap(src + ps, ps) == 0, "munmap: %s", strerror(errno));
+		new_len = 4 * ps;
+	}
+	errno = 0;
+	q = mremap(src, old_len, new_len, MREMAP_MAYMOVE | MREMAP_FIXED, dest);
+	if (q != MAP_FAILED) {
+		printf("ok: %s: this kernel (or the library) moved it; nothing to check\n", what);
+		return;
+	}
+	printf("ok: %s: -1/%s\n", what, strerrorname_np(errno) ?: "?");
+	for (size_t i = 0; i < 5; i++) {
+		if (!core_page_mapped(dest + i * ps))
+			core_expect_unprotected(dest + i * ps, what);
+		else
+			core_expect_no_record(dest + i * ps, what);
+	}
+	/* The source kept its protection. */
+	expect_readable(kind == SF_MIXED_RESIZE ? src + ps : src,
+			"read of the protected source after the failed mremap");
+	printf("ok: %s: no protection at the destination, the source still protected\n", what);
+}
+
+static void
+src_cases(void)
+{
+	for (int k = 0; k < SF_N; k++) {
+		enum src_fail kind = (enum src_fail)k;
+		char name[200];
+
+		snprintf(name, sizeof(name), "failed MREMAP_FIXED of a protected source onto "
+			 "unprotected memory: %s", src_fail_names[k]);
+		nsbt_expect_exit(core_run_watched(src_child, &kind, 60, NULL, name, NULL, 0), 0, name);
+	}
+}
+
 /* ---- hugetlbfs: MAP_FIXED refused after the unmap -------------------------- */
 
 static size_t hs;
@@ -619,6 +689,7 @@ main(int argc, char **argv)
 					 0, "MAP_FIXED refused before the kernel touches anything");
 		}
 		dest_cases();
+		src_cases();
 		return 0;
 	}
 	require_hugetlbfs();

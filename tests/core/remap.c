@@ -166,6 +166,42 @@ old_len_child(void *arg)
 	printf("ok: %s\n", name);
 }
 
+/*
+ * A move of a range that ends in a hole (MREMAP_FIXED, same length) onto
+ * a protected mapping.  Linux 6.17 and later move the VMAs of the range
+ * one by one and leave what was at the destination of the hole in place;
+ * older kernels refuse (EFAULT) and change nothing.  Either way, what is
+ * still at the destination must still be protected.
+ */
+static void
+move_hole_child(void *arg)
+{
+	struct sc *s = arg;
+	char name[200];
+	int fd, dfd = nsbt_file(NSBT_MEMFD, 0);
+	char *p = setup(s, 2, &fd), *dest = core_free_range(2 * ps), *q;
+
+	snprintf(name, sizeof(name), "%s", sc_name("mremap move of [page][hole] onto a protected mapping", s));
+	core_map(dest, 2 * ps, CORE_PROT_RW, MAP_SHARED | MAP_FIXED | MAP_NOSIGBUS, dfd, 0);
+	NSBT_CHECK(munmap(p + ps, ps) == 0, "munmap: %s", strerror(errno));
+	q = mremap(p, 2 * ps, 2 * ps, MREMAP_MAYMOVE | MREMAP_FIXED, dest);
+	if (q == MAP_FAILED) {
+		printf("ok: %s: this kernel refuses (%s)\n", name, strerror(errno));
+		expect_rescued(dest, 2 * ps, name);
+		return;
+	}
+	NSBT_CHECK(q == dest, "%s: moved elsewhere", name);
+	NSBT_CHECK(core_page_mapped(dest + ps), "%s: the destination of the hole was unmapped", name);
+	if (s->after)
+		core_expect_bytes(dest, 'A', ps, name);
+	else
+		expect_rescued(dest, ps, name);
+	nsbt_expect_exit(core_touch_quiet(dest + ps + 9, false, name), 0,
+			 "read of the destination page opposite the hole (still the protected mapping)");
+	expect_rescued(dest + ps, ps, name);
+	printf("ok: %s: moved page and the page left in place both protected\n", name);
+}
+
 static void
 run_all(const char *what, void (*fn)(void *))
 {
@@ -345,7 +381,8 @@ huge_fixed_protected_child(void *arg)
 /*
  * munmap and mprotect of a length that is not a whole huge page: the
  * kernel refuses (EINVAL: it cannot split a huge page), so nothing of the
- * protected mapping may change.
+ * protected mapping may change; an mprotect to the protection it has
+ * already succeeds, and changes nothing either.
  */
 static void
 huge_partial_child(void *arg)
@@ -362,6 +399,9 @@ huge_partial_child(void *arg)
 		   "munmap(p + hs, hs + ps): %s", strerror(errno));
 	NSBT_CHECK(mprotect(p + hs, ps, PROT_READ) == -1 && errno == EINVAL,
 		   "mprotect(p + hs, ps): %s", strerror(errno));
+	/* The same protection: nothing to split, the kernel just succeeds. */
+	NSBT_CHECK(mprotect(p, hs + ps, CORE_PROT_RW) == 0,
+		   "mprotect(p, hs + ps) to the same protection: %s", strerror(errno));
 	for (size_t i = 0; i < 3; i++)
 		NSBT_CHECK(core_page_mapped(p + i * hs + ps), "%s: huge page %zu went", name, i);
 	expect_huge_rescued(p, 0, "huge page 0 after the refused calls");
@@ -398,6 +438,7 @@ main(int argc, char **argv)
 		run_all("mremap grow to 3 * ps + 1", grow_child);
 		run_all("mremap move to 2 * ps + 1", move_child);
 		run_all("mremap with old_len 2 * ps + 1", old_len_child);
+		run_all("mremap move of a range ending in a hole", move_hole_child);
 		return 0;
 	}
 	if (strcmp(argv[1], "hugetlb") != 0)

@@ -26,6 +26,34 @@
  * where the kernel hands out addresses top-down, so that nothing else (the
  * library's own table, malloc) is ever placed in its holes.
  *
+ * Failure injection (issue 10): calls that fail, or fail part-way, are
+ * part of the sequences - RLIMIT_AS set just above the process's size (so
+ * mmap and mremap growth fail with ENOMEM, also for mappings that rescues
+ * split), munmap/mprotect/mremap over ranges with unmapped holes,
+ * MAP_FIXED_NOREPLACE collisions, a MAP_FIXED that the kernel refuses after
+ * it has unmapped the old range - and every length is unaligned now and
+ * then (the kernel rounds it up).  Where the machine has hugetlbfs, a
+ * second window of huge pages gets the same kinds of calls, with lengths
+ * that are not whole huge pages.  Where the test runs as root, one backing
+ * is a file on a full tmpfs (mounted by the test in a private mount
+ * namespace) for the rule of issue 12: with NOSIGBUS_ERRORS=pass only pages
+ * at or past the end of the file are rescued; a shared write fault inside
+ * the file's size dies of SIGBUS and the file is unchanged, a read of a
+ * hole inside it is rescued.
+ *
+ * After every call, failed ones too, a forked probe checks the library's
+ * records against the model (and so against /proc/self/maps): every page
+ * the model says is past the end of its file, or a hole of the full
+ * tmpfs, is read and must be rescued exactly when the model says it is
+ * protected; every other page gets an empty file mapped over it with a
+ * raw mmap(2) (unseen by the library) and is read: a page the model says
+ * is unprotected must die of SIGBUS (a stale record would rescue it), one
+ * it says is protected must be rescued with its recorded protection (with
+ * NOSIGBUS_ERRORS=pass the library may instead judge the fault to be
+ * inside its file and pass it on).  The probe also checks that the
+ * counters start from zero in a forked child.  The output of every
+ * sequence process on stderr is checked: the library prints nothing.
+ *
  * Usage: model [--seed N] [--sequences N] [--ops N] [--config NAME]
  *              [--first K] [--trace]
  * A long soak: build/tests/reliability/model --sequences 100000
@@ -38,16 +66,21 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -59,30 +92,42 @@
 #ifndef MREMAP_DONTUNMAP
 #define MREMAP_DONTUNMAP 4
 #endif
+#ifndef MFD_HUGETLB
+#define MFD_HUGETLB 4U
+#endif
 
 #define W		16	/* window pages */
+#define HW		4	/* huge window: huge pages */
 #define NF		2	/* files */
+#define HF		NF	/* the hugetlbfs file (always empty) */
+#define SLACK		32	/* pages the library may need for itself under RLIMIT_AS */
 #define FP		8	/* largest file size, in pages */
 #define MAX_OPS		4096
 #define MAX_SHRINK_RUNS	4000
+#define MAX_SHRINK_SECS	180	/* shrinking stops after this */
+#define CHILD_SECS	20	/* the watchdog: an access or probe child hangs */
+#define SEQ_SECS	120	/* the watchdog: a sequence hangs */
 
 /* ---- configurations ----------------------------------------------------- */
 
 struct config {
 	const char *name;
-	const char *policy;	/* NULL: the library is not loaded */
-	const char *fill;
+	const char *policy;	/* NULL: the library is not loaded; "": not set */
+	const char *fill;	/* NULL: not set (and below) */
 	const char *strict;
+	const char *errors;
 	const char *what;
 };
 
 static const struct config configs[] = {
-	{ "none", NULL, NULL, NULL, "no library: checks the model against the kernel" },
-	{ "flag", "flag", "page", "0", "default policy, page fill" },
-	{ "shm", "shm", "page", "0", "memfd/tmpfs mappings protected" },
-	{ "files", "files", "page", "0", "every file mapping protected" },
-	{ "range", "shm", "range", "0", "NOSIGBUS_FILL=range" },
-	{ "strict", "files", "page", "1", "NOSIGBUS_STRICT=1 with policy files" },
+	{ "none", NULL, NULL, NULL, NULL, "no library: checks the model against the kernel" },
+	{ "default", "", NULL, NULL, NULL, "no NOSIGBUS_* set: policy shm, fill page, errors pass" },
+	{ "flag", "flag", "page", "0", NULL, "NOSIGBUS_POLICY=flag" },
+	{ "shm", "shm", "page", "0", "pass", "memfd/tmpfs/hugetlbfs mappings protected" },
+	{ "files", "files", "page", "0", NULL, "every file mapping protected" },
+	{ "range", "shm", "range", "0", NULL, "NOSIGBUS_FILL=range" },
+	{ "strict", "files", "page", "1", NULL, "NOSIGBUS_STRICT=1 with policy files" },
+	{ "zero", "shm", "page", "0", "zero", "NOSIGBUS_ERRORS=zero: every SIGBUS rescued" },
 };
 #define NCONFIGS (sizeof(configs) / sizeof(configs[0]))
 
@@ -90,9 +135,13 @@ static const struct config configs[] = {
 
 enum op_type {
 	OP_READ, OP_WRITE, OP_MMAP, OP_MUNMAP, OP_MPROTECT, OP_MREMAP,
-	OP_TRUNCATE, OP_PWRITE, OP_PROTECT, OP_UNPROTECT,
+	OP_TRUNCATE, OP_PWRITE, OP_PROTECT, OP_UNPROTECT, OP_LIMIT,
+	/* the huge window: a, n, o, t count huge pages */
+	OP_HMMAP, OP_HMUNMAP, OP_HMPROTECT, OP_HMREMAP, OP_HREAD, OP_HPROTECT, OP_HUNPROTECT,
 };
-enum { MM_FIXED, MM_NOREPLACE, MM_HINT };		/* op.mode for OP_MMAP */
+/* op.mode for OP_MMAP; MM_BADOFF (huge window) is MAP_FIXED at an offset
+ * that is not a whole huge page: refused after the old range is unmapped. */
+enum { MM_FIXED, MM_NOREPLACE, MM_HINT, MM_BADOFF };
 /* op.mode for OP_MREMAP; MR_DUP is old_len 0 (a second mapping of the
  * same shared pages), MR_DONTUNMAP moves and leaves the old range mapped. */
 enum { MR_SHRINK, MR_GROW, MR_MOVE, MR_DONTUNMAP, MR_DUP };
@@ -107,12 +156,15 @@ struct op {
 	int8_t file;		/* -1: anonymous */
 	uint8_t val;
 	int16_t a, n, o, t, off;
+	uint32_t d;		/* bytes short of n pages: lengths are unaligned */
+	uint32_t d2;		/* the same for mremap's old length (of o pages) */
 };
 
 /* ---- the model ---------------------------------------------------------- */
 
 enum { K_NONE, K_ANON, K_FILE };
-enum backing { B_MEMFD, B_TMPFS, B_DISK };
+/* B_FULL: a file on a tmpfs that is always full (see setup()). */
+enum backing { B_MEMFD, B_TMPFS, B_DISK, B_FULL };
 
 struct mpage {
 	uint8_t kind;
@@ -129,13 +181,18 @@ struct mpage {
 struct mfile {
 	int size;		/* pages */
 	uint8_t val[FP];
+	uint8_t alloc[FP];	/* B_FULL: the page has blocks (else it is a hole) */
 	uint8_t backing;
 };
 
 struct model {
 	struct mpage pg[W];
+	struct mpage hu[HW];	/* the huge window; file HF is always empty */
 	struct mfile f[NF];
 	uint64_t rescues;
+	uint64_t pages;		/* replaced, in system pages */
+	bool limited;		/* RLIMIT_AS is set */
+	bool protect_used;	/* nosigbus_protect() was called */
 };
 
 /* What the kernel shows, page by page (from /proc/self/maps). */
@@ -148,18 +205,32 @@ struct kpage {
 	int vstart, vend;	/* the VMA, in window pages (may exceed the window) */
 };
 
+/* What the kernel shows over one huge page of the huge window. */
+struct kunit {
+	int vmas;		/* VMAs overlapping it */
+	size_t covered;		/* bytes of it they cover */
+	bool uniform;		/* all with the same perms, inode, sharing */
+	bool r, w, s;
+	unsigned long ino;
+	int vma;		/* index of its first VMA */
+	int vstart, vend;	/* that VMA, in huge pages */
+};
+
 /* ---- shared between the worker and the sequence child ------------------ */
 
-enum fail_class { F_NONE, F_ACCESS, F_RESULT, F_MAPS, F_FILE, F_STATS, F_DIED, F_SETUP };
+enum fail_class { F_NONE, F_ACCESS, F_RESULT, F_MAPS, F_FILE, F_STATS, F_DIED, F_SETUP,
+		  F_RECORDS, F_STDERR };
 static const char *const fail_names[] = {
 	"none", "access outcome", "call result", "VMA layout", "file contents",
-	"counters", "sequence process died", "setup",
+	"counters", "sequence process died", "setup", "protected ranges (probe)",
+	"output on stderr",
 };
 
 struct counts {
 	uint64_t sequences, ops, skipped, reads, writes, segv, bus, rescues, calls;
 	uint64_t forked;	/* accesses that survive, run in a forked child */
 	uint64_t remap_ok, remap_pieces, remap_failed;
+	uint64_t probes, probed, failed_calls, limited_calls, huge_calls, full_faults;
 };
 
 struct shared {
@@ -186,24 +257,38 @@ static int cfg_index;
 static bool model_lib;
 static bool trace;
 static bool old_kernel;		/* before 5.13: no MREMAP_DONTUNMAP of file mappings */
+static size_t hs;			/* huge page size, 0: no hugetlbfs */
+static const char *full_dir;		/* the full tmpfs, NULL: none */
 static int ops_per_seq = 40;
 static struct shared *sh;
-static int (*p_get_stats)(struct nosigbus_stats *, size_t);
+static int (*p_get_stats)(void *, size_t);
 static int (*p_protect)(void *, size_t);
 static int (*p_unprotect)(void *, size_t);
 
 /* ---- the sequence child's state ----------------------------------------- */
 
+/* The library's counters, with the field issue 12 adds (older ones leave it 0). */
+struct model_stats {
+	uint64_t rescues, pages, failures, mappings, unverified;
+};
+
 struct seq {
 	uint64_t rng;
 	struct model m;
 	struct kpage k[W];
+	struct kunit hk[HW];
 	unsigned char *base;
+	unsigned char *hbase;	/* the huge window, NULL: none */
 	int fd[NF];
 	unsigned long ino[NF];
-	struct nosigbus_stats base_stats;
+	int hfd;		/* the (empty) hugetlbfs file */
+	unsigned long hino;
+	int probe_fd;		/* an empty memfd, for probes */
+	int filler_fd;		/* fills the full tmpfs, -1: none */
+	size_t limit;		/* RLIMIT_AS when m.limited */
+	struct model_stats base_stats;
 	bool no_regrow;		/* fill=range: files only shrink */
-	bool policy_shm, policy_files, strict;
+	bool policy_shm, policy_files, strict, errors_zero;
 };
 
 static uint64_t
@@ -247,15 +332,26 @@ prot_str(int prot)
 static const char *
 backing_str(int b)
 {
-	return b == B_MEMFD ? "memfd" : b == B_TMPFS ? "tmpfs" : "disk";
+	return b == B_MEMFD ? "memfd" : b == B_TMPFS ? "tmpfs" : b == B_DISK ? "disk" : "full tmpfs";
+}
+
+/* " - d" when a length is d bytes short of whole pages. */
+static const char *
+short_str(uint32_t d, char *buf, size_t len)
+{
+	if (!d)
+		return "";
+	snprintf(buf, len, " - %u", d);
+	return buf;
 }
 
 static void
 op_str(const struct op *op, char *buf, size_t len)
 {
-	static const char *const mm_mode[] = { "|MAP_FIXED", "|MAP_FIXED_NOREPLACE", "" };
-	char what[64];
-
+	static const char *const mm_mode[] = { "|MAP_FIXED", "|MAP_FIXED_NOREPLACE", "", "|MAP_FIXED" };
+	char what[64], sdb[24], sd2b[24];
+	const char *sd = short_str(op->d, sdb, sizeof(sdb));
+	const char *sd2 = short_str(op->d2, sd2b, sizeof(sd2b));
 	switch (op->type) {
 	case OP_READ:
 		snprintf(buf, len, "read page %d%s", op->a, op->alt ? " in a forked child" : "");
@@ -269,26 +365,28 @@ op_str(const struct op *op, char *buf, size_t len)
 			snprintf(what, sizeof(what), "-1 (anonymous)");
 		else
 			snprintf(what, sizeof(what), "file%d, offset %d pages", op->file, op->off);
-		snprintf(buf, len, "%s(page %d, %d pages, %s, %s%s%s%s, %s)",
-			 op->alt ? "mmap64" : "mmap", op->a, op->n, prot_str(op->prot),
+		snprintf(buf, len, "%s(page %d, %d pages%s, %s, %s%s%s%s, %s)",
+			 op->alt ? "mmap64" : "mmap", op->a, op->n, sd, prot_str(op->prot),
 			 op->shared ? "MAP_SHARED" : "MAP_PRIVATE",
 			 op->file < 0 ? "|MAP_ANONYMOUS" : "", mm_mode[op->mode],
 			 op->flag ? "|MAP_NOSIGBUS" : "", what);
 		break;
 	case OP_MUNMAP:
-		snprintf(buf, len, "munmap(page %d, %d pages)", op->a, op->n);
+		snprintf(buf, len, "munmap(page %d, %d pages%s)", op->a, op->n, sd);
 		break;
 	case OP_MPROTECT:
-		snprintf(buf, len, "%s(page %d, %d pages, %s%s)",
-			 op->alt ? "pkey_mprotect" : "mprotect", op->a, op->n,
+		snprintf(buf, len, "%s(page %d, %d pages%s, %s%s)",
+			 op->alt ? "pkey_mprotect" : "mprotect", op->a, op->n, sd,
 			 prot_str(op->prot), op->alt ? ", -1" : "");
 		break;
 	case OP_MREMAP:
 		if (op->mode == MR_MOVE || op->mode == MR_DUP || op->mode == MR_DONTUNMAP)
-			snprintf(buf, len, "mremap(page %d, %d pages, %d pages, MREMAP_MAYMOVE|MREMAP_FIXED%s, page %d)",
-				 op->a, op->o, op->n, op->mode == MR_DONTUNMAP ? "|MREMAP_DONTUNMAP" : "", op->t);
+			snprintf(buf, len, "mremap(page %d, %d pages%s, %d pages%s, MREMAP_MAYMOVE|MREMAP_FIXED%s, page %d)",
+				 op->a, op->o, sd2, op->n, sd, op->mode == MR_DONTUNMAP ? "|MREMAP_DONTUNMAP" : "",
+				 op->t);
 		else
-			snprintf(buf, len, "mremap(page %d, %d pages, %d pages, 0)", op->a, op->o, op->n);
+			snprintf(buf, len, "mremap(page %d, %d pages%s, %d pages%s, 0)", op->a, op->o, sd2,
+				 op->n, sd);
 		break;
 	case OP_TRUNCATE:
 		snprintf(buf, len, "ftruncate(file%d, %d pages)", op->file, op->n);
@@ -297,10 +395,48 @@ op_str(const struct op *op, char *buf, size_t len)
 		snprintf(buf, len, "pwrite(file%d, page %d, 0x%02x)", op->file, op->a, op->val);
 		break;
 	case OP_PROTECT:
-		snprintf(buf, len, "nosigbus_protect(page %d, %d pages)", op->a, op->n);
+		snprintf(buf, len, "nosigbus_protect(page %d, %d pages%s)", op->a, op->n, sd);
 		break;
 	case OP_UNPROTECT:
-		snprintf(buf, len, "nosigbus_unprotect(page %d, %d pages)", op->a, op->n);
+		snprintf(buf, len, "nosigbus_unprotect(page %d, %d pages%s)", op->a, op->n, sd);
+		break;
+	case OP_LIMIT:
+		if (op->n < 0)
+			snprintf(buf, len, "setrlimit(RLIMIT_AS, unlimited)");
+		else
+			snprintf(buf, len, "setrlimit(RLIMIT_AS, VmSize + %d pages)", op->n);
+		break;
+	case OP_HMMAP:
+		snprintf(buf, len, "mmap(huge page %d, %d huge pages%s, %s, %s|MAP_NORESERVE%s%s, "
+			 "hugetlbfs file, offset %s)", op->a, op->n, sd, prot_str(op->prot),
+			 op->shared ? "MAP_SHARED" : "MAP_PRIVATE", mm_mode[op->mode],
+			 op->flag ? "|MAP_NOSIGBUS" : "", op->mode == MM_BADOFF ? "1 page" : "0");
+		break;
+	case OP_HMUNMAP:
+		snprintf(buf, len, "munmap(huge page %d, %d huge pages%s)", op->a, op->n, sd);
+		break;
+	case OP_HMPROTECT:
+		snprintf(buf, len, "mprotect(huge page %d, %d huge pages%s, %s)", op->a, op->n, sd,
+			 prot_str(op->prot));
+		break;
+	case OP_HMREMAP:
+		if (op->mode == MR_MOVE)
+			snprintf(buf, len, "mremap(huge page %d, %d huge pages%s, %d huge pages%s, "
+				 "MREMAP_MAYMOVE|MREMAP_FIXED, huge page %d)", op->a, op->o, sd2, op->n,
+				 sd, op->t);
+		else
+			snprintf(buf, len, "mremap(huge page %d, %d huge pages%s, %d huge pages%s, 0)",
+				 op->a, op->o, sd2, op->n, sd);
+		break;
+	case OP_HREAD:
+		snprintf(buf, len, "read huge page %d, page %d of it%s", op->a, op->n,
+			 op->alt ? " in a forked child" : "");
+		break;
+	case OP_HPROTECT:
+		snprintf(buf, len, "nosigbus_protect(huge page %d, %d huge pages%s)", op->a, op->n, sd);
+		break;
+	case OP_HUNPROTECT:
+		snprintf(buf, len, "nosigbus_unprotect(huge page %d, %d huge pages%s)", op->a, op->n, sd);
 		break;
 	default:
 		snprintf(buf, len, "op %d?", op->type);
@@ -328,6 +464,22 @@ page_str(const struct seq *s, int i, char *buf, size_t len)
 	}
 }
 
+static void
+unit_str(const struct seq *s, int i, char *buf, size_t len)
+{
+	const struct mpage *p = &s->m.hu[i];
+
+	(void)s;
+	if (p->kind == K_NONE)
+		snprintf(buf, len, "unmapped");
+	else if (p->kind == K_ANON)
+		snprintf(buf, len, "%s anonymous%s%s", prot_str(p->prot), p->rescued ? " (rescued)" : "",
+			 p->prot_d ? ", protected" : "");
+	else
+		snprintf(buf, len, "%s %s hugetlbfs file (empty)%s", prot_str(p->prot),
+			 p->shared ? "shared" : "private", p->prot_d ? ", protected" : "");
+}
+
 /* ---- failing (in the sequence child) ------------------------------------ */
 
 static void __attribute__((noreturn, format(printf, 3, 4)))
@@ -350,6 +502,13 @@ fail(struct seq *s, int cls, const char *fmt, ...)
 		page_str(s, i, b, sizeof(b));
 		len += (size_t)snprintf(sh->msg + len, sizeof(sh->msg) - len,
 					"\n      model page %2d: %s", i, b);
+	}
+	for (int i = 0; s->hbase && i < HW && len < sizeof(sh->msg) - 200; i++) {
+		char b[160];
+
+		unit_str(s, i, b, sizeof(b));
+		len += (size_t)snprintf(sh->msg + len, sizeof(sh->msg) - len,
+					"\n      model huge page %d: %s", i, b);
 	}
 	_exit(1);
 }
@@ -382,11 +541,12 @@ read_maps(void)
 	return have;
 }
 
-/* The lines of /proc/self/maps that touch the window, for messages. */
+/* The lines of /proc/self/maps that touch the windows, for messages. */
 static void
 window_maps(const struct seq *s, char *out, size_t len)
 {
 	uintptr_t lo = (uintptr_t)s->base, hi = lo + W * ps;
+	uintptr_t hlo = (uintptr_t)s->hbase, hhi = hlo + (s->hbase ? HW * hs : 0);
 	size_t used = 0;
 	char *line = maps_buf;
 
@@ -401,7 +561,43 @@ window_maps(const struct seq *s, char *out, size_t len)
 		if (sscanf(line, "%lx-%lx", &a, &b) == 2 && b > lo && a < hi && used < len)
 			used += (size_t)snprintf(out + used, len - used, "\n      %s  [pages %ld..%ld)",
 						 line, (long)(a - lo) / (long)ps, (long)(b - lo) / (long)ps);
+		else if (sscanf(line, "%lx-%lx", &a, &b) == 2 && b > hlo && a < hhi && used < len)
+			used += (size_t)snprintf(out + used, len - used,
+						 "\n      %s  [huge pages %.2f..%.2f)", line,
+						 (double)((long)a - (long)hlo) / (double)hs,
+						 (double)((long)b - (long)hlo) / (double)hs);
 		line = nl ? nl + 1 : NULL;
+	}
+}
+
+/* One VMA [a, b) over the huge window: what each huge page sees of it. */
+static void
+kernel_units(struct seq *s, unsigned long a, unsigned long b, const char *perms,
+	     unsigned long ino, int nv)
+{
+	uintptr_t hlo = (uintptr_t)s->hbase;
+
+	for (int u = 0; u < HW; u++) {
+		uintptr_t ua = hlo + (size_t)u * hs, ub = ua + hs;
+		struct kunit *k = &s->hk[u];
+		bool r = perms[0] == 'r', w = perms[1] == 'w', sh_ = perms[3] == 's';
+
+		if (b <= ua || a >= ub)
+			continue;
+		if (!k->vmas) {
+			k->r = r;
+			k->w = w;
+			k->s = sh_;
+			k->ino = ino;
+			k->uniform = true;
+			k->vma = nv;
+			k->vstart = (int)(((long)a - (long)hlo) / (long)hs);
+			k->vend = (int)(((long)b - (long)hlo + (long)hs - 1) / (long)hs);
+		} else if (k->r != r || k->w != w || k->s != sh_ || k->ino != ino) {
+			k->uniform = false;
+		}
+		k->vmas++;
+		k->covered += (b < ub ? b : ub) - (a > ua ? a : ua);
 	}
 }
 
@@ -409,10 +605,12 @@ static void
 read_kernel(struct seq *s)
 {
 	uintptr_t lo = (uintptr_t)s->base, hi = lo + W * ps;
+	uintptr_t hlo = (uintptr_t)s->hbase, hhi = hlo + (s->hbase ? HW * hs : 0);
 	char *line = maps_buf;
 	int nv = 0;
 
 	memset(s->k, 0, sizeof(s->k));
+	memset(s->hk, 0, sizeof(s->hk));
 	read_maps();
 	while (line && *line) {
 		char *nl = strchr(line, '\n');
@@ -437,6 +635,9 @@ read_kernel(struct seq *s)
 				k->vend = (int)(((long)b - (long)lo) / (long)ps);
 			}
 			nv++;
+		} else if (s->hbase && sscanf(line, "%lx-%lx %7s %lx %*s %lu", &a, &b, perms, &off, &ino) == 5 &&
+			   b > hlo && a < hhi) {
+			kernel_units(s, a, b, perms, ino, nv++);
 		}
 		line = nl ? nl + 1 : NULL;
 	}
@@ -445,11 +646,8 @@ read_kernel(struct seq *s)
 /* ---- checks after every operation --------------------------------------- */
 
 static bool
-page_matches(const struct seq *s, int i, bool as_anon)
+mpage_matches(const struct seq *s, const struct mpage *p, const struct kpage *k, bool as_anon)
 {
-	const struct mpage *p = &s->m.pg[i];
-	const struct kpage *k = &s->k[i];
-
 	if (p->kind == K_NONE)
 		return !k->mapped;
 	if (!k->mapped || k->r != !!(p->prot & PROT_READ) || k->w != !!(p->prot & PROT_WRITE))
@@ -460,10 +658,42 @@ page_matches(const struct seq *s, int i, bool as_anon)
 	       k->off == (uint64_t)p->pgoff * ps;
 }
 
+static bool
+page_matches(const struct seq *s, int i, bool as_anon)
+{
+	return mpage_matches(s, &s->m.pg[i], &s->k[i], as_anon);
+}
+
+static bool
+unit_matches(const struct seq *s, int u)
+{
+	const struct mpage *p = &s->m.hu[u];
+	const struct kunit *k = &s->hk[u];
+
+	if (p->kind == K_NONE)
+		return k->vmas == 0;
+	if (!k->uniform || k->covered != hs || k->r != !!(p->prot & PROT_READ) ||
+	    k->w != !!(p->prot & PROT_WRITE))
+		return false;
+	if (p->kind == K_ANON)
+		return k->ino == 0 && !k->s;
+	return k->vmas == 1 && k->ino == s->hino && k->s == !!p->shared;
+}
+
 static void
 check_layout(struct seq *s)
 {
 	read_kernel(s);
+	for (int u = 0; s->hbase && u < HW; u++) {
+		char mine[160], theirs[4096];
+
+		if (unit_matches(s, u))
+			continue;
+		unit_str(s, u, mine, sizeof(mine));
+		window_maps(s, theirs, sizeof(theirs));
+		fail(s, F_MAPS, "huge page %d: the model has it %s; /proc/self/maps shows:%s",
+		     u, mine, theirs);
+	}
 	for (int i = 0; i < W; i++) {
 		const struct mpage *p = &s->m.pg[i];
 		/* fill=range replaces the rest of a record early: a page that
@@ -510,13 +740,20 @@ check_files(struct seq *s)
 static void
 check_stats(struct seq *s)
 {
-	struct nosigbus_stats st;
+	struct model_stats st = { 0 };
 	uint64_t rescues, pages;
 
 	if (!p_get_stats)
 		return;
 	if (p_get_stats(&st, sizeof(st)) < 0)
 		fail(s, F_STATS, "nosigbus_get_stats: %s", strerror(errno));
+	/* Rescues without knowing the file's size: only where the library
+	 * was told about a mapping it did not make (nosigbus_protect). */
+	if (st.unverified - s->base_stats.unverified > st.rescues - s->base_stats.rescues ||
+	    (st.unverified != s->base_stats.unverified && !s->m.protect_used))
+		fail(s, F_STATS, "nosigbus_get_stats: %" PRIu64 " unverified rescues of %" PRIu64
+		     ", though every protected mapping was made through mmap() with its file",
+		     st.unverified - s->base_stats.unverified, st.rescues - s->base_stats.rescues);
 	rescues = st.rescues - s->base_stats.rescues;
 	pages = st.pages - s->base_stats.pages;
 	if (st.failures != s->base_stats.failures)
@@ -526,22 +763,24 @@ check_stats(struct seq *s)
 			fail(s, F_STATS, "fill=range: %" PRIu64 " rescues, %" PRIu64
 			     " pages; the model saw %" PRIu64 " faults to rescue",
 			     rescues, pages, s->m.rescues);
-	} else if (rescues != s->m.rescues || pages != s->m.rescues) {
+	} else if (rescues != s->m.rescues || pages != s->m.pages) {
 		fail(s, F_STATS, "nosigbus_get_stats: %" PRIu64 " rescues, %" PRIu64
-		     " pages; the model says %" PRIu64 " of each", rescues, pages, s->m.rescues);
+		     " pages; the model says %" PRIu64 " and %" PRIu64, rescues, pages,
+		     s->m.rescues, s->m.pages);
 	}
 }
 
 /* ---- model transitions -------------------------------------------------- */
 
-enum { A_OK, A_SEGV, A_BUS };
+/* A_EITHER: rescued (reads what was written) or SIGBUS; run in a child. */
+enum { A_OK, A_SEGV, A_BUS, A_EITHER };
 
 static bool
 policy_covers(const struct seq *s, int file)
 {
 	int b = s->m.f[file].backing;
 
-	return s->policy_files || (s->policy_shm && (b == B_MEMFD || b == B_TMPFS));
+	return s->policy_files || (s->policy_shm && (b == B_MEMFD || b == B_TMPFS || b == B_FULL));
 }
 
 /* An access's outcome; changes the model only when it survives. */
@@ -569,6 +808,42 @@ model_access(struct seq *s, int i, bool write, uint8_t val, uint8_t *out, char *
 		return A_OK;
 	}
 	f = &s->m.f[p->file];
+	if (p->pgoff < f->size && f->backing == B_FULL && !f->alloc[p->pgoff]) {
+		/* A hole of a full tmpfs: the file system cannot back the page,
+		 * so the fault is inside the file's size (issue 12). */
+		const char *what = write ? (p->shared ? "shared write" : "private write") : "read";
+
+		sh->c.full_faults++;
+		if (!p->prot_d) {
+			snprintf(why, wlen, "SIGBUS (%s of a hole of file%d page %d on a full tmpfs, "
+				 "unprotected)", what, p->file, p->pgoff);
+			return A_BUS;
+		}
+		if (write && p->shared && !s->errors_zero) {
+			snprintf(why, wlen, "SIGBUS (shared write to a hole of file%d page %d on a full "
+				 "tmpfs: an error inside the file's size reaches the program)",
+				 p->file, p->pgoff);
+			return A_BUS;
+		}
+		if (write && !s->errors_zero) {
+			/* Nothing reaches the file either way: may be rescued. */
+			*out = val;
+			snprintf(why, wlen, "0x%02x (rescued) or SIGBUS (private write to a hole of file%d "
+				 "page %d on a full tmpfs)", val, p->file, p->pgoff);
+			return A_EITHER;
+		}
+		p->kind = K_ANON;
+		p->shared = 0;
+		p->cow = 0;
+		p->rescued = 1;
+		p->val = write ? val : 0;
+		*out = p->val;
+		s->m.rescues++;
+		s->m.pages++;
+		snprintf(why, wlen, "0x%02x (rescue: %s of a hole of file%d page %d on a full tmpfs%s)",
+			 *out, what, p->file, p->pgoff, write ? ", NOSIGBUS_ERRORS=zero" : "");
+		return A_OK;
+	}
 	if (p->pgoff < f->size) {
 		if (!write) {
 			*out = f->val[p->pgoff];
@@ -596,6 +871,7 @@ model_access(struct seq *s, int i, bool write, uint8_t val, uint8_t *out, char *
 	p->val = write ? val : 0;
 	*out = p->val;
 	s->m.rescues++;
+	s->m.pages++;
 	snprintf(why, wlen, "0x%02x (rescue: file%d page %d is past its end at %d)",
 		 *out, p->file, p->pgoff, f->size);
 	return A_OK;
@@ -607,7 +883,7 @@ model_truncate(struct seq *s, int file, int size)
 	struct mfile *f = &s->m.f[file];
 
 	for (int p = size; p < FP; p++)
-		f->val[p] = 0;
+		f->val[p] = f->alloc[p] = 0;
 	/* Truncation drops the private copies past the end too (the kernel
 	 * unmaps them: unmap_mapping_range(..., even_cows=1)). */
 	for (int i = 0; i < W; i++) {
@@ -639,15 +915,62 @@ touch(unsigned char *p, bool write, uint8_t val, uint8_t got[3])
 	got[2] = v[ps - 1];
 }
 
-/* Waits for an access child; returns its status. */
+/*
+ * Waits for pid; after `secs` seconds it is killed (SIGKILL: a process
+ * spinning in a fault never sees another signal) and -1 is returned.
+ */
+static int
+wait_watchdog(pid_t pid, int secs, int *status)
+{
+	struct timespec t0, t, nap = { 0, 1000 * 1000 };
+	int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		pid_t r = waitpid(pid, status, WNOHANG);
+
+		if (r == pid) {
+			if (pfd >= 0)
+				close(pfd);
+			return 0;
+		}
+		if (r < 0 && errno != EINTR) {
+			if (pfd >= 0)
+				close(pfd);
+			return -2;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec >= secs)
+			break;
+		/* A pidfd becomes readable when the child ends: no polling delay. */
+		if (pfd >= 0) {
+			struct pollfd pl = { pfd, POLLIN, 0 };
+
+			poll(&pl, 1, 1000);
+		} else {
+			nanosleep(&nap, NULL);
+		}
+	}
+	if (pfd >= 0)
+		close(pfd);
+	kill(pid, SIGKILL);
+	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+		;
+	return -1;
+}
+
+/* Waits for an access or probe child; returns its status. */
 static int
 wait_child(struct seq *s, pid_t pid)
 {
-	int status;
+	int status, r = wait_watchdog(pid, CHILD_SECS, &status);
 
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			fail(s, F_SETUP, "waitpid: %s", strerror(errno));
+	if (r == -2)
+		fail(s, F_SETUP, "waitpid: %s", strerror(errno));
+	if (r == -1)
+		fail(s, F_DIED, "a child (an access, or the probe of the records) was still running "
+		     "after %d s and was killed: a hang (a rescue that never ends?); the model "
+		     "expects %s", CHILD_SECS, sh->expect[0] ? sh->expect : "it to finish");
 	return status;
 }
 
@@ -699,6 +1022,20 @@ run_access(struct seq *s, const struct op *op)
 		_exit(0);
 	}
 	status = wait_child(s, pid);
+	if (r == A_EITHER) {
+		if (WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS) {
+			sh->c.bus++;
+			return;
+		}
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && sh->got[0] == expect &&
+		    sh->got[1] == expect && sh->got[2] == expect) {
+			sh->c.forked++;
+			return;
+		}
+		fail(s, F_ACCESS, "%s page %d in a forked child: it %s and read 0x%02x 0x%02x 0x%02x; "
+		     "the model expects %s", what, op->a, nsbt_status_str(status), sh->got[0],
+		     sh->got[1], sh->got[2], why);
+	}
 	if (r == A_OK) {
 		sh->c.forked++;
 		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
@@ -729,6 +1066,8 @@ expect_result(struct seq *s, bool ok, int err, long ret, int got_errno)
 	char b[256];
 
 	sh->c.calls++;
+	if (!ok)
+		sh->c.failed_calls++;
 	if (ok && ret == 0)
 		return;
 	if (!ok && ret < 0 && (got_errno == err || err == 0))
@@ -742,6 +1081,103 @@ expect_result(struct seq *s, bool ok, int err, long ret, int got_errno)
 	     strerror(err));
 }
 
+/*
+ * How a call must end.  EITHER: success (the model follows) or failure
+ * with the expected errno, or ENOMEM (the library may need memory of its
+ * own under RLIMIT_AS); on failure nothing may change, except what the
+ * call's `resync` range allows (see resync()).
+ */
+enum { MUST_FAIL, MUST_SUCCEED, EITHER };
+
+/* An EITHER call's result: true if it succeeded (then the model follows). */
+static bool
+either_result(struct seq *s, bool ok, int err, int err2, int got_errno)
+{
+	char b[256];
+
+	sh->c.calls++;
+	if (ok)
+		return true;
+	sh->c.failed_calls++;
+	if (got_errno == ENOMEM || (err && got_errno == err) || (err2 && got_errno == err2))
+		return false;
+	op_str(&sh->ops[sh->cur], b, sizeof(b));
+	fail(s, F_RESULT, "%s failed with %s; the model allows success%s%s%s%s or ENOMEM", b,
+	     strerror(got_errno), err ? ", " : "", err ? strerror(err) : "", err2 ? ", " : "",
+	     err2 ? strerror(err2) : "");
+}
+
+/*
+ * After a call that failed: the kernel may have unmapped [lo, lo + n) of
+ * a window (a MAP_FIXED refused in the file's mmap hook; MREMAP_FIXED's
+ * destination, unmapped before some failures).  Pages the kernel shows
+ * unmapped there are unmapped in the model too; nothing else may change,
+ * and the probe then checks that nothing there is protected.
+ */
+static void
+resync(struct seq *s, bool huge, int lo, int n)
+{
+	read_kernel(s);
+	for (int i = lo; i < lo + n; i++) {
+		if (huge && i < HW && s->hk[i].vmas == 0)
+			memset(&s->m.hu[i], 0, sizeof(s->m.hu[i]));
+		else if (!huge && i < W && !s->k[i].mapped)
+			memset(&s->m.pg[i], 0, sizeof(s->m.pg[i]));
+	}
+}
+
+/* VmSize in bytes, without malloc (the sequence may be at its RLIMIT_AS). */
+static size_t
+vm_size(void)
+{
+	char buf[4096], *v;
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	v = strstr(buf, "VmSize:");
+	return v ? (size_t)strtoull(v + 7, NULL, 10) * 1024 : 0;
+}
+
+/* Pages the address space may still grow by; a lot when there is no limit. */
+static long
+headroom(const struct seq *s)
+{
+	size_t now;
+
+	if (!s->m.limited)
+		return 1L << 40;
+	now = vm_size();
+	return now >= s->limit ? 0 : (long)((s->limit - now) / ps);
+}
+
+/*
+ * Under RLIMIT_AS: growth by at least need_min pages (at most need_max,
+ * depending on what the kernel counts first) must fail if it exceeds the
+ * room left, may fail if it comes close, else is fine.
+ */
+static void
+limit_outcome(const struct seq *s, long need_min, long need_max, int *how, int *err)
+{
+	long room;
+
+	/* A call that fails anyway, or may, fails first for its own reason. */
+	if (!s->m.limited || need_max <= 0 || *how != MUST_SUCCEED)
+		return;
+	room = headroom(s);
+	if (need_min > room) {
+		*how = MUST_FAIL;
+		*err = ENOMEM;
+	} else if (need_max + SLACK > room) {
+		*how = EITHER;
+	}
+	sh->c.limited_calls++;
+}
+
 static bool
 range_free(const struct seq *s, int a, int n)
 {
@@ -751,6 +1187,22 @@ range_free(const struct seq *s, int a, int n)
 	return true;
 }
 
+static int
+mapped_pages(const struct seq *s, int a, int n)
+{
+	int c = 0;
+
+	for (int i = a; i < a + n && i < W; i++)
+		c += s->m.pg[i].kind != K_NONE;
+	return c;
+}
+
+static size_t
+op_len(const struct op *op, int pages)
+{
+	return (size_t)pages * ps - op->d;
+}
+
 static void
 run_mmap(struct seq *s, const struct op *op)
 {
@@ -758,8 +1210,9 @@ run_mmap(struct seq *s, const struct op *op)
 		    (op->file < 0 ? MAP_ANONYMOUS : 0) | (op->flag ? MAP_NOSIGBUS : 0);
 	int fd = op->file < 0 ? -1 : s->fd[op->file];
 	unsigned char *want = page_addr(s, op->a);
-	bool ok = true, prot_d;
-	int err = 0;
+	int how = MUST_SUCCEED, err = 0;
+	bool ok, prot_d;
+	long need;
 	void *p;
 
 	if (op->mode == MM_FIXED)
@@ -772,20 +1225,22 @@ run_mmap(struct seq *s, const struct op *op)
 		prot_d = false;
 	if (model_lib && s->strict && op->shared) {
 		if (op->flag) {
-			ok = false;
+			how = MUST_FAIL;
 			err = EINVAL;
 		}
 		prot_d = false;		/* policies follow the v2 patch too */
 	}
-	if (ok && op->mode == MM_NOREPLACE && !range_free(s, op->a, op->n)) {
-		ok = false;
+	if (how != MUST_FAIL && op->mode == MM_NOREPLACE && !range_free(s, op->a, op->n)) {
+		how = MUST_FAIL;
 		err = EEXIST;
 	}
+	need = op->n - (op->mode == MM_FIXED ? mapped_pages(s, op->a, op->n) : 0);
+	limit_outcome(s, need, need, &how, &err);
 	errno = 0;
 	if (op->alt)
-		p = mmap64(want, (size_t)op->n * ps, op->prot, flags, fd, (off64_t)op->off * (off64_t)ps);
+		p = mmap64(want, op_len(op, op->n), op->prot, flags, fd, (off64_t)op->off * (off64_t)ps);
 	else
-		p = mmap(want, (size_t)op->n * ps, op->prot, flags, fd, (off_t)op->off * (off_t)ps);
+		p = mmap(want, op_len(op, op->n), op->prot, flags, fd, (off_t)op->off * (off_t)ps);
 	if (p != MAP_FAILED && p != want) {
 		char b[256], m[4096];
 
@@ -795,7 +1250,14 @@ run_mmap(struct seq *s, const struct op *op)
 		fail(s, F_RESULT, "%s returned %p, not page %d (%p); the window:%s",
 		     b, p, op->a, (void *)want, m);
 	}
-	expect_result(s, ok, err, p == MAP_FAILED ? -1 : 0, errno);
+	if (how == EITHER) {
+		ok = either_result(s, p != MAP_FAILED, err, 0, errno);
+		if (!ok && op->mode == MM_FIXED)
+			resync(s, false, op->a, op->n);
+	} else {
+		expect_result(s, how == MUST_SUCCEED, err, p == MAP_FAILED ? -1 : 0, errno);
+		ok = how == MUST_SUCCEED;
+	}
 	if (!ok)
 		return;
 	for (int j = 0; j < op->n; j++) {
@@ -812,6 +1274,15 @@ run_mmap(struct seq *s, const struct op *op)
 }
 
 static void
+run_munmap(struct seq *s, const struct op *op)
+{
+	errno = 0;
+	expect_result(s, true, 0, munmap(page_addr(s, op->a), op_len(op, op->n)), errno);
+	for (int i = op->a; i < op->a + op->n; i++)
+		memset(&s->m.pg[i], 0, sizeof(s->m.pg[i]));
+}
+
+static void
 run_mprotect(struct seq *s, const struct op *op)
 {
 	int j, ret;
@@ -823,11 +1294,11 @@ run_mprotect(struct seq *s, const struct op *op)
 	ok = j == op->n;
 	errno = 0;
 	if (op->alt) {
-		ret = pkey_mprotect(page_addr(s, op->a), (size_t)op->n * ps, op->prot, -1);
+		ret = pkey_mprotect(page_addr(s, op->a), op_len(op, op->n), op->prot, -1);
 		if (ret < 0 && errno == ENOSYS)
 			return;
 	} else {
-		ret = mprotect(page_addr(s, op->a), (size_t)op->n * ps, op->prot);
+		ret = mprotect(page_addr(s, op->a), op_len(op, op->n), op->prot);
 	}
 	expect_result(s, ok, ENOMEM, ret, errno);
 	for (int i = 0; i < j; i++)
@@ -835,13 +1306,12 @@ run_mprotect(struct seq *s, const struct op *op)
 }
 
 /*
- * How an mremap must end.  The kernel moves one VMA; the library moves a
- * protected mapping that rescues split into several VMAs piece by piece
- * (as one mapping, like the kernel patch would).  Anything else may go
- * either way: newer kernels move several VMAs at once.
+ * How an mremap must end.  The kernel moves one VMA (several at once on
+ * newer kernels, if the size stays); the library moves a protected
+ * mapping that rescues split into several VMAs piece by piece (as one
+ * mapping, like the kernel patch would).  A range with holes may go either
+ * way, as may anything else not covered here.
  */
-enum { MUST_FAIL, MUST_SUCCEED, EITHER };
-
 static bool
 single_vma(const struct seq *s, int a, int o)
 {
@@ -860,33 +1330,35 @@ no_holes(const struct seq *s, int a, int o)
 	return true;
 }
 
+/* Applies a successful mremap to pages (or huge pages) of one window. */
 static void
-model_mremap(struct seq *s, const struct op *op)
+model_mremap(struct mpage *pg, int nwin, const struct op *op)
 {
 	struct mpage src[W], last;
 	int keep = op->n < op->o ? op->n : op->o;
 	bool moves = op->mode == MR_MOVE || op->mode == MR_DONTUNMAP || op->mode == MR_DUP;
 	int dest = moves ? op->t : op->a;
 
+	(void)nwin;
 	if (op->mode == MR_DUP) {
 		/* A second mapping of the same shared pages, protected if the
 		 * first page was. */
-		last = s->m.pg[op->a];
+		last = pg[op->a];
 		for (int j = 0; j < op->n; j++) {
-			struct mpage *p = &s->m.pg[dest + j];
+			struct mpage *p = &pg[dest + j];
 
 			*p = last;
 			p->pgoff = last.pgoff + j;
 		}
 		return;
 	}
-	memcpy(src, &s->m.pg[op->a], sizeof(src[0]) * (size_t)op->o);
+	memcpy(src, &pg[op->a], sizeof(src[0]) * (size_t)op->o);
 	last = src[op->o - 1];
 	for (int j = 0; j < op->o; j++) {
-		struct mpage *p = &s->m.pg[op->a + j];
+		struct mpage *p = &pg[op->a + j];
 
 		if (op->mode != MR_DONTUNMAP) {
-			p->kind = K_NONE;
+			memset(p, 0, sizeof(*p));
 			continue;
 		}
 		/* Still mapped, its pages gone: anonymous memory reads zeros,
@@ -895,8 +1367,12 @@ model_mremap(struct seq *s, const struct op *op)
 		p->cow = 0;
 	}
 	for (int j = 0; j < op->n; j++) {
-		struct mpage *p = &s->m.pg[dest + j];
+		struct mpage *p = &pg[dest + j];
 
+		/* Several VMAs moved at once (Linux 6.17 on) leave what was at
+		 * the destination of a hole between them in place. */
+		if (j < keep && src[j].kind == K_NONE)
+			continue;
 		if (j < keep) {
 			*p = src[j];
 			continue;
@@ -911,13 +1387,51 @@ model_mremap(struct seq *s, const struct op *op)
 	}
 }
 
+/*
+ * A move of several VMAs at once that failed: newer kernels move them one
+ * by one, so some may have moved (MREMAP_DONTUNMAP runs out of RLIMIT_AS
+ * half-way, say).  Each destination page is then unmapped, unchanged, or
+ * its source page moved there (which then left its place, or with
+ * MREMAP_DONTUNMAP stayed, emptied); the model follows what the kernel
+ * shows, page by page, and the probe checks the records against it.
+ */
+static void
+resync_move(struct seq *s, const struct op *op)
+{
+	read_kernel(s);
+	for (int j = 0; j < op->n; j++) {
+		int d = op->t + j, a = op->a + j;
+		struct mpage moved;
+
+		if (!s->k[d].mapped) {
+			memset(&s->m.pg[d], 0, sizeof(s->m.pg[d]));
+			continue;
+		}
+		if (page_matches(s, d, false) || j >= op->o || s->m.pg[a].kind == K_NONE)
+			continue;
+		moved = s->m.pg[a];
+		if (!mpage_matches(s, &moved, &s->k[d], false))
+			continue;
+		s->m.pg[d] = moved;
+		if (op->mode == MR_DONTUNMAP) {
+			s->m.pg[a].val = 0;
+			s->m.pg[a].cow = 0;
+		} else if (!s->k[a].mapped) {
+			memset(&s->m.pg[a], 0, sizeof(s->m.pg[a]));
+		}
+	}
+}
+
 static void
 run_mremap(struct seq *s, const struct op *op)
 {
 	bool moves = op->mode == MR_MOVE || op->mode == MR_DONTUNMAP || op->mode == MR_DUP;
 	int flags = moves ? MREMAP_MAYMOVE | MREMAP_FIXED : 0;
 	unsigned char *dest = page_addr(s, moves ? op->t : op->a);
+	size_t old_len = op->o ? (size_t)op->o * ps - op->d2 : 0;
 	int how, err = 0;
+	long need = 0, dest_mapped = moves ? mapped_pages(s, op->t, op->n) : 0;
+	bool ok;
 	void *p;
 
 	if (op->mode == MR_DONTUNMAP)
@@ -932,9 +1446,18 @@ run_mremap(struct seq *s, const struct op *op)
 		if (how == MUST_SUCCEED && s->no_regrow && pg->prot_d &&
 		    pg->pgoff >= s->m.f[pg->file].size)
 			how = EITHER;
+		need = op->n;
+	} else if (s->m.pg[op->a].kind == K_NONE) {
+		how = MUST_FAIL;
+		err = EFAULT;
+	} else if (!no_holes(s, op->a, op->o)) {
+		/* Holes: newer kernels move several VMAs, keeping the holes. */
+		how = EITHER;
+		err = EFAULT;
 	} else if (op->mode == MR_DONTUNMAP && !single_vma(s, op->a, op->o)) {
 		/* The library moves pieces only when the old range goes away. */
 		how = EITHER;
+		err = EFAULT;
 	} else if (single_vma(s, op->a, op->o)) {
 		how = MUST_SUCCEED;
 		if (op->mode == MR_GROW &&
@@ -943,8 +1466,7 @@ run_mremap(struct seq *s, const struct op *op)
 			how = MUST_FAIL;
 			err = ENOMEM;
 		}
-	} else if (model_lib && no_holes(s, op->a, op->o) && s->m.pg[op->a].prot_d &&
-		   s->m.pg[op->a + op->o - 1].prot_d) {
+	} else if (model_lib && s->m.pg[op->a].prot_d && s->m.pg[op->a + op->o - 1].prot_d) {
 		how = MUST_SUCCEED;
 		if (op->mode == MR_GROW &&
 		    (op->a + op->n > W || !range_free(s, op->a + op->o, op->n - op->o))) {
@@ -952,45 +1474,53 @@ run_mremap(struct seq *s, const struct op *op)
 			err = ENOMEM;
 		}
 	} else {
+		/* Several VMAs: one resize needs one VMA (EFAULT); moves vary. */
 		how = EITHER;
+		err = EFAULT;
 	}
 	if (moves && op->mode != MR_DUP && op->a < op->t + op->n && op->t < op->a + op->o) {
 		how = MUST_FAIL;
 		err = EINVAL;
 	}
+	if (op->mode == MR_GROW || op->mode == MR_MOVE)
+		need = op->n - op->o;
+	else if (op->mode == MR_DONTUNMAP)
+		need = op->o;
+	/* A destination is unmapped before some checks (and may not be). */
+	limit_outcome(s, need - dest_mapped, need, &how, &err);
 	errno = 0;
-	p = mremap(page_addr(s, op->a), (size_t)op->o * ps, (size_t)op->n * ps, flags, dest);
+	p = mremap(page_addr(s, op->a), old_len, op_len(op, op->n), flags, dest);
 	/* MREMAP_DONTUNMAP takes file mappings from Linux 5.13 on. */
 	if (op->mode == MR_DONTUNMAP && p == MAP_FAILED && errno == EINVAL && old_kernel)
 		how = EITHER;
 	if (p != MAP_FAILED && p != dest)
 		fail(s, F_RESULT, "mremap returned %p, not %p", p, (void *)dest);
 	if (how == EITHER) {
-		sh->c.calls++;
-		if (p != MAP_FAILED) {
-			sh->c.remap_ok++;
-			model_mremap(s, op);
-			return;
-		}
-		sh->c.remap_failed++;
-		/* Older kernels unmap the destination before they find out
-		 * that the source is not one VMA. */
-		read_kernel(s);
-		for (int j = 0; moves && j < op->n; j++)
-			if (!s->k[op->t + j].mapped)
-				s->m.pg[op->t + j].kind = K_NONE;
-		return;
-	}
-	expect_result(s, how == MUST_SUCCEED, err, p == MAP_FAILED ? -1 : 0, errno);
-	if (how == MUST_SUCCEED) {
-		if (op->mode == MR_DUP || single_vma(s, op->a, op->o))
+		ok = either_result(s, p != MAP_FAILED, err, 0, errno);
+		if (ok)
 			sh->c.remap_ok++;
 		else
-			sh->c.remap_pieces++;
-		model_mremap(s, op);
+			sh->c.remap_failed++;
 	} else {
-		sh->c.remap_failed++;
+		expect_result(s, how == MUST_SUCCEED, err, p == MAP_FAILED ? -1 : 0, errno);
+		ok = how == MUST_SUCCEED;
+		if (ok && (op->mode == MR_DUP || single_vma(s, op->a, op->o)))
+			sh->c.remap_ok++;
+		else if (ok)
+			sh->c.remap_pieces++;
+		else
+			sh->c.remap_failed++;
 	}
+	if (ok) {
+		model_mremap(s->m.pg, W, op);
+		return;
+	}
+	/* Only the destination may have changed: older kernels (and, for
+	 * some failures, newer ones) unmap it before they fail. */
+	if (moves && how == EITHER && op->mode != MR_DUP)
+		resync_move(s, op);
+	else if (moves)
+		resync(s, false, op->t, op->n);
 }
 
 static void
@@ -1003,21 +1533,41 @@ run_protect(struct seq *s, const struct op *op)
 		shared |= s->m.pg[i].kind == K_FILE && s->m.pg[i].shared;
 	errno = 0;
 	if (op->type == OP_UNPROTECT) {
-		ret = p_unprotect(page_addr(s, op->a), (size_t)op->n * ps);
+		ret = p_unprotect(page_addr(s, op->a), op_len(op, op->n));
+		if (s->m.limited && ret < 0 && errno == ENOMEM) {
+			either_result(s, false, 0, 0, errno);
+			return;
+		}
 		expect_result(s, true, 0, ret, errno);
 		for (int i = op->a; i < op->a + op->n; i++)
 			s->m.pg[i].prot_d = 0;
 		return;
 	}
-	ret = p_protect(page_addr(s, op->a), (size_t)op->n * ps);
+	s->m.protect_used = true;
+	ret = p_protect(page_addr(s, op->a), op_len(op, op->n));
 	err = !mapped ? ENOMEM : shared && s->strict ? EINVAL : 0;
 	if (!mapped && shared && s->strict && ret < 0 && errno == EINVAL)
 		err = EINVAL;
+	/* Under RLIMIT_AS the library may lack memory of its own. */
+	if (!err && s->m.limited && ret < 0 && errno == ENOMEM) {
+		either_result(s, false, 0, 0, errno);
+		return;
+	}
 	expect_result(s, err == 0, err, ret, errno);
 	if (err)
 		return;
 	for (int i = op->a; i < op->a + op->n; i++)
 		s->m.pg[i].prot_d = 1;
+}
+
+/* The full tmpfs stays full: whatever a truncation freed, the filler takes. */
+static void
+refill(struct seq *s)
+{
+	static unsigned char zeros[65536];
+
+	while (s->filler_fd >= 0 && write(s->filler_fd, zeros, ps) > 0)
+		;
 }
 
 static void
@@ -1032,14 +1582,528 @@ run_file_op(struct seq *s, const struct op *op)
 		ret = ftruncate(s->fd[op->file], (off_t)((size_t)op->n * ps));
 		expect_result(s, true, 0, ret, errno);
 		model_truncate(s, op->file, op->n);
+		if (f->backing == B_FULL)
+			refill(s);
 		return;
 	}
 	memset(buf, op->val, ps);
 	ret = pwrite(s->fd[op->file], buf, ps, (off_t)((size_t)op->a * ps)) == (ssize_t)ps ? 0 : -1;
+	if (f->backing == B_FULL && !(op->a < f->size && f->alloc[op->a])) {
+		/* A hole, or past the end: no block for it. */
+		expect_result(s, false, ENOSPC, ret, errno);
+		return;
+	}
 	expect_result(s, true, 0, ret, errno);
 	f->val[op->a] = op->val;
+	f->alloc[op->a] = 1;
 	if (op->a >= f->size)
 		f->size = op->a + 1;
+}
+
+static void
+run_limit(struct seq *s, const struct op *op)
+{
+	struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
+	int ret;
+
+	if (op->n >= 0) {
+		s->limit = vm_size() + (size_t)op->n * ps;
+		rl.rlim_cur = s->limit;
+	}
+	errno = 0;
+	ret = setrlimit(RLIMIT_AS, &rl);
+	expect_result(s, true, 0, ret, errno);
+	s->m.limited = op->n >= 0;
+}
+
+/* ---- the huge window ------------------------------------------------------ */
+
+static unsigned char *
+unit_addr(const struct seq *s, int u)
+{
+	return s->hbase + (size_t)u * hs;
+}
+
+static size_t
+unit_len(uint32_t d, int units)
+{
+	return (size_t)units * hs - d;
+}
+
+/* A length d bytes short of whole huge pages, rounded up to the system
+ * page as munmap and mprotect do: does it end inside a huge page? */
+static bool
+huge_partial(uint32_t d)
+{
+	return d >= ps;
+}
+
+static bool
+units_free(const struct seq *s, int a, int n)
+{
+	for (int i = a; i < a + n; i++)
+		if (s->m.hu[i].kind != K_NONE)
+			return false;
+	return true;
+}
+
+static void
+run_hmmap(struct seq *s, const struct op *op)
+{
+	int flags = (op->shared ? MAP_SHARED : MAP_PRIVATE) | MAP_NORESERVE |
+		    (op->mode == MM_NOREPLACE ? MAP_FIXED_NOREPLACE : MAP_FIXED) |
+		    (op->flag ? MAP_NOSIGBUS : 0);
+	bool prot_d = model_lib && (op->flag || s->policy_shm || s->policy_files), ok;
+	int how = MUST_SUCCEED, err = 0;
+	long need = 0;
+	void *p;
+
+	sh->c.huge_calls++;
+	if (model_lib && s->strict && op->shared) {
+		if (op->flag) {
+			how = MUST_FAIL;
+			err = EINVAL;
+		}
+		prot_d = false;
+	}
+	if (how != MUST_FAIL && op->mode == MM_NOREPLACE && !units_free(s, op->a, op->n)) {
+		how = MUST_FAIL;
+		err = EEXIST;
+	}
+	for (int i = op->a; i < op->a + op->n; i++)
+		need += s->m.hu[i].kind == K_NONE ? (long)(hs / ps) : 0;
+	limit_outcome(s, need, need, &how, &err);
+	/* The file's hook refuses the offset, after RLIMIT_AS is checked. */
+	if (how != MUST_FAIL && op->mode == MM_BADOFF) {
+		how = how == EITHER ? EITHER : MUST_FAIL;
+		err = EINVAL;
+	}
+	errno = 0;
+	p = mmap(unit_addr(s, op->a), unit_len(op->d, op->n), op->prot, flags, s->hfd,
+		 op->mode == MM_BADOFF ? (off_t)ps : 0);
+	/* A writable mapping extends a hugetlbfs file to its end: keep it empty. */
+	if (ftruncate(s->hfd, 0) != 0)
+		fail(s, F_SETUP, "ftruncate(hugetlbfs file): %s", strerror(errno));
+	if (p != MAP_FAILED && p != unit_addr(s, op->a))
+		fail(s, F_RESULT, "huge mmap returned %p, not %p", p, (void *)unit_addr(s, op->a));
+	if (how == EITHER) {
+		ok = either_result(s, p != MAP_FAILED, err, 0, errno);
+	} else {
+		expect_result(s, how == MUST_SUCCEED, err, p == MAP_FAILED ? -1 : 0, errno);
+		ok = how == MUST_SUCCEED;
+	}
+	if (!ok) {
+		/* The offset is checked in the file's mmap hook, after the unmap. */
+		if (op->mode == MM_BADOFF || how == EITHER)
+			resync(s, true, op->a, op->n);
+		return;
+	}
+	for (int j = 0; j < op->n; j++) {
+		struct mpage *u = &s->m.hu[op->a + j];
+
+		memset(u, 0, sizeof(*u));
+		u->kind = K_FILE;
+		u->prot = op->prot;
+		u->shared = op->shared;
+		u->prot_d = prot_d;
+		u->file = HF;
+	}
+}
+
+/*
+ * munmap/mprotect whose length is not whole huge pages: the kernel cannot
+ * split a huge page (EINVAL, nothing changes), but splits anything else
+ * at the system page (op_valid() keeps such calls out).
+ */
+static void
+run_hmunmap(struct seq *s, const struct op *op)
+{
+	int last = op->a + op->n - 1, ret;
+	bool split_huge = huge_partial(op->d) && s->m.hu[last].kind == K_FILE;
+
+	sh->c.huge_calls++;
+	errno = 0;
+	ret = munmap(unit_addr(s, op->a), unit_len(op->d, op->n));
+	expect_result(s, !split_huge, EINVAL, ret, errno);
+	if (split_huge)
+		return;
+	for (int i = op->a; i <= last; i++)
+		memset(&s->m.hu[i], 0, sizeof(s->m.hu[i]));
+}
+
+static void
+run_hmprotect(struct seq *s, const struct op *op)
+{
+	int j, ret, err = ENOMEM;
+	bool ok;
+
+	sh->c.huge_calls++;
+	for (j = 0; j < op->n && s->m.hu[op->a + j].kind != K_NONE; j++)
+		;
+	ok = j == op->n;
+	/* op_valid(): a partial huge page only as the one huge page of the
+	 * call; the kernel splits nothing if the protection stays. */
+	if (ok && huge_partial(op->d) && s->m.hu[op->a].kind == K_FILE &&
+	    s->m.hu[op->a].prot != op->prot) {
+		ok = false;
+		err = EINVAL;
+		j = 0;
+	}
+	errno = 0;
+	ret = mprotect(unit_addr(s, op->a), unit_len(op->d, op->n), op->prot);
+	expect_result(s, ok, err, ret, errno);
+	for (int i = 0; i < j; i++)
+		s->m.hu[op->a + i].prot = op->prot;
+}
+
+static bool
+single_huge_vma(const struct seq *s, int a, int o)
+{
+	for (int i = a; i < a + o; i++)
+		if (s->m.hu[i].kind != K_FILE || s->hk[i].vmas != 1 || s->hk[i].vma != s->hk[a].vma)
+			return false;
+	return true;
+}
+
+static void
+run_hmremap(struct seq *s, const struct op *op)
+{
+	bool moves = op->mode == MR_MOVE, ok;
+	int flags = moves ? MREMAP_MAYMOVE | MREMAP_FIXED : 0, how, err = 0;
+	unsigned char *dest = unit_addr(s, moves ? op->t : op->a);
+	void *p;
+
+	sh->c.huge_calls++;
+	read_kernel(s);
+	if (s->m.hu[op->a].kind == K_NONE) {
+		how = MUST_FAIL;
+		err = EFAULT;
+	} else if (single_huge_vma(s, op->a, op->o)) {
+		/* hugetlbfs: lengths rounded up to huge pages; no growing. */
+		how = op->mode == MR_GROW ? MUST_FAIL : MUST_SUCCEED;
+		err = EINVAL;
+	} else {
+		how = EITHER;
+		err = EFAULT;	/* several VMAs; one anonymous VMA may grow */
+	}
+	if (moves && op->a < op->t + op->n && op->t < op->a + op->o) {
+		how = MUST_FAIL;
+		err = EINVAL;
+	}
+	errno = 0;
+	p = mremap(unit_addr(s, op->a), unit_len(op->d2, op->o), unit_len(op->d, op->n), flags, dest);
+	if (p != MAP_FAILED && p != dest)
+		fail(s, F_RESULT, "huge mremap returned %p, not %p", p, (void *)dest);
+	if (how == EITHER) {
+		ok = either_result(s, p != MAP_FAILED, err, EINVAL, errno);
+	} else {
+		expect_result(s, how == MUST_SUCCEED, err, p == MAP_FAILED ? -1 : 0, errno);
+		ok = how == MUST_SUCCEED;
+	}
+	if (ok)
+		model_mremap(s->m.hu, HW, op);
+	else if (moves)
+		resync(s, true, op->t, op->n);
+}
+
+static void
+run_hprotect(struct seq *s, const struct op *op)
+{
+	bool mapped = true, shared = false;
+	int ret, err;
+
+	sh->c.huge_calls++;
+	for (int i = op->a; i < op->a + op->n; i++) {
+		mapped &= s->m.hu[i].kind != K_NONE;
+		shared |= s->m.hu[i].kind == K_FILE && s->m.hu[i].shared;
+	}
+	errno = 0;
+	if (op->type == OP_HUNPROTECT) {
+		ret = p_unprotect(unit_addr(s, op->a), unit_len(op->d, op->n));
+		expect_result(s, true, 0, ret, errno);
+		for (int i = op->a; i < op->a + op->n; i++)
+			s->m.hu[i].prot_d = 0;
+		return;
+	}
+	s->m.protect_used = true;
+	ret = p_protect(unit_addr(s, op->a), unit_len(op->d, op->n));
+	err = !mapped ? ENOMEM : shared && s->strict ? EINVAL : 0;
+	if (!mapped && shared && s->strict && ret < 0 && errno == EINVAL)
+		err = EINVAL;
+	if (!err && s->m.limited && ret < 0 && errno == ENOMEM) {
+		either_result(s, false, 0, 0, errno);
+		return;
+	}
+	expect_result(s, err == 0, err, ret, errno);
+	/* Recorded as the kernel has it now: a rescued huge page is
+	 * anonymous memory in system pages, and so is its new record. */
+	for (int i = op->a; !err && i < op->a + op->n; i++) {
+		s->m.hu[i].prot_d = 1;
+		s->m.hu[i].rescued = 0;
+	}
+}
+
+/* A read in huge page a (page op->n of it): the file is empty, so every
+ * page of a hugetlbfs mapping is past its end. */
+static void
+run_hread(struct seq *s, const struct op *op)
+{
+	struct mpage *u = &s->m.hu[op->a];
+	volatile unsigned char *p = unit_addr(s, op->a) + (size_t)op->n * ps;
+	char why[160];
+	int r, status;
+	pid_t pid;
+
+	sh->c.reads++;
+	if (u->kind == K_NONE || !(u->prot & PROT_READ)) {
+		r = A_SEGV;
+		snprintf(why, sizeof(why), "SIGSEGV (%s)", u->kind == K_NONE ? "unmapped" : prot_str(u->prot));
+	} else if (u->kind == K_ANON) {
+		r = A_OK;
+		snprintf(why, sizeof(why), "0 (anonymous)");
+	} else if (u->prot_d) {
+		r = A_OK;
+		snprintf(why, sizeof(why), "0 (rescue of a whole huge page: past the file's end)");
+	} else {
+		r = A_BUS;
+		snprintf(why, sizeof(why), "SIGBUS (past the end of the file, unprotected)");
+	}
+	snprintf(sh->expect, sizeof(sh->expect), "%s", why);
+	if (r == A_OK && !op->alt) {
+		if (*p != 0)
+			fail(s, F_ACCESS, "read huge page %d: got 0x%02x; the model expects %s",
+			     op->a, *p, why);
+		if (u->kind == K_FILE) {
+			u->kind = K_ANON;
+			u->shared = 0;
+			u->rescued = 1;
+			s->m.rescues++;
+			s->m.pages += hs / ps;
+		}
+		return;
+	}
+	memset(sh->got, 0, sizeof(sh->got));
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		fail(s, F_SETUP, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		sh->got[0] = *p;
+		_exit(0);
+	}
+	status = wait_child(s, pid);
+	if (r == A_OK ? WIFEXITED(status) && WEXITSTATUS(status) == 0 && sh->got[0] == 0
+		      : WIFSIGNALED(status) && WTERMSIG(status) == (r == A_SEGV ? SIGSEGV : SIGBUS)) {
+		if (r == A_OK)
+			sh->c.forked++;
+		else if (r == A_SEGV)
+			sh->c.segv++;
+		else
+			sh->c.bus++;
+		return;
+	}
+	fail(s, F_ACCESS, "read huge page %d in a child: it %s (read 0x%02x); the model expects %s",
+	     op->a, nsbt_status_str(status), sh->got[0], why);
+}
+
+/* ---- the probe: the library's records against the model ------------------- */
+
+enum { P_RESCUE, P_BUS, P_SEGV, P_ANY };
+static const char *const probe_names[] = { "rescued", "SIGBUS", "SIGSEGV", "any" };
+
+static __thread sigjmp_buf probe_jb;
+static volatile sig_atomic_t in_probe;
+
+static void
+probe_fault(int sig)
+{
+	if (in_probe) {
+		in_probe = 0;
+		siglongjmp(probe_jb, sig);
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* Reads p: P_RESCUE (it read, the byte in *val), P_BUS or P_SEGV. */
+static int
+probe_read(volatile unsigned char *p, unsigned char *val)
+{
+	int sig = sigsetjmp(probe_jb, 1);
+
+	if (sig)
+		return sig == SIGBUS ? P_BUS : P_SEGV;
+	in_probe = 1;
+	*val = *p;
+	in_probe = 0;
+	return P_RESCUE;
+}
+
+/*
+ * What a probe of a page should show.  natural: read it as it is (it is
+ * past its file's end, or a hole of the full tmpfs: the fault is the
+ * kernel's own, and protection decides).  Otherwise an empty file is
+ * mapped over it first.
+ */
+static int
+probe_expect(const struct seq *s, const struct mpage *p, bool huge, bool *natural)
+{
+	*natural = false;
+	if (p->kind == K_FILE && (p->prot & PROT_READ) && !(p->cow && !p->shared)) {
+		const struct mfile *f = huge ? NULL : &s->m.f[p->file];
+
+		if (huge || p->pgoff >= f->size ||
+		    (f->backing == B_FULL && !f->alloc[p->pgoff])) {
+			*natural = true;
+			return p->prot_d ? P_RESCUE : P_BUS;
+		}
+	}
+	if (!p->prot_d)
+		return P_BUS;
+	/*
+	 * An empty file under a record.  With NOSIGBUS_ERRORS=pass the library
+	 * may judge the fault by the file it recorded (inside that file's end:
+	 * passed on), or rescue without knowing a size (an anonymous record);
+	 * the huge window's file is always empty, so its records must rescue.
+	 */
+	if (!s->errors_zero && (!huge || (p->kind == K_ANON && !p->rescued)))
+		return P_ANY;
+	return p->prot & PROT_READ ? P_RESCUE : P_SEGV;
+}
+
+static void __attribute__((noreturn))
+probe_child(struct seq *s)
+{
+	struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
+	struct model_stats st = { 0 };
+	struct sigaction sa;
+	int got[W + HW];
+	bool natural;
+
+	setrlimit(RLIMIT_AS, &rl);
+	/* Raw mappings under records make states no program can (they bypass
+	 * the library, SPEC §11): what the library says about them is not
+	 * checked, only what the probes read. */
+	{
+		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+		if (null >= 0)
+			dup2(null, STDERR_FILENO);
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = probe_fault;
+	sa.sa_flags = SA_NODEFER;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, NULL);
+	sigaction(SIGSEGV, &sa, NULL);
+	/* Counters are per process: a forked child starts from zero (read
+	 * now, checked after the records, which matter more). */
+	if (p_get_stats)
+		p_get_stats(&st, sizeof(st));
+	/* From the top down: a range fill reaches up, never down. */
+	for (int u = HW - 1; s->hbase && u >= 0; u--) {
+		const struct mpage *p = &s->m.hu[u];
+		int want = probe_expect(s, p, true, &natural);
+		unsigned char v = 0;
+
+		if (!natural &&
+		    (void *)syscall(SYS_mmap, unit_addr(s, u), hs, PROT_READ, MAP_SHARED | MAP_FIXED,
+				    s->probe_fd, 0) != unit_addr(s, u))
+			fail(s, F_SETUP, "probe: mmap: %s", strerror(errno));
+		got[W + u] = probe_read(unit_addr(s, u) + hs - ps, &v);
+		if ((want != P_ANY && got[W + u] != want) || (got[W + u] == P_RESCUE && v != 0)) {
+			char b[160];
+
+			unit_str(s, u, b, sizeof(b));
+			fail(s, F_RECORDS, "probe of huge page %d (%s, %s): %s%s; the model expects %s",
+			     u, b, natural ? "read as it is" : "an empty file mapped over it",
+			     probe_names[got[W + u]], v ? " but not zero" : "", probe_names[want]);
+		}
+	}
+	for (int i = W - 1; i >= 0; i--) {
+		const struct mpage *p = &s->m.pg[i];
+		int want = probe_expect(s, p, false, &natural);
+		unsigned char v = 0;
+
+		if (!natural &&
+		    (void *)syscall(SYS_mmap, page_addr(s, i), ps, PROT_READ, MAP_SHARED | MAP_FIXED,
+				    s->probe_fd, 0) != page_addr(s, i))
+			fail(s, F_SETUP, "probe: mmap: %s", strerror(errno));
+		got[i] = probe_read(page_addr(s, i), &v);
+		if ((want != P_ANY && got[i] != want) || (got[i] == P_RESCUE && v != 0)) {
+			char b[160];
+
+			page_str(s, i, b, sizeof(b));
+			fail(s, F_RECORDS, "probe of page %d (%s, %s): %s%s; the model expects %s",
+			     i, b, natural ? "read as it is" : "an empty file mapped over it",
+			     probe_names[got[i]], v ? " but not zero" : "", probe_names[want]);
+		}
+	}
+	/* A rescued page has the recorded protection: the model's. */
+	read_kernel(s);
+	for (int i = 0; i < W; i++) {
+		const struct mpage *p = &s->m.pg[i];
+		const struct kpage *k = &s->k[i];
+
+		if (got[i] == P_RESCUE && (k->ino != 0 || k->r != !!(p->prot & PROT_READ) ||
+					   k->w != !!(p->prot & PROT_WRITE))) {
+			char b[160], m[4096];
+
+			page_str(s, i, b, sizeof(b));
+			window_maps(s, m, sizeof(m));
+			fail(s, F_RECORDS, "probe of page %d (%s): rescued, but not as a private page with "
+			     "its protection %s:%s", i, b, prot_str(p->prot), m);
+		}
+	}
+	for (int u = 0; s->hbase && u < HW; u++) {
+		const struct mpage *p = &s->m.hu[u];
+		const struct kunit *k = &s->hk[u];
+
+		/* A record of hugetlbfs is rescued a whole huge page at a time;
+		 * one of the anonymous reservation (nosigbus_protect) a page. */
+		if (p->kind == K_ANON && !p->rescued)
+			continue;
+		if (got[W + u] == P_RESCUE && (!k->uniform || k->ino != 0 || k->covered != hs ||
+					       k->r != !!(p->prot & PROT_READ) ||
+					       k->w != !!(p->prot & PROT_WRITE))) {
+			char b[160], m[4096];
+
+			unit_str(s, u, b, sizeof(b));
+			window_maps(s, m, sizeof(m));
+			fail(s, F_RECORDS, "probe of huge page %d (%s): rescued, but not as a whole huge "
+			     "page of private memory with protection %s:%s", u, b, prot_str(p->prot), m);
+		}
+	}
+	if (st.rescues || st.pages || st.failures || st.unverified)
+		fail(s, F_STATS, "a forked child starts with counters %" PRIu64 " rescues, %" PRIu64
+		     " pages, %" PRIu64 " failures, %" PRIu64 " unverified; they are per process and "
+		     "must start from zero", st.rescues, st.pages, st.failures, st.unverified);
+	_exit(0);
+}
+
+/* After a call: the records, probed in a child (which may change anything). */
+static void
+probe(struct seq *s)
+{
+	int status;
+	pid_t pid;
+
+	if (!model_lib)
+		return;
+	sh->c.probes++;
+	sh->c.probed += W + (s->hbase ? HW : 0);
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		fail(s, F_SETUP, "fork: %s", strerror(errno));
+	if (pid == 0)
+		probe_child(s);
+	status = wait_child(s, pid);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return;
+	if (sh->fail_class != F_NONE)
+		_exit(1);	/* the child said why */
+	fail(s, F_RECORDS, "the probe %s", nsbt_status_str(status));
 }
 
 /* Can op run in this state?  Replays skip the ones that cannot. */
@@ -1049,8 +2113,6 @@ op_valid(const struct seq *s, const struct op *op)
 	switch (op->type) {
 	case OP_MMAP:
 		return op->mode != MM_HINT || range_free(s, op->a, op->n);
-	case OP_MREMAP:
-		return op->mode == MR_DUP || no_holes(s, op->a, op->o);
 	case OP_PROTECT:
 	case OP_UNPROTECT:
 		if (!p_protect)
@@ -1071,27 +2133,55 @@ op_valid(const struct seq *s, const struct op *op)
 		return !s->no_regrow || op->n <= s->m.f[op->file].size;
 	case OP_PWRITE:
 		return !s->no_regrow || op->a < s->m.f[op->file].size;
+	case OP_HMMAP:
+	case OP_HREAD:
+		return s->hbase != NULL;
+	case OP_HMREMAP:
+		/* Partial huge pages only of hugetlbfs (the rest would split). */
+		if (!s->hbase)
+			return false;
+		for (int i = op->a; (huge_partial(op->d) || huge_partial(op->d2)) && i < op->a + op->o; i++)
+			if (s->m.hu[i].kind != K_FILE)
+				return false;
+		return true;
+	case OP_HMUNMAP:
+		/* A partial huge page of anything but hugetlbfs would be split. */
+		return s->hbase && (!huge_partial(op->d) || s->m.hu[op->a + op->n - 1].kind != K_ANON);
+	case OP_HMPROTECT:
+		return s->hbase && (!huge_partial(op->d) ||
+				    (op->n == 1 && s->m.hu[op->a].kind != K_ANON));
+	case OP_HPROTECT:
+	case OP_HUNPROTECT:
+		return s->hbase && p_protect && !s->no_regrow;
 	default:
 		return true;
 	}
 }
 
-static void
+/* Runs op; returns true for a mapping call (then the records are probed). */
+static bool
 run_op(struct seq *s, const struct op *op)
 {
 	switch (op->type) {
 	case OP_READ:
 	case OP_WRITE:
 		run_access(s, op);
-		break;
+		return false;
+	case OP_TRUNCATE:
+	case OP_PWRITE:
+		run_file_op(s, op);
+		return false;
+	case OP_LIMIT:
+		run_limit(s, op);
+		return false;
+	case OP_HREAD:
+		run_hread(s, op);
+		return false;
 	case OP_MMAP:
 		run_mmap(s, op);
 		break;
 	case OP_MUNMAP:
-		errno = 0;
-		expect_result(s, true, 0, munmap(page_addr(s, op->a), (size_t)op->n * ps), errno);
-		for (int i = op->a; i < op->a + op->n; i++)
-			s->m.pg[i].kind = K_NONE;
+		run_munmap(s, op);
 		break;
 	case OP_MPROTECT:
 		run_mprotect(s, op);
@@ -1099,15 +2189,28 @@ run_op(struct seq *s, const struct op *op)
 	case OP_MREMAP:
 		run_mremap(s, op);
 		break;
-	case OP_TRUNCATE:
-	case OP_PWRITE:
-		run_file_op(s, op);
-		break;
 	case OP_PROTECT:
 	case OP_UNPROTECT:
 		run_protect(s, op);
 		break;
+	case OP_HMMAP:
+		run_hmmap(s, op);
+		break;
+	case OP_HMUNMAP:
+		run_hmunmap(s, op);
+		break;
+	case OP_HMPROTECT:
+		run_hmprotect(s, op);
+		break;
+	case OP_HMREMAP:
+		run_hmremap(s, op);
+		break;
+	case OP_HPROTECT:
+	case OP_HUNPROTECT:
+		run_hprotect(s, op);
+		break;
 	}
+	return true;
 }
 
 /* ---- generating operations ---------------------------------------------- */
@@ -1133,6 +2236,13 @@ pick_page(struct seq *s)
 	return rnd(s, W);
 }
 
+/* Now and then a length short of whole pages (of `unit` bytes): the kernel rounds it up. */
+static uint32_t
+pick_short(struct seq *s, size_t unit)
+{
+	return rnd(s, 100) < 30 ? (uint32_t)(1 + rnd(s, (int)unit - 1)) : 0;
+}
+
 static int
 pick_len(struct seq *s, int a, int max)
 {
@@ -1143,12 +2253,12 @@ pick_len(struct seq *s, int a, int max)
 
 /* A destination that does not overlap the source; false if none found. */
 static bool
-pick_target(struct seq *s, struct op *op)
+pick_target(struct seq *s, struct op *op, int nwin)
 {
 	int o = op->o ? op->o : 1;
 
 	for (int tries = 0; tries < 8; tries++) {
-		op->t = (int16_t)rnd(s, W - op->n + 1);
+		op->t = (int16_t)rnd(s, nwin - op->n + 1);
 		if (!(op->a < op->t + op->n && op->t < op->a + o))
 			return true;
 	}
@@ -1158,7 +2268,7 @@ pick_target(struct seq *s, struct op *op)
 static bool
 gen_mremap(struct seq *s, struct op *op)
 {
-	int cand[W], n = 0, i, lo, hi;
+	int cand[W], n = 0, i, lo, hi, r;
 
 	for (i = 0; i < W; i++)
 		if (s->m.pg[i].kind != K_NONE)
@@ -1169,11 +2279,15 @@ gen_mremap(struct seq *s, struct op *op)
 	/* Mostly within one VMA; sometimes a mapping that rescues split. */
 	lo = s->k[i].vstart > 0 ? s->k[i].vstart : 0;
 	hi = s->k[i].vend < W ? s->k[i].vend : W;
-	if (rnd(s, 100) < 40) {
+	r = rnd(s, 100);
+	if (r < 40) {
 		while (lo > 0 && s->m.pg[lo - 1].kind != K_NONE)
 			lo--;
 		while (hi < W && s->m.pg[hi].kind != K_NONE)
 			hi++;
+	} else if (r < 55) {
+		/* Across holes: the kernel may refuse, or move the pieces. */
+		hi = W;
 	}
 	op->type = OP_MREMAP;
 	op->a = (int16_t)(lo + rnd(s, i - lo + 1));
@@ -1182,7 +2296,7 @@ gen_mremap(struct seq *s, struct op *op)
 	case 3:
 		op->mode = MR_DONTUNMAP;
 		op->n = op->o;
-		if (!pick_target(s, op))
+		if (!pick_target(s, op, W))
 			op->mode = MR_SHRINK, op->n = op->o;
 		break;
 	case 4:
@@ -1190,7 +2304,7 @@ gen_mremap(struct seq *s, struct op *op)
 		op->mode = MR_DUP;
 		op->o = 0;
 		op->n = (int16_t)(1 + rnd(s, 3));
-		if (!pick_target(s, op))
+		if (!pick_target(s, op, W))
 			op->mode = MR_SHRINK, op->o = 1, op->n = 1;
 		break;
 	case 0:
@@ -1206,23 +2320,24 @@ gen_mremap(struct seq *s, struct op *op)
 			op->n = 1;
 		if (op->n > W / 2)
 			op->n = W / 2;
-		if (!pick_target(s, op) && rnd(s, 100) < 5)
+		if (!pick_target(s, op, W) && rnd(s, 100) < 5)
 			break;	/* an overlapping target now and then: EINVAL */
 		break;
 	default:
 		op->mode = MR_SHRINK;
 		op->n = (int16_t)(1 + rnd(s, op->o - 1));
 	}
+	op->d = pick_short(s, ps);
+	if (op->o)
+		op->d2 = pick_short(s, ps);
 	return true;
 }
 
 static void
-gen_op(struct seq *s, struct op *op)
+gen_main(struct seq *s, struct op *op)
 {
 	int r = rnd(s, 100);
 
-	memset(op, 0, sizeof(*op));
-	op->val = rnd_val(s);
 	if (r >= 86 && r < 90 && !p_protect)
 		r = 0;
 	if (r < 42) {
@@ -1239,6 +2354,7 @@ gen_op(struct seq *s, struct op *op)
 		op->shared = (uint8_t)(op->file >= 0 && rnd(s, 2));
 		op->flag = (uint8_t)(model_lib && rnd(s, 100) < 65);
 		op->alt = (uint8_t)(rnd(s, 100) < 20);
+		op->d = pick_short(s, ps);
 		r = rnd(s, 100);
 		op->mode = r < 60 ? MM_FIXED : r < 80 ? MM_NOREPLACE : MM_HINT;
 		if (op->mode == MM_HINT) {
@@ -1256,12 +2372,14 @@ gen_op(struct seq *s, struct op *op)
 		op->type = OP_MUNMAP;
 		op->a = (int16_t)rnd(s, W);
 		op->n = (int16_t)pick_len(s, op->a, 4);
+		op->d = pick_short(s, ps);
 	} else if (r < 70) {
 		op->type = OP_MPROTECT;
 		op->a = (int16_t)pick_page(s);
 		op->n = (int16_t)pick_len(s, op->a, 5);
 		op->prot = (uint8_t)pick_prot(s);
 		op->alt = (uint8_t)(rnd(s, 100) < 15);
+		op->d = pick_short(s, ps);
 	} else if (r < 78) {
 		if (!gen_mremap(s, op)) {
 			op->type = OP_READ;
@@ -1289,6 +2407,7 @@ gen_op(struct seq *s, struct op *op)
 				n++;
 			op->n = (int16_t)n;
 		}
+		op->d = pick_short(s, ps);
 	} else {
 		op->type = OP_PWRITE;
 		op->file = (int8_t)rnd(s, NF);
@@ -1301,6 +2420,76 @@ gen_op(struct seq *s, struct op *op)
 		} else {
 			op->a = (int16_t)rnd(s, FP);
 		}
+	}
+}
+
+/* The huge window: lengths short of whole huge pages half the time. */
+static void
+gen_huge(struct seq *s, struct op *op)
+{
+	int r = rnd(s, 100), units = (int)(hs / ps);
+
+	op->a = (int16_t)rnd(s, HW);
+	op->n = (int16_t)(1 + rnd(s, HW - op->a < 2 ? HW - op->a : 2));
+	op->prot = (uint8_t)pick_prot(s);
+	if (r < 35) {
+		op->type = OP_HREAD;
+		op->n = (int16_t)(rnd(s, 2) ? 0 : units - 1);
+		op->alt = (uint8_t)(rnd(s, 100) < 10);
+	} else if (r < 60) {
+		op->type = OP_HMMAP;
+		op->shared = (uint8_t)rnd(s, 2);
+		op->flag = (uint8_t)(model_lib && rnd(s, 100) < 50);
+		r = rnd(s, 100);
+		op->mode = r < 70 ? MM_FIXED : r < 85 ? MM_NOREPLACE : MM_BADOFF;
+		op->d = pick_short(s, hs);
+	} else if (r < 70) {
+		op->type = OP_HMUNMAP;
+		op->d = pick_short(s, hs);
+	} else if (r < 80) {
+		op->type = OP_HMPROTECT;
+		if (rnd(s, 2))
+			op->n = 1, op->d = pick_short(s, hs);
+	} else if (r < 92) {
+		op->type = OP_HMREMAP;
+		op->o = (int16_t)(1 + rnd(s, HW - op->a < 3 ? HW - op->a : 3));
+		r = rnd(s, 100);
+		if (r < 35 && op->o > 1) {
+			op->mode = MR_SHRINK;
+			op->n = (int16_t)(1 + rnd(s, op->o - 1));
+		} else if (r < 50 && op->a + op->o < HW) {
+			op->mode = MR_GROW;
+			op->n = (int16_t)(op->o + 1);
+		} else {
+			op->mode = MR_MOVE;
+			op->n = (int16_t)(1 + rnd(s, op->o));
+			if (!pick_target(s, op, HW))
+				op->mode = MR_SHRINK, op->n = op->o;
+		}
+		op->d = pick_short(s, hs);
+		op->d2 = pick_short(s, hs);
+	} else {
+		op->type = rnd(s, 100) < 75 ? OP_HPROTECT : OP_HUNPROTECT;
+		op->d = pick_short(s, ps);
+	}
+}
+
+static void
+gen_op(struct seq *s, struct op *op)
+{
+	int r = rnd(s, 100);
+
+	memset(op, 0, sizeof(*op));
+	op->val = rnd_val(s);
+	if (r < 3) {
+		static const int16_t room[] = { -1, -1, -1, 0, 1, 2, 4, 8, 64 };
+
+		op->type = OP_LIMIT;
+		op->n = room[rnd(s, (int)(sizeof(room) / sizeof(room[0])))];
+	} else if (r >= 88 && s->hbase) {
+		gen_huge(s, op);
+	} else {
+		gen_main(s, op);
 	}
 }
 
@@ -1327,31 +2516,84 @@ reserve_window(void)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+/* The huge window, huge-page aligned and low. */
+static unsigned char *
+reserve_huge_window(void)
+{
+	static const uintptr_t where[] = { 1ul << 34, 3ul << 33, 1ul << 36 };
+	size_t len = HW * hs;
+
+	for (size_t i = 0; i < sizeof(where) / sizeof(where[0]); i++) {
+		void *p = mmap((void *)where[i], len, PROT_NONE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | MAP_NORESERVE, -1, 0);
+
+		if (p == (void *)where[i])
+			return p;
+		if (p != MAP_FAILED)
+			munmap(p, len);
+	}
+	return NULL;
+}
+
+/* A file on the full tmpfs, unlinked: its blocks go when the sequence ends. */
+static int
+full_file(struct seq *s, const char *name)
+{
+	char path[512];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", full_dir, name);
+	unlink(path);
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		fail(s, F_SETUP, "%s: %s", path, strerror(errno));
+	unlink(path);
+	return fd;
+}
+
 static void
 setup(struct seq *s)
 {
 	unsigned char buf[65536];
 	size_t used = 0;
+	bool full = false;
 
 	s->no_regrow = cfg->fill && strcmp(cfg->fill, "range") == 0;
-	s->policy_shm = cfg->policy && strcmp(cfg->policy, "shm") == 0;
+	s->policy_shm = cfg->policy && (strcmp(cfg->policy, "shm") == 0 || !*cfg->policy);
 	s->policy_files = cfg->policy && strcmp(cfg->policy, "files") == 0;
 	s->strict = cfg->strict && strcmp(cfg->strict, "1") == 0;
+	s->errors_zero = cfg->errors && strcmp(cfg->errors, "zero") == 0;
+	s->filler_fd = -1;
 	for (int f = 0; f < NF; f++) {
 		struct mfile *mf = &s->m.f[f];
 		int r = rnd(s, 100);
 		struct stat st;
 
-		mf->backing = (uint8_t)(r < 50 ? B_MEMFD : r < 80 ? B_TMPFS : B_DISK);
-		s->fd[f] = nsbt_file(mf->backing == B_MEMFD ? NSBT_MEMFD :
-				     mf->backing == B_TMPFS ? NSBT_TMPFS : NSBT_DISK, 0);
+		mf->backing = (uint8_t)(r < 45 ? B_MEMFD : r < 70 ? B_TMPFS : r < 85 ? B_DISK : B_FULL);
+		/* fill=range fills past holes too: no full tmpfs there. */
+		if (mf->backing == B_FULL && (!full_dir || s->no_regrow))
+			mf->backing = B_MEMFD;
+		if (mf->backing == B_FULL)
+			s->fd[f] = full_file(s, f ? "model-file1" : "model-file0");
+		else
+			s->fd[f] = nsbt_file(mf->backing == B_MEMFD ? NSBT_MEMFD :
+					     mf->backing == B_TMPFS ? NSBT_TMPFS : NSBT_DISK, 0);
+		full |= mf->backing == B_FULL;
 		mf->size = rnd(s, 100) < 70 ? FP / 2 + rnd(s, FP / 2 + 1) : rnd(s, FP + 1);
 		for (int p = 0; p < mf->size; p++) {
 			mf->val[p] = rnd_val(s);
+			/* On the full tmpfs some pages stay holes. */
+			if (mf->backing == B_FULL && rnd(s, 100) < 40) {
+				mf->val[p] = 0;
+				continue;
+			}
+			mf->alloc[p] = 1;
 			memset(buf, mf->val[p], ps);
 			if (pwrite(s->fd[f], buf, ps, (off_t)((size_t)p * ps)) != (ssize_t)ps)
 				fail(s, F_SETUP, "pwrite: %s", strerror(errno));
 		}
+		if (ftruncate(s->fd[f], (off_t)((size_t)mf->size * ps)) != 0)
+			fail(s, F_SETUP, "ftruncate: %s", strerror(errno));
 		if (fstat(s->fd[f], &st) < 0)
 			fail(s, F_SETUP, "fstat: %s", strerror(errno));
 		s->ino[f] = (unsigned long)st.st_ino;
@@ -1364,11 +2606,42 @@ setup(struct seq *s)
 		if (used < sizeof(sh->setup))
 			used += (size_t)snprintf(sh->setup + used, sizeof(sh->setup) - used, "]");
 	}
+	/* The rest of the tmpfs is taken: it is full, and stays full. */
+	if (full) {
+		s->filler_fd = full_file(s, "model-filler");
+		refill(s);
+	}
 	s->base = reserve_window();
 	if (!s->base)
 		fail(s, F_SETUP, "cannot reserve the window: %s", strerror(errno));
 	for (int i = 0; i < W; i++)
 		s->m.pg[i].kind = K_ANON;	/* PROT_NONE, unprotected */
+	s->probe_fd = memfd_create("model-probe", MFD_CLOEXEC);
+	if (s->probe_fd < 0)
+		fail(s, F_SETUP, "memfd_create: %s", strerror(errno));
+	/* The huge window: an empty hugetlbfs file, MAP_NORESERVE mappings
+	 * only, so no huge page is ever allocated.  Not with fill=range (it
+	 * would fill whole huge pages beyond what the model follows). */
+	s->hfd = -1;
+	if (hs && !s->no_regrow) {
+		struct stat st;
+
+		s->hfd = memfd_create("model-huge", MFD_HUGETLB | MFD_CLOEXEC);
+		if (s->hfd >= 0 && fstat(s->hfd, &st) == 0) {
+			s->hino = (unsigned long)st.st_ino;
+			s->hbase = reserve_huge_window();
+		}
+		for (int u = 0; s->hbase && u < HW; u++)
+			s->m.hu[u].kind = K_ANON;	/* PROT_NONE, unprotected */
+	}
+	/* The library makes its table with the first record: now, not under
+	 * a tight RLIMIT_AS later. */
+	if (p_get_stats) {
+		void *warm = mmap(NULL, ps, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NOSIGBUS, -1, 0);
+
+		if (warm == MAP_FAILED || munmap(warm, ps) != 0)
+			fail(s, F_SETUP, "warming the library up: %s", strerror(errno));
+	}
 	if (p_get_stats && p_get_stats(&s->base_stats, sizeof(s->base_stats)) < 0)
 		fail(s, F_SETUP, "nosigbus_get_stats: %s", strerror(errno));
 }
@@ -1377,6 +2650,7 @@ static void __attribute__((noreturn))
 run_sequence(void)
 {
 	struct seq s;
+	bool call;
 	int n;
 
 	memset(&s, 0, sizeof(s));
@@ -1405,18 +2679,22 @@ run_sequence(void)
 			printf("  %3d: %s\n", i, b);
 			fflush(stdout);
 		}
-		run_op(&s, op);
+		call = run_op(&s, op);
 		sh->c.ops++;
 		check_layout(&s);
 		check_files(&s);
 		check_stats(&s);
+		/* Every mapping call, failed or not: are the records right? */
+		if (call)
+			probe(&s);
 	}
 	/* Everything unmapped: no record may outlive its mapping. */
 	sh->cur = n;
-	if (munmap(s.base, W * ps) < 0)
-		fail(&s, F_SETUP, "munmap(window): %s", strerror(errno));
+	if (munmap(s.base, W * ps) < 0 || (s.hbase && munmap(s.hbase, HW * hs) < 0))
+		fail(&s, F_RESULT, "munmap of the whole window at the end failed: %s%s", strerror(errno),
+		     s.m.limited ? " (under RLIMIT_AS: munmap needs no address space)" : "");
 	if (p_get_stats) {
-		struct nosigbus_stats st;
+		struct model_stats st;
 
 		p_get_stats(&st, sizeof(st));
 		if (st.mappings != s.base_stats.mappings)
@@ -1436,21 +2714,60 @@ run_sequence(void)
 static int
 run_child(void)
 {
+	static int err_fd = -1;
+	char err[1024];
+	ssize_t elen;
 	int status;
 	pid_t pid;
 
+	/* The sequence's stderr (and its children's), to check it stays empty. */
+	if (err_fd < 0) {
+		err_fd = memfd_create("model-stderr", MFD_CLOEXEC);
+		if (err_fd < 0)
+			nsbt_fail("memfd_create: %s", strerror(errno));
+	}
+	if (ftruncate(err_fd, 0) != 0)
+		nsbt_fail("ftruncate: %s", strerror(errno));
 	sh->fail_class = F_NONE;
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0)
 		nsbt_fail("fork: %s", strerror(errno));
-	if (pid == 0)
+	if (pid == 0) {
+		dup2(err_fd, STDERR_FILENO);
+		fcntl(STDERR_FILENO, F_SETFL, O_APPEND);
 		run_sequence();
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			nsbt_fail("waitpid: %s", strerror(errno));
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-		return F_NONE;
+	}
+	switch (wait_watchdog(pid, SEQ_SECS, &status)) {
+	case -2:
+		nsbt_fail("waitpid: %s", strerror(errno));
+	case -1:
+		if (sh->fail_class == F_NONE) {
+			char b[256] = "setting up";
+
+			if (sh->cur >= 0 && sh->cur < sh->nops)
+				op_str(&sh->ops[sh->cur], b, sizeof(b));
+			sh->fail_class = F_DIED;
+			sh->fail_op = sh->cur;
+			sh->fail_type = sh->cur >= 0 && sh->cur < sh->nops ? sh->ops[sh->cur].type : -1;
+			snprintf(sh->msg, sizeof(sh->msg), "the sequence process was still running after "
+				 "%d s, at op %d (%s), and was killed: a hang", SEQ_SECS, sh->cur, b);
+		}
+		return sh->fail_class;
+	}
+	elen = pread(err_fd, err, sizeof(err) - 1, 0);
+	err[elen > 0 ? elen : 0] = '\0';
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+		if (!strstr(err, "nosigbus:"))
+			return F_NONE;
+		sh->fail_class = F_STDERR;
+		sh->fail_op = sh->nops;
+		sh->fail_type = -1;
+		snprintf(sh->msg, sizeof(sh->msg), "the library printed (nothing is printed by "
+			 "default): %s", err);
+		return F_STDERR;
+	}
+
 	if (sh->fail_class == F_NONE || WIFSIGNALED(status)) {
 		char b[256] = "setting up";
 
@@ -1463,6 +2780,9 @@ run_child(void)
 			 nsbt_status_str(status), sh->cur, b,
 			 sh->expect[0] ? "; the model expects " : "", sh->expect);
 	}
+	if (err[0] && strlen(sh->msg) < sizeof(sh->msg) - 64)
+		snprintf(sh->msg + strlen(sh->msg), sizeof(sh->msg) - strlen(sh->msg),
+			 "\n      stderr: %.900s", err);
 	return sh->fail_class;
 }
 
@@ -1487,11 +2807,19 @@ shrink(int *runs)
 	int cls = sh->fail_class, type = sh->fail_type;
 	bool changed = true;
 
+	struct timespec t0, t;
+
 	memcpy(best, sh->ops, sizeof(best[0]) * (size_t)len);
 	*runs = 0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	while (changed && *runs < MAX_SHRINK_RUNS) {
 		changed = false;
 		for (int i = len - 1; i >= 0 && *runs < MAX_SHRINK_RUNS; i--) {
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			if (t.tv_sec - t0.tv_sec > MAX_SHRINK_SECS) {
+				changed = false;
+				break;
+			}
 			int m = 0;
 
 			for (int j = 0; j < len; j++)
@@ -1532,7 +2860,7 @@ worker_main(uint64_t seed, uint64_t first, uint64_t count, int report_fd)
 	if (sh == MAP_FAILED)
 		nsbt_fail("mmap: %s", strerror(errno));
 	if (model_lib && nsbt_have_library()) {
-		p_get_stats = (int (*)(struct nosigbus_stats *, size_t))dlsym(RTLD_DEFAULT, "nosigbus_get_stats");
+		p_get_stats = (int (*)(void *, size_t))dlsym(RTLD_DEFAULT, "nosigbus_get_stats");
 		p_protect = (int (*)(void *, size_t))dlsym(RTLD_DEFAULT, "nosigbus_protect");
 		p_unprotect = (int (*)(void *, size_t))dlsym(RTLD_DEFAULT, "nosigbus_unprotect");
 	}
@@ -1580,6 +2908,65 @@ worker_main(uint64_t seed, uint64_t first, uint64_t count, int report_fd)
 
 /* ---- the driver --------------------------------------------------------- */
 
+/* The huge page size if hugetlbfs works here, else 0. */
+static size_t
+huge_page_size(void)
+{
+	char line[256];
+	size_t kb = 0;
+	FILE *f;
+	int fd = memfd_create("model-huge-probe", MFD_HUGETLB | MFD_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	close(fd);
+	f = fopen("/proc/meminfo", "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Hugepagesize: %zu kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb * 1024;
+}
+
+static char full_mount[64];
+
+/*
+ * A small tmpfs, mounted in a mount namespace of our own (so nobody else
+ * sees it, and it goes away with us), for the B_FULL backing.  Needs root;
+ * skipped with the reason otherwise.
+ */
+static void
+mount_full_tmpfs(void)
+{
+	if (unshare(CLONE_NEWNS) != 0) {
+		printf("model: cannot make a mount namespace (%s; not root?): no full tmpfs, the "
+		       "issue-12 cases are skipped\n", strerror(errno));
+		return;
+	}
+	snprintf(full_mount, sizeof(full_mount), "/tmp/nsb-model-full-XXXXXX");
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 || !mkdtemp(full_mount) ||
+	    mount("nsb-model-full", full_mount, "tmpfs", MS_NOSUID | MS_NODEV, "size=256k,mode=0700") != 0) {
+		printf("model: cannot mount a small tmpfs (%s): no full tmpfs, the issue-12 cases "
+		       "are skipped\n", strerror(errno));
+		if (full_mount[0] && strchr(full_mount, 'X') == NULL)
+			rmdir(full_mount);
+		full_mount[0] = '\0';
+		return;
+	}
+	setenv("NSB_MODEL_FULL_DIR", full_mount, 1);
+	printf("model: a 256 KiB tmpfs at %s, kept full: one backing of the files\n", full_mount);
+}
+
+static void
+unmount_full_tmpfs(void)
+{
+	if (!full_mount[0])
+		return;
+	umount2(full_mount, MNT_DETACH);
+	rmdir(full_mount);
+}
+
 static const char *
 preload_path(void)
 {
@@ -1605,7 +2992,7 @@ worker_env(const struct config *c, const char *preload)
 {
 	extern char **environ;
 	static char *env[4096];
-	static char ld[8192], pol[64], fill[64], strict[64];
+	static char ld[8192], pol[64], fill[64], strict[64], errs[64];
 	const char *old = getenv("LD_PRELOAD");
 	size_t n = 0;
 
@@ -1629,13 +3016,22 @@ worker_env(const struct config *c, const char *preload)
 	if (c->policy && preload)
 		snprintf(ld + strlen(ld), sizeof(ld) - strlen(ld), "%s%s", ld[11] ? ":" : "", preload);
 	env[n++] = ld;
-	if (c->policy) {
+	/* Only what the configuration sets: "default" sets nothing. */
+	if (c->policy && *c->policy) {
 		snprintf(pol, sizeof(pol), "NOSIGBUS_POLICY=%s", c->policy);
-		snprintf(fill, sizeof(fill), "NOSIGBUS_FILL=%s", c->fill);
-		snprintf(strict, sizeof(strict), "NOSIGBUS_STRICT=%s", c->strict);
 		env[n++] = pol;
+	}
+	if (c->policy && c->fill) {
+		snprintf(fill, sizeof(fill), "NOSIGBUS_FILL=%s", c->fill);
 		env[n++] = fill;
+	}
+	if (c->policy && c->strict) {
+		snprintf(strict, sizeof(strict), "NOSIGBUS_STRICT=%s", c->strict);
 		env[n++] = strict;
+	}
+	if (c->policy && c->errors) {
+		snprintf(errs, sizeof(errs), "NOSIGBUS_ERRORS=%s", c->errors);
+		env[n++] = errs;
 	}
 	env[n] = NULL;
 	return env;
@@ -1796,6 +3192,8 @@ main(int argc, char **argv)
 			nsbt_fail("config %s: libnosigbus is loaded but must not be", cfg->name);
 		if (selftest)
 			cfg_index = 1000;
+		hs = huge_page_size();
+		full_dir = getenv("NSB_MODEL_FULL_DIR");
 		return worker_main(seed, first, sequences, report_fd);
 	}
 
@@ -1817,6 +3215,13 @@ main(int argc, char **argv)
 	       seed, seed_given ? "" : " (fresh; rerun with --seed)", sequences, ops_per_seq,
 	       nconf, nconf > 1 ? "s" : "", W, ps, NF, FP);
 	printf("model: library %s\n", preload);
+	hs = huge_page_size();
+	if (hs)
+		printf("model: hugetlbfs: a window of %d huge pages of %zu bytes\n", HW, hs);
+	else
+		printf("model: no hugetlbfs here (memfd_create(MFD_HUGETLB) fails): no huge window\n");
+	if (!selftest)
+		mount_full_tmpfs();
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (size_t i = 0, done = 0; i < NCONFIGS; i++) {
 		uint64_t share;
@@ -1840,14 +3245,17 @@ main(int argc, char **argv)
 			       "worker exited %d, shrunk length %" PRIu64 "\n", r, c.skipped);
 			return 1;
 		}
-		printf("model: config %-6s (%s): %" PRIu64 " sequences, %" PRIu64 " operations: "
+		printf("model: config %-7s (%s): %" PRIu64 " sequences, %" PRIu64 " operations: "
 		       "%" PRIu64 " reads, %" PRIu64 " writes (%" PRIu64 " in forked children), "
 		       "%" PRIu64 " SIGSEGV and %" PRIu64 " SIGBUS deaths, %" PRIu64 " rescues, "
-		       "%" PRIu64 " calls, mremap %" PRIu64 " moved/%" PRIu64 " moved in pieces/%"
-		       PRIu64 " failed%s\n",
+		       "%" PRIu64 " calls (%" PRIu64 " failed, %" PRIu64 " under RLIMIT_AS, %" PRIu64
+		       " on huge pages), mremap %" PRIu64 " moved/%" PRIu64 " moved in pieces/%"
+		       PRIu64 " failed, %" PRIu64 " faults in holes of the full tmpfs, %" PRIu64
+		       " probes of the records (%" PRIu64 " pages)%s\n",
 		       configs[i].name, configs[i].what, c.sequences, c.ops, c.reads, c.writes,
-		       c.forked, c.segv, c.bus, c.rescues, c.calls, c.remap_ok, c.remap_pieces,
-		       c.remap_failed, r ? "  FAILED" : "");
+		       c.forked, c.segv, c.bus, c.rescues, c.calls, c.failed_calls, c.limited_calls,
+		       c.huge_calls, c.remap_ok, c.remap_pieces, c.remap_failed, c.full_faults,
+		       c.probes, c.probed, r ? "  FAILED" : "");
 		total.sequences += c.sequences;
 		total.ops += c.ops;
 		total.reads += c.reads;
@@ -1859,6 +3267,7 @@ main(int argc, char **argv)
 		failed |= r != 0;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
+	unmount_full_tmpfs();
 	printf("model: %s: %" PRIu64 " sequences, %" PRIu64 " operations (%" PRIu64
 	       " accesses, %" PRIu64 " deaths observed, %" PRIu64 " rescues), %.1f s, seed %" PRIu64 "\n",
 	       failed ? "FAILED" : "passed", total.sequences, total.ops, total.reads + total.writes,
