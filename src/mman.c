@@ -368,6 +368,30 @@ munmap(void *addr, size_t len)
 
 /* ---- mprotect ---------------------------------------------------------- */
 
+/*
+ * After a successful mprotect of [start, end): each record there takes the
+ * protection in whole units of its own (a part of a huge page: the kernel
+ * succeeds only when the protection is already that, and a record must not
+ * be split there).
+ */
+static void
+set_prot_whole(uintptr_t start, uintptr_t end, const struct nsb_saved *recs, int prot, int pkey)
+{
+	for (size_t i = 0; i < recs->n; i++) {
+		const struct nsb_range *r = &recs->r[i];
+		size_t unit = unit_of(r->meta);
+		uintptr_t s = start > r->start ? start : r->start;
+		uintptr_t e = end < r->end ? end : r->end;
+
+		s = r->start + ((s - r->start) & ~(uintptr_t)(unit - 1));
+		e = r->start + round_up(e - r->start, unit);
+		if (e > r->end)
+			e = r->end;
+		if (s < e)
+			nsb_ranges_set_prot(s, e, prot, pkey);
+	}
+}
+
 static int
 do_mprotect(void *addr, size_t len, int prot, int pkey, bool with_pkey)
 {
@@ -399,7 +423,7 @@ do_mprotect(void *addr, size_t len, int prot, int pkey, bool with_pkey)
 			: nsb_sys_mprotect(addr, len, prot);
 	err = errno;
 	if (ret == 0)
-		nsb_ranges_set_prot(start, end, prot, with_pkey ? pkey : -1);
+		set_prot_whole(start, end, &before, prot, with_pkey ? pkey : -1);
 	else	/* it may have stopped part-way, at a hole */
 		resync(wstart, wend, &before, with_pkey);
 	nsb_ranges_flux_end();
@@ -588,6 +612,95 @@ out:
 	return ret;
 }
 
+/*
+ * The VMAs of [lo, hi) as ranges, clipped to it, for mremap: the protection
+ * and identity of each (anonymous, or which file and offset: dev and inode
+ * are hashed into the file and gen fields, which only compare here).
+ */
+struct span_list {
+	struct nsb_saved *list;
+	uintptr_t lo, hi;
+};
+
+static int
+collect_span(const struct nsb_vma *vma, void *arg)
+{
+	struct span_list *sl = arg;
+	uint32_t h = vma->anon ? 0 : (uint32_t)((vma->dev * 0x9e3779b97f4a7c15u ^ vma->ino) >> 16) | 1;
+	struct nsb_range r = {
+		.start = vma->start > sl->lo ? vma->start : sl->lo,
+		.end = vma->end < sl->hi ? vma->end : sl->hi,
+		.meta = ((uint32_t)vma->prot & NSB_META_PROT) | (vma->shared ? NSB_META_SHARED : 0) |
+			(vma->anon ? NSB_META_ANON : 0),
+		.file = (uint16_t)h,
+		.gen = (uint16_t)(h >> 16),
+	};
+
+	r.off = vma->anon ? 0 : vma->off + (r.start - vma->start);
+	return nsb_saved_push(sl->list, &r) < 0 ? -1 : 0;
+}
+
+static int
+collect_spans(uintptr_t lo, uintptr_t hi, struct nsb_saved *list)
+{
+	struct span_list sl = { list, lo, hi };
+
+	return nsb_maps_each(lo, hi, false, collect_span, &sl);
+}
+
+/* Does list show over [lo, hi) the mapping that span v shows from v_lo? */
+static bool
+shows(const struct nsb_saved *list, uintptr_t lo, uintptr_t hi, const struct nsb_range *v,
+      uintptr_t v_lo)
+{
+	uintptr_t at = lo;
+
+	for (size_t i = 0; i < list->n && at < hi; i++) {
+		const struct nsb_range *l = &list->r[i];
+
+		if (l->end <= at)
+			continue;
+		if (l->start > at || l->meta != v->meta || l->file != v->file || l->gen != v->gen ||
+		    (!(v->meta & NSB_META_ANON) &&
+		     l->off + (at - l->start) != v->off + (v_lo + (at - lo) - v->start)))
+			return false;
+		at = l->end;
+	}
+	return at >= hi;
+}
+
+/* Appends to out the parts of a that no range of b covers. */
+static void
+subtract(const struct nsb_saved *a, const struct nsb_saved *b, struct nsb_saved *out)
+{
+	for (size_t i = 0; i < a->n; i++) {
+		struct nsb_range piece = a->r[i];
+		uintptr_t at = piece.start;
+
+		while (at < a->r[i].end) {
+			uintptr_t next = a->r[i].end;
+			bool covered = false;
+
+			for (size_t j = 0; j < b->n; j++) {
+				if (b->r[j].start <= at && at < b->r[j].end) {
+					covered = true;
+					next = b->r[j].end < next ? b->r[j].end : next;
+				} else if (b->r[j].start > at && b->r[j].start < next) {
+					next = b->r[j].start;
+				}
+			}
+			if (!covered) {
+				piece = a->r[i];
+				piece.off += at - piece.start;
+				piece.start = at;
+				piece.end = next;
+				(void)nsb_saved_push(out, &piece);
+			}
+			at = next;
+		}
+	}
+}
+
 /* The records of `from` (clipped to the old span), moved to base. */
 static void
 moved_records(const struct nsb_saved *from, uintptr_t old, size_t keep, uintptr_t base,
@@ -607,11 +720,66 @@ moved_records(const struct nsb_saved *from, uintptr_t old, size_t keep, uintptr_
 	}
 }
 
+/*
+ * A move to dest that failed: kernels from 6.17 move several VMAs one by
+ * one and stop at the first that fails, so a first few of the source's
+ * VMAs (src, as they were) may have moved.  Without MREMAP_DONTUNMAP those
+ * are the ones gone from the source; with it, those the destination shows
+ * now and did not before (dst), and every one before the last such.  The
+ * records there are the moved ones' records and what was recorded opposite
+ * the rest, as far as the kernel still shows them.
+ */
+static void
+resync_failed_move(uintptr_t old, uintptr_t old_end, uintptr_t dest, uintptr_t dest_end,
+		   int flags, const struct nsb_saved *from, const struct nsb_saved *over,
+		   const struct nsb_saved *src, const struct nsb_saved *dst)
+{
+	struct nsb_saved now, moved, stayed, gone, cands;
+
+	nsb_saved_init(&now);
+	nsb_saved_init(&moved);
+	nsb_saved_init(&stayed);
+	nsb_saved_init(&gone);
+	nsb_saved_init(&cands);
+	if (!(flags & MREMAP_DONTUNMAP)) {
+		if (collect_spans(old, old_end, &now) == 0)
+			subtract(src, &now, &moved);
+	} else if (collect_spans(dest, dest_end, &now) == 0) {
+		size_t last = 0;
+
+		for (size_t i = 0; i < src->n; i++) {
+			const struct nsb_range *v = &src->r[i];
+			uintptr_t lo = dest + (v->start - old), hi = dest + (v->end - old);
+
+			if (hi <= dest_end && shows(&now, lo, hi, v, v->start) &&
+			    !shows(dst, lo, hi, v, v->start))
+				last = i + 1;
+		}
+		for (size_t i = 0; i < last; i++)
+			(void)nsb_saved_push(&moved, &src->r[i]);
+	}
+	/* The records of the moved VMAs, at the destination. */
+	subtract(from, &moved, &stayed);
+	subtract(from, &stayed, &gone);
+	moved_records(&gone, old, dest_end - dest, dest, &cands);
+	/* What was recorded there stays opposite what did not move. */
+	nsb_saved_free(&stayed);
+	nsb_saved_init(&stayed);
+	moved_records(&moved, old, dest_end - dest, dest, &stayed);
+	subtract(over, &stayed, &cands);
+	resync(dest, dest_end, &cands, false);
+	nsb_saved_free(&now);
+	nsb_saved_free(&moved);
+	nsb_saved_free(&stayed);
+	nsb_saved_free(&gone);
+	nsb_saved_free(&cands);
+}
+
 NSB_EXPORT void *
 mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 {
 	uintptr_t old = (uintptr_t)old_addr, old_end, dest = 0, dest_end = 0, base;
-	struct nsb_saved from, over, cands;
+	struct nsb_saved from, over, cands, src, dst;
 	bool moves_old, covers_dest = false, has_tail = false;
 	struct nsb_range tail = { 0 };
 	size_t unit, old_len_r, new_len_r, keep;
@@ -643,6 +811,8 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 	nsb_saved_init(&from);
 	nsb_saved_init(&over);
 	nsb_saved_init(&cands);
+	nsb_saved_init(&src);
+	nsb_saved_init(&dst);
 	nsb_ranges_lock();
 	if (nsb_ranges_collect(old, old_end, &from) < 0)
 		goto nomem;
@@ -667,6 +837,16 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 		tail = from.r[from.n - 1];
 	}
 
+	/* The source's VMAs: a move replaces the destination only opposite
+	 * them (a kernel that moves several VMAs at once leaves what is
+	 * opposite a hole in place), and one that fails part-way has moved
+	 * some of them.  With MREMAP_DONTUNMAP the source stays, and only
+	 * the destination, before and after, tells which moved. */
+	if ((flags & MREMAP_FIXED) && old_len &&
+	    (collect_spans(old, old_end, &src) != 0 ||
+	     ((flags & MREMAP_DONTUNMAP) && collect_spans(dest, dest_end, &dst) != 0)))
+		goto nomem;
+
 	nsb_ranges_flux(old, old_len ? old_end : old, dest, dest_end);
 	p = nsb_sys_mremap(old_addr, old_len, new_len, flags, new_addr);
 	err = errno;
@@ -676,15 +856,13 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 		err = errno;
 	}
 	if (p == MAP_FAILED) {
-		/* Put the records where the kernel shows the mappings: pieces
-		 * may have moved before the call failed. */
-		if (flags & MREMAP_FIXED) {
-			moved_records(&from, old, new_len_r, dest, &cands);
-			for (size_t i = 0; i < over.n; i++)
-				(void)nsb_saved_push(&cands, &over.r[i]);
-			resync(dest, dest_end, &cands, false);
-		}
+		/* Put the records where the kernel shows the mappings: the
+		 * source keeps what is still there; pieces that moved before
+		 * the call failed (and only those) are looked for at the
+		 * destination, beside what was recorded there. */
 		resync(old, old_end, &from, false);
+		if ((flags & MREMAP_FIXED) && old_len)
+			resync_failed_move(old, old_end, dest, dest_end, flags, &from, &over, &src, &dst);
 		goto out;
 	}
 
@@ -696,7 +874,21 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 		nsb_ranges_cut(old, old_end);
 	else if (old_len && base == old && new_len_r < old_len_r)
 		nsb_ranges_cut(old + new_len_r, old_end);
-	nsb_ranges_cut(base, base + new_len_r);
+	if (src.n && base == dest) {
+		size_t span = old_len_r < new_len_r ? old_len_r : new_len_r;
+
+		for (size_t i = 0; i < src.n; i++) {
+			uintptr_t s = src.r[i].start - old;
+			uintptr_t e = src.r[i].end - old < span ? src.r[i].end - old : span;
+
+			if (s < e)
+				nsb_ranges_cut(dest + s, dest + e);
+		}
+		if (new_len_r > old_len_r)
+			nsb_ranges_cut(dest + old_len_r, dest + new_len_r);
+	} else {
+		nsb_ranges_cut(base, base + new_len_r);
+	}
 	moved_records(&from, old, keep, base, &cands);
 	for (size_t i = 0; i < cands.n; i++)
 		(void)nsb_ranges_insert(&cands.r[i]);
@@ -721,6 +913,8 @@ done:
 	nsb_saved_free(&from);
 	nsb_saved_free(&over);
 	nsb_saved_free(&cands);
+	nsb_saved_free(&src);
+	nsb_saved_free(&dst);
 	errno = err;
 	return p;
 }

@@ -147,13 +147,31 @@ core_page_mapped(const void *p)
 	return false;
 }
 
+/* The line of /proc/self/maps that holds p (empty if none), for messages. */
+static inline const char *
+core_maps_line(const void *p)
+{
+	static char line[512];
+	FILE *f = fopen("/proc/self/maps", "re");
+	unsigned long lo, hi;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && lo <= (uintptr_t)p && (uintptr_t)p < hi)
+			goto out;
+	line[0] = 0;
+out:
+	if (f)
+		fclose(f);
+	return line;
+}
+
 static inline void
 core_expect_unmapped(const void *p, size_t len, const char *what)
 {
 	for (size_t off = 0; off < len; off += nsbt_page())
 		if (core_page_mapped((const char *)p + off))
-			nsbt_fail("%s: page %p is mapped, expected nothing there",
-				  what, (const char *)p + off);
+			nsbt_fail("%s: page %p is mapped, expected nothing there: %s",
+				  what, (const char *)p + off, core_maps_line((const char *)p + off));
 }
 
 /* In a child that is expected to die: no core file, it only slows things. */

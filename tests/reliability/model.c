@@ -680,6 +680,18 @@ unit_matches(const struct seq *s, int u)
 	return k->vmas == 1 && k->ino == s->hino && k->s == !!p->shared;
 }
 
+/* The kernel shows page i as the model has it; with fill=range a page that
+ * would be rescued on its next access may be a zero page already. */
+static bool
+page_as_modelled(const struct seq *s, int i)
+{
+	const struct mpage *p = &s->m.pg[i];
+	bool maybe_filled = s->no_regrow && p->kind == K_FILE && p->prot_d &&
+			    p->pgoff >= s->m.f[p->file].size;
+
+	return page_matches(s, i, false) || (maybe_filled && page_matches(s, i, true));
+}
+
 static void
 check_layout(struct seq *s)
 {
@@ -695,14 +707,9 @@ check_layout(struct seq *s)
 		     u, mine, theirs);
 	}
 	for (int i = 0; i < W; i++) {
-		const struct mpage *p = &s->m.pg[i];
-		/* fill=range replaces the rest of a record early: a page that
-		 * would be rescued on its next access may be a zero page now. */
-		bool maybe_filled = s->no_regrow && p->kind == K_FILE && p->prot_d &&
-				    p->pgoff >= s->m.f[p->file].size;
 		char mine[160], theirs[4096];
 
-		if (page_matches(s, i, false) || (maybe_filled && page_matches(s, i, true)))
+		if (page_as_modelled(s, i))
 			continue;
 		page_str(s, i, mine, sizeof(mine));
 		window_maps(s, theirs, sizeof(theirs));
@@ -1407,7 +1414,7 @@ resync_move(struct seq *s, const struct op *op)
 			memset(&s->m.pg[d], 0, sizeof(s->m.pg[d]));
 			continue;
 		}
-		if (page_matches(s, d, false) || j >= op->o || s->m.pg[a].kind == K_NONE)
+		if (page_as_modelled(s, d) || j >= op->o || s->m.pg[a].kind == K_NONE)
 			continue;
 		moved = s->m.pg[a];
 		if (!mpage_matches(s, &moved, &s->k[d], false))
