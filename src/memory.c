@@ -11,7 +11,12 @@
  * one reservation, made once, when the library first needs memory (the
  * first protected mapping, or the first time the program blocks SIGBUS),
  * and too big to fit in a hole the program has just made: address space
- * only, committed page by page as it is used.  If it cannot be made
+ * only, committed page by page as it is used.  A hole at the edge of the
+ * free address space is as big as that space, though, and the program may
+ * be about to map into it (the first protected mapping is often a
+ * MAP_FIXED into a range it reserved and released): the reservation is
+ * made with room above it, GAP, that is given back at once, so that the
+ * addresses the program has just released stay free.  If it cannot be made
  * (RLIMIT_AS), memory comes from mmap directly.  Nothing is ever given
  * back while the process lives: an optimistic reader of the table, or a
  * signal handler, may still be looking at it.
@@ -24,6 +29,7 @@
 #include "nsb.h"
 
 #define RESERVE		((size_t)96 << 20)
+#define GAP		((size_t)64 << 20)	/* left free above it */
 #define SMALL		((size_t)8 << 20)	/* for nsb_memory() */
 #define SCRATCH		((size_t)8 << 20)	/* for nsb_scratch() */
 #define TABLE_HALF	((RESERVE - SMALL - SCRATCH) / 2)	/* each copy of the table */
@@ -38,8 +44,13 @@ reserved(void)
 	void *p;
 
 	if (!reservation) {
-		p = nsb_sys_mmap(NULL, RESERVE, PROT_NONE,
+		p = nsb_sys_mmap(NULL, RESERVE + GAP, PROT_NONE,
 				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (p != MAP_FAILED)
+			(void)nsb_sys_munmap((char *)p + RESERVE, GAP);
+		else	/* RLIMIT_AS: as close to the program as it may be */
+			p = nsb_sys_mmap(NULL, RESERVE, PROT_NONE,
+					 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		reservation = p == MAP_FAILED ? (char *)-1 : p;
 	}
 	return reservation != (char *)-1;

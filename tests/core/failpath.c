@@ -8,7 +8,10 @@
  * mapping made later where something went away dies of SIGBUS.
  *
  * Modes (argv[1]):
- *   pages    - mremap grow of a protected mapping that rescues split into
+ *   pages    - the library's own memory, made at the first protected
+ *              mapping, stays out of a range the program has just
+ *              released (and maps into next);
+ *            - mremap grow of a protected mapping that rescues split into
  *              several VMAs, failing with ENOMEM under a tight RLIMIT_AS
  *              (MREMAP_MAYMOVE, MREMAP_MAYMOVE|MREMAP_FIXED, in place):
  *              nothing may be half moved (item 2);
@@ -205,6 +208,32 @@ split_child(void *arg)
 	for (int i = 0; i < SPLIT_PAGES; i++)
 		core_expect_unprotected(p + i * ps, "unflagged memfd over the old range, unmapped");
 	printf("ok: %s: nothing protected at the destination or the old range afterwards\n", name);
+}
+
+/* ---- the library's memory and the addresses the program released ------- */
+
+/*
+ * The library makes its memory at the first protected mapping, which is
+ * often a MAP_FIXED into a range the program reserved and released (as
+ * core_free_range() does): the library's memory must not land in the rest
+ * of that range, which the program maps next.  Runs first, before any
+ * protected mapping in this process.
+ */
+static void
+released_child(void *arg)
+{
+	const char *name = "the library's memory and a range the program released";
+	size_t len = (size_t)16 << 20;
+	char *p = core_free_range(len);
+
+	(void)arg;
+	core_map(p, ps, CORE_PROT_RW, MAP_SHARED | MAP_FIXED | MAP_NOSIGBUS,
+		 nsbt_file(NSBT_MEMFD, 0), 0);
+	core_expect_unmapped(p + ps, len - ps, name);
+	core_map(p + ps, len - ps, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+		 -1, 0);
+	expect_readable(p, "read of the protected page after the program took the rest");
+	printf("ok: %s: the rest of the range was still free\n", name);
 }
 
 /* ---- MAP_FIXED refused before the kernel touches anything ----------------- */
@@ -673,6 +702,9 @@ main(int argc, char **argv)
 	if (argc < 2)
 		nsbt_fail("usage: core-failpath pages|hugetlb|race");
 	if (strcmp(argv[1], "pages") == 0) {
+		nsbt_expect_exit(core_run_watched(released_child, NULL, 60, NULL,
+						  "released range", NULL, 0),
+				 0, "the library's memory stays out of a range the program released");
 		for (int t = 0; t < 2; t++)
 			for (int h = 0; h < 3; h++) {
 				struct split s = { types[t], (enum grow_how)h };
