@@ -42,6 +42,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nsbtest.h"
+
 /* Extra system calls the library may make at start-up, and why. */
 static const struct {
 	const char *name;
@@ -72,46 +74,14 @@ cleanup(void)
 	rmdir(tmpdir);
 }
 
-static void __attribute__((noreturn, format(printf, 1, 2)))
-skip(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("SKIP: ", stdout);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-	cleanup();
-	exit(77);
-}
-
-static void __attribute__((noreturn, format(printf, 1, 2)))
-fatal(const char *fmt, ...)
-{
-	va_list ap;
-
-	fflush(stdout);
-	fputs("FAIL: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	cleanup();
-	exit(1);
-}
-
 static void __attribute__((format(printf, 1, 2)))
 fail(const char *fmt, ...)
 {
 	va_list ap;
 
-	fflush(stdout);
-	fputs("FAIL: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	nsbt_vsay(stderr, "FAIL: ", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	failures++;
 }
 
@@ -124,7 +94,7 @@ slurp(const char *path)
 	char *buf = malloc(cap);
 
 	if (!buf)
-		fatal("out of memory");
+		nsbt_fail("out of memory");
 	buf[0] = '\0';
 	if (!f)
 		return buf;
@@ -134,7 +104,7 @@ slurp(const char *path)
 			cap *= 2;
 			buf = realloc(buf, cap);
 			if (!buf)
-				fatal("out of memory");
+				nsbt_fail("out of memory");
 		}
 	}
 	buf[len] = '\0';
@@ -157,7 +127,7 @@ run(char *const argv[], char *const envp[], const char *err_path)
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0)
-		fatal("fork: %s", strerror(errno));
+		nsbt_fail("fork: %s", strerror(errno));
 	if (pid == 0) {
 		int out = open("/dev/null", O_WRONLY | O_CLOEXEC);
 		int err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -176,11 +146,11 @@ run(char *const argv[], char *const envp[], const char *err_path)
 		if (r == pid)
 			return status;
 		if (r < 0 && errno != EINTR)
-			fatal("waitpid: %s", strerror(errno));
+			nsbt_fail("waitpid: %s", strerror(errno));
 		if (++waited > 6000) {
 			kill(pid, SIGKILL);
 			waitpid(pid, &status, 0);
-			fatal("%s did not finish in 60 s: killed", argv[0]);
+			nsbt_fail("%s did not finish in 60 s: killed", argv[0]);
 		}
 		nanosleep(&tick, NULL);
 	}
@@ -249,7 +219,7 @@ count_syscalls(char *trace, struct counts *c)
 				break;
 		if (i == c->n) {
 			if (c->n == MAX_NAMES)
-				fatal("more than %d different system calls", MAX_NAMES);
+				nsbt_fail("more than %d different system calls", MAX_NAMES);
 			snprintf(c->c[c->n].name, sizeof(c->c[0].name), "%s", name);
 			c->c[c->n++].count = 0;
 		}
@@ -284,9 +254,9 @@ trace(const char *preload, const char *program, const char *tag)
 		char *msg = slurp(err);
 
 		if (strcmp(tag, "empty") == 0)
-			skip("strace cannot trace a process here (%s): %s", status_str(status),
+			nsbt_skip("strace cannot trace a process here (%s): %s", status_str(status),
 			     msg[0] ? msg : "no message");
-		fatal("strace of the process under the library: %s: %s", status_str(status), msg);
+		nsbt_fail("strace of the process under the library: %s: %s", status_str(status), msg);
 	}
 	return slurp(out);
 }
@@ -319,11 +289,11 @@ check_syscalls(const char *lib, const char *empty, const char *program)
 	bool ok = true;
 
 	if (!lib_copy)
-		fatal("out of memory");
+		nsbt_fail("out of memory");
 	count_syscalls(empty_trace, &e);
 	count_syscalls(lib_copy, &l);
 	if (count_of(&e, "execve") != 1)
-		skip("strace printed no execve for the empty library's process: cannot "
+		nsbt_skip("strace printed no execve for the empty library's process: cannot "
 		     "read its output");
 	printf("system calls of %s: %d kinds under the empty library\n", program, e.n);
 	for (int i = 0; i < l.n; i++) {
@@ -381,7 +351,7 @@ spied_dladdr(const char *preload, const char *program, const char *arg, const ch
 	status = run(argv, envp, err);
 	text = slurp(err);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		fatal("%s under LD_PRELOAD=%s: %s; stderr: %s", program, preload,
+		nsbt_fail("%s under LD_PRELOAD=%s: %s; stderr: %s", program, preload,
 		      status_str(status), text);
 	line = strstr(text, "nsb-spy: dladdr calls: ");
 	n = line ? strtol(line + 23, NULL, 10) : -1;
@@ -397,7 +367,7 @@ check_dladdr(const char *lib, const char *spy, const char *program)
 
 	n = spied_dladdr(spy, program, "dladdr", "spy-control");
 	if (n != 1)
-		skip("the dladdr spy counted %ld calls of a program that makes one: it cannot "
+		nsbt_skip("the dladdr spy counted %ld calls of a program that makes one: it cannot "
 		     "see dladdr calls here", n);
 	snprintf(both, sizeof(both), "%s:%s", spy, lib);
 	n = spied_dladdr(both, program, NULL, "spy");
@@ -420,9 +390,9 @@ exported_names(const char *syms_path)
 	size_t len = 1;
 
 	if (!names)
-		fatal("out of memory");
+		nsbt_fail("out of memory");
 	if (!text[0])
-		fatal("cannot read %s", syms_path);
+		nsbt_fail("cannot read %s", syms_path);
 	names[0] = ' ';
 	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
 		size_t n;
@@ -456,10 +426,10 @@ check_lookups(const char *lib, const char *program, const char *syms_path)
 	status = run(argv, envp, err);
 	text = slurp(err);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		fatal("%s under the library with LD_DEBUG=bindings: %s", program,
+		nsbt_fail("%s under the library with LD_DEBUG=bindings: %s", program,
 		      status_str(status));
 	if (!strstr(text, "binding file "))
-		skip("LD_DEBUG=bindings printed no binding: this C library does not say "
+		nsbt_skip("LD_DEBUG=bindings printed no binding: this C library does not say "
 		     "which symbols it looks up");
 	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
 		char *sym = strstr(line, "normal symbol `"), *end, word[80];
@@ -497,24 +467,25 @@ main(int argc, char **argv)
 	const char *lib = getenv("NSB_PRELOAD");
 	struct stat st;
 
+	nsbt_on_exit = cleanup;
 	if (argc != 5) {
 		fprintf(stderr, "usage: %s EMPTY_SO SPY_SO TRUE_PROGRAM LIBNOSIGBUS_SYMS\n",
 			argv[0]);
 		return 2;
 	}
 	if (!lib || !*lib || stat(lib, &st) != 0 || !(lib = realpath(lib, NULL)))
-		fatal("NSB_PRELOAD does not name the built library (%s)",
-		      getenv("NSB_PRELOAD") ? getenv("NSB_PRELOAD") : "unset");
+		nsbt_fail("NSB_PRELOAD does not name the built library (%s)",
+			  getenv("NSB_PRELOAD") ? getenv("NSB_PRELOAD") : "unset");
 	/* Absolute paths: a relative LD_PRELOAD costs the loader a getcwd. */
 	for (int i = 1; i < argc; i++) {
 		char *abs = realpath(argv[i], NULL);
 
 		if (!abs)
-			fatal("%s: %s", argv[i], strerror(errno));
+			nsbt_fail("%s: %s", argv[i], strerror(errno));
 		argv[i] = abs;
 	}
 	if (!mkdtemp(tmpdir))
-		fatal("mkdtemp: %s", strerror(errno));
+		nsbt_fail("mkdtemp: %s", strerror(errno));
 
 	check_syscalls(lib, argv[1], argv[3]);
 	check_dladdr(lib, argv[2], argv[3]);

@@ -27,17 +27,30 @@
 
 #include "nosigbus.h"
 
+/* Run by nsbt_fail() and nsbt_skip() before they exit: what a test set up
+ * outside itself (mounts, temporary directories, children). */
+static void (*nsbt_on_exit)(void);
+
+/* "tag" and the message, on a line of its own in to. */
+static inline void
+nsbt_vsay(FILE *to, const char *tag, const char *fmt, va_list ap)
+{
+	fflush(stdout);
+	fputs(tag, to);
+	vfprintf(to, fmt, ap);
+	fputc('\n', to);
+}
+
 static inline void __attribute__((noreturn, format(printf, 1, 2)))
 nsbt_fail(const char *fmt, ...)
 {
 	va_list ap;
 
-	fflush(stdout);
-	fputs("FAIL: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	nsbt_vsay(stderr, "FAIL: ", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	if (nsbt_on_exit)
+		nsbt_on_exit();
 	exit(1);
 }
 
@@ -46,11 +59,11 @@ nsbt_skip(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("SKIP: ", stdout);
 	va_start(ap, fmt);
-	vfprintf(stdout, fmt, ap);
+	nsbt_vsay(stdout, "SKIP: ", fmt, ap);
 	va_end(ap);
-	fputc('\n', stdout);
+	if (nsbt_on_exit)
+		nsbt_on_exit();
 	exit(77);
 }
 
@@ -77,6 +90,45 @@ static inline size_t
 nsbt_page(void)
 {
 	return (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/*
+ * The "key: N kB" line of a /proc file (/proc/meminfo, /proc/self/status)
+ * in bytes; 0 when the file or the line is not there.
+ */
+static inline size_t
+nsbt_proc_bytes(const char *file, const char *key)
+{
+	char line[256];
+	size_t klen = strlen(key), kb = 0;
+	FILE *f = fopen(file, "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
+			kb = strtoull(line + klen + 1, NULL, 10);
+			break;
+		}
+	if (f)
+		fclose(f);
+	return kb * 1024;
+}
+
+/* The process's address space in use (what RLIMIT_AS counts). */
+static inline size_t
+nsbt_vm_size(void)
+{
+	size_t n = nsbt_proc_bytes("/proc/self/status", "VmSize");
+
+	if (!n)
+		nsbt_fail("no VmSize in /proc/self/status");
+	return n;
+}
+
+/* The default huge page size, 0 without hugetlbfs. */
+static inline size_t
+nsbt_huge_page_size(void)
+{
+	return nsbt_proc_bytes("/proc/meminfo", "Hugepagesize");
 }
 
 /* True when libnosigbus is in the process (preloaded or linked). */

@@ -61,29 +61,11 @@ static size_t ps;
 
 /* ---- address-space limits ------------------------------------------------ */
 
-static size_t
-vm_size(void)
-{
-	char line[256];
-	size_t kb = 0;
-	FILE *f = fopen("/proc/self/status", "re");
-
-	if (!f)
-		nsbt_fail("/proc/self/status: %s", strerror(errno));
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmSize: %zu kB", &kb) == 1)
-			break;
-	fclose(f);
-	if (!kb)
-		nsbt_fail("no VmSize in /proc/self/status");
-	return kb * 1024;
-}
-
 /* From now on the address space may grow by `pages` pages at most. */
 static void
 limit_as(size_t pages)
 {
-	struct rlimit rl = { vm_size() + pages * ps, RLIM_INFINITY };
+	struct rlimit rl = { nsbt_vm_size() + pages * ps, RLIM_INFINITY };
 
 	if (setrlimit(RLIMIT_AS, &rl) != 0)
 		nsbt_fail("setrlimit(RLIMIT_AS): %s", strerror(errno));
@@ -445,27 +427,12 @@ src_cases(void)
 
 static size_t hs;
 
-static size_t
-huge_page_size(void)
-{
-	char line[256];
-	size_t kb = 0;
-	FILE *f = fopen("/proc/meminfo", "re");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "Hugepagesize: %zu kB", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kb * 1024;
-}
-
 static void
 require_hugetlbfs(void)
 {
 	int fd = memfd_create("core-failpath-probe", MFD_HUGETLB | MFD_CLOEXEC);
 
-	hs = huge_page_size();
+	hs = nsbt_huge_page_size();
 	if (!hs || fd < 0)
 		nsbt_skip("no hugetlbfs here (memfd_create(MFD_HUGETLB): %s)",
 			  fd < 0 ? strerror(errno) : "no Hugepagesize");

@@ -46,7 +46,7 @@ meminfo(const char *key)
 static size_t
 huge_size(void)
 {
-	return meminfo("Hugepagesize") * 1024;
+	return nsbt_huge_page_size();
 }
 
 /*

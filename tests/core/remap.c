@@ -309,9 +309,7 @@ static void
 dontunmap_partial_child(void *arg)
 {
 	const char *name = "MREMAP_DONTUNMAP that runs out of address space half-way";
-	char *w = window(), *q, line[256];
-	unsigned long vm_kb = 0;
-	FILE *f = fopen("/proc/self/status", "re");
+	char *w = window(), *q;
 	struct rlimit rl, saved;
 	bool moved;
 
@@ -320,14 +318,9 @@ dontunmap_partial_child(void *arg)
 		 -1, 0);
 	/* Pages 12-14 free: the move needs three pages more than there are. */
 	NSBT_CHECK(munmap(w + 12 * ps, 3 * ps) == 0, "munmap: %s", strerror(errno));
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmSize: %lu kB", &vm_kb) == 1)
-			break;
-	NSBT_CHECK(f && vm_kb, "VmSize from /proc/self/status");
-	fclose(f);
 	NSBT_CHECK(getrlimit(RLIMIT_AS, &rl) == 0, "getrlimit: %s", strerror(errno));
 	saved = rl;
-	rl.rlim_cur = vm_kb * 1024 + 2 * ps;
+	rl.rlim_cur = nsbt_vm_size() + 2 * ps;
 	NSBT_CHECK(setrlimit(RLIMIT_AS, &rl) == 0, "setrlimit: %s", strerror(errno));
 	q = mremap(w + 6 * ps, 5 * ps, 5 * ps, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP,
 		   w + 11 * ps);
@@ -366,21 +359,6 @@ run_all(const char *what, void (*fn)(void *))
 /* ---- hugetlbfs ----------------------------------------------------------- */
 
 static size_t hs;		/* huge page size */
-
-static size_t
-huge_page_size(void)
-{
-	char line[256];
-	size_t kb = 0;
-	FILE *f = fopen("/proc/meminfo", "re");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "Hugepagesize: %zu kB", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kb * 1024;
-}
 
 /* An empty hugetlbfs file: every page of a mapping of it is past its end. */
 static int
@@ -592,7 +570,7 @@ main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "hugetlb") != 0)
 		nsbt_fail("unknown mode %s", argv[1]);
-	hs = huge_page_size();
+	hs = nsbt_huge_page_size();
 	{
 		int fd = memfd_create("core-remap-probe", MFD_HUGETLB | MFD_CLOEXEC);
 

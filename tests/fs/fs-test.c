@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "fs.h"
+#include "nsbtest.h"
 
 extern char **environ;
 
@@ -128,33 +129,6 @@ on_signal(int sig)
 	raise(sig);
 }
 
-static void __attribute__((noreturn, format(printf, 1, 2)))
-skip(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("SKIP: ", stdout);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-	exit(77);
-}
-
-static void __attribute__((noreturn, format(printf, 1, 2)))
-broken(const char *fmt, ...)
-{
-	va_list ap;
-
-	fflush(stdout);
-	fputs("FAIL: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
 /* ---- text ---- */
 
 struct text {
@@ -169,7 +143,7 @@ text_add(struct text *t, const char *s, size_t n)
 		t->cap = (t->len + n + 1) * 2;
 		t->buf = realloc(t->buf, t->cap);
 		if (!t->buf)
-			broken("out of memory");
+			nsbt_fail("out of memory");
 	}
 	memcpy(t->buf + t->len, s, n);
 	t->len += n;
@@ -232,7 +206,7 @@ make_modes(const char *const *policies, const char *fills, bool log)
 				struct mode *m = &modes[nmodes++];
 
 				if (nmodes == MAX_MODES)
-					broken("too many modes");
+					nsbt_fail("too many modes");
 				m->lib = true;
 				m->policy = *p;
 				m->fill = strdup(f);
@@ -360,17 +334,17 @@ run_prog(struct run *r, const char *name, const struct mode *m, bool handler,
 		argv[argc++] = "--handler";
 	for (char *save = NULL, *s = strtok_r(steps, " ", &save); s; s = strtok_r(NULL, " ", &save)) {
 		if (argc == 510)
-			broken("too many steps");
+			nsbt_fail("too many steps");
 		argv[argc++] = s;
 	}
 	argv[argc] = NULL;
 
 	if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)
-		broken("pipe: %s", strerror(errno));
+		nsbt_fail("pipe: %s", strerror(errno));
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0)
-		broken("fork: %s", strerror(errno));
+		nsbt_fail("fork: %s", strerror(errno));
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		dup2(out[1], STDOUT_FILENO);
@@ -398,7 +372,7 @@ run_prog(struct run *r, const char *name, const struct mode *m, bool handler,
 		if (poll(pfd, 2, (int)(left * 1000) + 1) < 0) {
 			if (errno == EINTR)
 				continue;
-			broken("poll: %s", strerror(errno));
+			nsbt_fail("poll: %s", strerror(errno));
 		}
 		for (int i = 0; i < 2; i++) {
 			ssize_t n;
@@ -419,7 +393,7 @@ run_prog(struct run *r, const char *name, const struct mode *m, bool handler,
 			close(pfd[i].fd);
 	while (waitpid(pid, &r->status, 0) < 0)
 		if (errno != EINTR)
-			broken("waitpid: %s", strerror(errno));
+			nsbt_fail("waitpid: %s", strerror(errno));
 	child_pid = 0;
 	if (r->hung)
 		fail(r, "hung: killed after %d seconds", RUN_TIMEOUT);
@@ -623,7 +597,7 @@ expect_file(struct run *r, const char *path, size_t size,
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (!buf)
-		broken("out of memory");
+		nsbt_fail("out of memory");
 	if (fd < 0 || fstat(fd, &st) != 0) {
 		fail(r, "%s: %s", path, strerror(errno));
 		goto out;
@@ -687,12 +661,12 @@ tagged_prefix(struct run *r, const char *path, size_t pages)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (!buf || fd < 0)
-		broken("%s: %s", path, strerror(errno));
+		nsbt_fail("%s: %s", path, strerror(errno));
 	for (size_t p = 0; p < pages; p++) {
 		bool tagged = true, zero = true;
 
 		if (pread(fd, buf, page, (off_t)(p * page)) != (ssize_t)page)
-			broken("%s: reading page %zu: %s", path, p, strerror(errno));
+			nsbt_fail("%s: reading page %zu: %s", path, p, strerror(errno));
 		for (size_t i = 0; i < page; i++) {
 			tagged = tagged && buf[i] == fs_tag(p);
 			zero = zero && buf[i] == 0;
@@ -730,12 +704,12 @@ make_dirs(void)
 	snprintf(topdir, sizeof(topdir), "%s/nsb-fs-XXXXXX", base);
 	if (!mkdtemp(topdir)) {
 		topdir[0] = '\0';
-		broken("mkdtemp in %s: %s", base, strerror(errno));
+		nsbt_fail("mkdtemp in %s: %s", base, strerror(errno));
 	}
 	snprintf(mnt, sizeof(mnt), "%s/mnt", topdir);
 	snprintf(imgdir, sizeof(imgdir), "%s/img", topdir);
 	if (mkdir(mnt, 0700) != 0 || mkdir(imgdir, 0700) != 0)
-		broken("mkdir in %s: %s", topdir, strerror(errno));
+		nsbt_fail("mkdir in %s: %s", topdir, strerror(errno));
 	snprintf(path_f, sizeof(path_f), "%s/f", mnt);
 	snprintf(path_g, sizeof(path_g), "%s/g", mnt);
 	snprintf(path_e, sizeof(path_e), "%s/e", mnt);
@@ -747,7 +721,7 @@ static void
 setup_tmpfs(void)
 {
 	if (mount("nsbtest", mnt, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0700") != 0)
-		skip("cannot mount a tmpfs: %s", strerror(errno));
+		nsbt_skip("cannot mount a tmpfs: %s", strerror(errno));
 	mnt_mounted = true;
 }
 
@@ -763,35 +737,35 @@ setup_ext4(void)
 
 	/* The image lives in memory: nothing reaches the disk. */
 	if (mount("nsbtest-img", imgdir, "tmpfs", MS_NOSUID | MS_NODEV, "size=12m,mode=0700") != 0)
-		skip("cannot mount a tmpfs for the image: %s", strerror(errno));
+		nsbt_skip("cannot mount a tmpfs for the image: %s", strerror(errno));
 	img_mounted = true;
 	snprintf(img, sizeof(img), "%s/ext4.img", imgdir);
 	imgfd = open(img, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (imgfd < 0 || ftruncate(imgfd, 10 << 20) != 0)
-		broken("%s: %s", img, strerror(errno));
+		nsbt_fail("%s: %s", img, strerror(errno));
 	fflush(NULL);
 	errno = posix_spawnp(&pid, "mkfs.ext4", NULL, NULL, argv, environ);
 	if (errno)
-		skip("cannot run mkfs.ext4 (Debian: e2fsprogs): %s", strerror(errno));
+		nsbt_skip("cannot run mkfs.ext4 (Debian: e2fsprogs): %s", strerror(errno));
 	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
 	    WEXITSTATUS(status) == 127)
-		skip("mkfs.ext4 not found (Debian: e2fsprogs)");
+		nsbt_skip("mkfs.ext4 not found (Debian: e2fsprogs)");
 	if (WEXITSTATUS(status) != 0)
-		broken("mkfs.ext4 %s: %s", img, status_str(status));
+		nsbt_fail("mkfs.ext4 %s: %s", img, status_str(status));
 
 	ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
 	if (ctl < 0)
-		skip("no loop devices: /dev/loop-control: %s", strerror(errno));
+		nsbt_skip("no loop devices: /dev/loop-control: %s", strerror(errno));
 	/* Another test may take the same free device at once: try again. */
 	for (int tries = 0; tries < 20 && fd < 0; tries++) {
 		int n = ioctl(ctl, LOOP_CTL_GET_FREE);
 
 		if (n < 0)
-			skip("no free loop device: %s", strerror(errno));
+			nsbt_skip("no free loop device: %s", strerror(errno));
 		snprintf(dev, sizeof(dev), "/dev/loop%d", n);
 		fd = open(dev, O_RDWR | O_CLOEXEC);
 		if (fd < 0)
-			skip("%s: %s", dev, strerror(errno));
+			nsbt_skip("%s: %s", dev, strerror(errno));
 		memset(&lc, 0, sizeof(lc));
 		lc.fd = (unsigned)imgfd;
 		lc.info.lo_flags = LO_FLAGS_AUTOCLEAR;
@@ -800,15 +774,15 @@ setup_ext4(void)
 			break;
 		}
 		if (errno != EBUSY)
-			skip("cannot set up %s: %s", dev, strerror(errno));
+			nsbt_skip("cannot set up %s: %s", dev, strerror(errno));
 		close(fd);
 		fd = -1;
 	}
 	close(ctl);
 	if (fd < 0)
-		skip("every free loop device was taken by someone else");
+		nsbt_skip("every free loop device was taken by someone else");
 	if (mount(dev, mnt, "ext4", MS_NOSUID | MS_NODEV, NULL) != 0)
-		skip("cannot mount ext4 from %s: %s", dev, strerror(errno));
+		nsbt_skip("cannot mount ext4 from %s: %s", dev, strerror(errno));
 	mnt_mounted = true;
 	/* The mount holds the device now; at umount it detaches itself. */
 	close(fd);
@@ -823,13 +797,13 @@ setup_fuse(void)
 	pid_t pid;
 
 	if (strcmp(fuse_prog, "-") == 0)
-		skip("nsb-fs-fuse was not built: libfuse3 missing (Debian: libfuse3-dev fuse3)");
+		nsbt_skip("nsb-fs-fuse was not built: libfuse3 missing (Debian: libfuse3-dev fuse3)");
 	if (access("/dev/fuse", R_OK | W_OK) != 0)
-		skip("no /dev/fuse: %s", strerror(errno));
+		nsbt_skip("no /dev/fuse: %s", strerror(errno));
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0)
-		broken("fork: %s", strerror(errno));
+		nsbt_fail("fork: %s", strerror(errno));
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		execl(fuse_prog, fuse_prog, mnt, (char *)NULL);
@@ -846,10 +820,10 @@ setup_fuse(void)
 
 		if (waitpid(pid, &status, WNOHANG) == pid) {
 			fuse_pid = 0;
-			skip("the FUSE file system did not mount (%s)", status_str(status));
+			nsbt_skip("the FUSE file system did not mount (%s)", status_str(status));
 		}
 		if (now() > deadline)
-			broken("the FUSE file system did not come up in 20 seconds");
+			nsbt_fail("the FUSE file system did not come up in 20 seconds");
 		nanosleep(&ts, NULL);
 	}
 }
@@ -915,7 +889,7 @@ case_write(const char *name, bool handler, bool ext4)
 	expect_file(&r, path_f, n * page, want_prefix, &k_ref);
 	remove_files();
 	if (!finish(&r))
-		broken("%s: the reference run without the library did not behave as "
+		nsbt_fail("%s: the reference run without the library did not behave as "
 		       "the kernel should; nothing to compare with", name);
 
 	for (int i = 0; i < nmodes; i++) {
@@ -1027,7 +1001,7 @@ run_spec(struct spec *s)
 	check_outcome(&r, &s->ref, ref_status, s);
 	remove_files();
 	if (!finish(&r))
-		broken("%s: the run without the library did not behave as the kernel "
+		nsbt_fail("%s: the run without the library did not behave as the kernel "
 		       "should; nothing to compare with", s->name);
 	for (int i = 0; i < nmodes; i++) {
 		run_prog(&r, s->name, &modes[i], s->handler, "%s", s->steps);
@@ -1398,7 +1372,7 @@ case_log(void)
 		remove_files();
 		if (!m->lib) {
 			if (!finish(&r))
-				broken("tmpfs-log: the run without the library did not behave "
+				nsbt_fail("tmpfs-log: the run without the library did not behave "
 				       "as the kernel should; nothing to compare with");
 			continue;
 		}
@@ -1490,22 +1464,22 @@ main(int argc, char **argv)
 	fills = argv[3];
 	preload = getenv("NSB_PRELOAD");
 	if (!preload)
-		broken("NSB_PRELOAD is not set: run through meson test");
+		nsbt_fail("NSB_PRELOAD is not set: run through meson test");
 	if (access(preload, R_OK) != 0)
-		broken("NSB_PRELOAD=%s: %s", preload, strerror(errno));
+		nsbt_fail("NSB_PRELOAD=%s: %s", preload, strerror(errno));
 	kind = argv[4];
 	kind_len = strcspn(kind, "-");
 	for (int i = 5; i < argc; i++)
 		if (strncmp(argv[i], kind, kind_len + 1) != 0)
-			broken("cases of one run must share a file system: %s, %s", kind, argv[i]);
+			nsbt_fail("cases of one run must share a file system: %s, %s", kind, argv[i]);
 
 	if (geteuid() != 0)
-		skip("needs root: it mounts a tmpfs, an ext4 on a loop device and a FUSE fs");
+		nsbt_skip("needs root: it mounts a tmpfs, an ext4 on a loop device and a FUSE fs");
 	/* Our own mount namespace: whatever happens, nothing stays mounted. */
 	if (unshare(CLONE_NEWNS) != 0)
-		skip("cannot make a mount namespace: %s", strerror(errno));
+		nsbt_skip("cannot make a mount namespace: %s", strerror(errno));
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
-		skip("cannot make mounts private: %s", strerror(errno));
+		nsbt_skip("cannot make mounts private: %s", strerror(errno));
 	atexit(cleanup);
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
@@ -1520,7 +1494,7 @@ main(int argc, char **argv)
 	else if (strncmp(kind, "fuse-", 5) == 0)
 		setup_fuse();
 	else
-		broken("unknown case %s", kind);
+		nsbt_fail("unknown case %s", kind);
 
 	for (int i = 4; i < argc; i++) {
 		const char *c = argv[i];
@@ -1553,7 +1527,7 @@ main(int argc, char **argv)
 			  strcmp(c, "fuse-eof") == 0 || strcmp(c, "fuse-handler") == 0))
 			case_fuse(c);
 		else
-			broken("unknown case %s", c);
+			nsbt_fail("unknown case %s", c);
 	}
 	printf("%d runs, %d failed\n", runs, failed_runs);
 	return failed_runs ? 1 : 0;

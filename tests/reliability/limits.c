@@ -199,21 +199,6 @@ check_maxmap(void)
 
 /* ---- rlimit -------------------------------------------------------------- */
 
-static size_t
-vm_size(void)
-{
-	FILE *f = fopen("/proc/self/status", "re");
-	char line[256];
-	size_t kb = 0;
-
-	NSBT_CHECK(f != NULL, "/proc/self/status");
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmSize: %zu kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb * 1024;
-}
-
 static void
 check_rlimit(void)
 {
@@ -232,7 +217,7 @@ check_rlimit(void)
 	NSBT_CHECK(base != MAP_FAILED, "mmap: %s", strerror(errno));
 	NSBT_CHECK(munmap(base, max * 2 * ps) == 0, "munmap");
 
-	rl.rlim_cur = rl.rlim_max = vm_size() + 6 * ps;
+	rl.rlim_cur = rl.rlim_max = nsbt_vm_size() + 6 * ps;
 	NSBT_CHECK(setrlimit(RLIMIT_AS, &rl) == 0, "setrlimit: %s", strerror(errno));
 	for (n = 0; n < max; n++) {
 		/* Every other page, so that no two merge. */

@@ -2919,21 +2919,12 @@ worker_main(uint64_t seed, uint64_t first, uint64_t count, int report_fd)
 static size_t
 huge_page_size(void)
 {
-	char line[256];
-	size_t kb = 0;
-	FILE *f;
 	int fd = memfd_create("model-huge-probe", MFD_HUGETLB | MFD_CLOEXEC);
 
 	if (fd < 0)
 		return 0;
 	close(fd);
-	f = fopen("/proc/meminfo", "re");
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "Hugepagesize: %zu kB", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kb * 1024;
+	return nsbt_huge_page_size();
 }
 
 static char full_mount[64];
