@@ -790,6 +790,20 @@ policy_covers(const struct seq *s, int file)
 	return s->policy_files || (s->policy_shm && (b == B_MEMFD || b == B_TMPFS || b == B_FULL));
 }
 
+/* A rescue: the page becomes a private zero page, then takes the write. */
+static uint8_t
+model_rescue(struct seq *s, struct mpage *p, bool write, uint8_t val)
+{
+	p->kind = K_ANON;
+	p->shared = 0;
+	p->cow = 0;
+	p->rescued = 1;
+	p->val = write ? val : 0;
+	s->m.rescues++;
+	s->m.pages++;
+	return p->val;
+}
+
 /* An access's outcome; changes the model only when it survives. */
 static int
 model_access(struct seq *s, int i, bool write, uint8_t val, uint8_t *out, char *why, size_t wlen)
@@ -839,14 +853,7 @@ model_access(struct seq *s, int i, bool write, uint8_t val, uint8_t *out, char *
 				 "page %d on a full tmpfs)", val, p->file, p->pgoff);
 			return A_EITHER;
 		}
-		p->kind = K_ANON;
-		p->shared = 0;
-		p->cow = 0;
-		p->rescued = 1;
-		p->val = write ? val : 0;
-		*out = p->val;
-		s->m.rescues++;
-		s->m.pages++;
+		*out = model_rescue(s, p, write, val);
 		snprintf(why, wlen, "0x%02x (rescue: %s of a hole of file%d page %d on a full tmpfs%s)",
 			 *out, what, p->file, p->pgoff, write ? ", NOSIGBUS_ERRORS=zero" : "");
 		return A_OK;
@@ -871,14 +878,7 @@ model_access(struct seq *s, int i, bool write, uint8_t val, uint8_t *out, char *
 			 p->file, p->pgoff, f->size);
 		return A_BUS;
 	}
-	p->kind = K_ANON;
-	p->shared = 0;
-	p->cow = 0;
-	p->rescued = 1;
-	p->val = write ? val : 0;
-	*out = p->val;
-	s->m.rescues++;
-	s->m.pages++;
+	*out = model_rescue(s, p, write, val);
 	snprintf(why, wlen, "0x%02x (rescue: file%d page %d is past its end at %d)",
 		 *out, p->file, p->pgoff, f->size);
 	return A_OK;
