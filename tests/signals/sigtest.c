@@ -3232,6 +3232,7 @@ enum { TORN_READERS = 8, TORN_RAISES = 30000 };
 
 static atomic_long torn_calls, torn_bad;
 static atomic_bool torn_stop;
+static atomic_long torn_writes;
 
 /*
  * [signal context] The two actions differ in every field: A is SA_SIGINFO
@@ -3283,8 +3284,12 @@ torn_writer(void *arg)
 	sa[1].sa_flags = SA_NODEFER | SA_RESTART;
 	sigemptyset(&sa[1].sa_mask);
 	sigaddset(&sa[1].sa_mask, SIGUSR2);
-	for (*writes = 0; !atomic_load(&torn_stop); ++*writes)
+	/* At least 32 changes, even if the readers were done before this
+	 * thread first ran (a loaded machine). */
+	for (*writes = 0; !atomic_load(&torn_stop) || *writes < 32; ++*writes) {
 		sigaction(SIGBUS, &sa[*writes & 1], NULL);
+		atomic_store(&torn_writes, *writes + 1);
+	}
 	return NULL;
 }
 
@@ -3292,6 +3297,8 @@ static void *
 torn_reader(void *arg)
 {
 	(void)arg;
+	while (atomic_load(&torn_writes) == 0)	/* the writer is under way */
+		sched_yield();
 	for (int i = 0; i < TORN_RAISES; i++)
 		raise(SIGBUS);
 	return NULL;
