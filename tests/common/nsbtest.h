@@ -32,7 +32,7 @@
 static void (*nsbt_on_exit)(void);
 
 /* "tag" and the message, on a line of its own in to. */
-static inline void
+static inline void __attribute__((format(printf, 3, 0)))
 nsbt_vsay(FILE *to, const char *tag, const char *fmt, va_list ap)
 {
 	fflush(stdout);
