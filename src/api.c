@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/single_threaded.h>
 
 #include "nosigbus.h"
 #include "nsb.h"
@@ -138,12 +139,17 @@ nosigbus_get_stats(struct nosigbus_stats *stats, size_t size)
  * Runs before main when preloaded or linked; every shim also copes with
  * being called earlier (nsb_init, real.c).  Loading the library must cost
  * what loading an empty one costs (SPEC §9): no system call here, and no
- * symbol lookup (real.c looks each function up on its first use).
+ * symbol lookup (real.c looks each function up on its first use, or all
+ * at once before a second thread exists).
  */
 __attribute__((constructor(103))) static void
 library_init(void)
 {
 	nsb_real_start();
+	/* Loaded (dlopen) into a process that already runs threads. */
+	if (!__libc_single_threaded)
+		nsb_real_find_all();
 	nsb_config_read();
+	nsb_disp_start();
 	nsb_log_init();
 }

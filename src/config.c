@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "nsb.h"
@@ -134,6 +135,9 @@ read_value(const struct variable *v, const char *value)
 void
 nsb_config_init(void)
 {
+	/* The aux vector is where sysconf gets it from, at less cost. */
+	if (!nsb_config.page_size)
+		nsb_config.page_size = (size_t)getauxval(AT_PAGESZ);
 	if (!nsb_config.page_size)
 		nsb_config.page_size = (size_t)sysconf(_SC_PAGESIZE);
 }
@@ -155,6 +159,11 @@ nsb_config_read(void)
 
 		if (strncmp(*e, PREFIX, PREFIX_LEN) != 0 || !(eq = strchr(*e, '=')))
 			continue;
+		if ((size_t)(eq - *e) == sizeof(NSB_HANDOFF_VAR) - 1 &&
+		    memcmp(*e, NSB_HANDOFF_VAR, sizeof(NSB_HANDOFF_VAR) - 1) == 0) {
+			nsb_config.inherit_ignored = true;
+			continue;
+		}
 		v = find_variable(*e, (size_t)(eq - *e));
 		if (v && !values[v - variables])
 			values[v - variables] = eq + 1;

@@ -1062,14 +1062,16 @@ nsb_disp_after_fork_child(void)
 /*
  * A process can start with SIGBUS blocked (inherited across exec): that
  * is the program's mask, not the kernel's.  And a program that ignored
- * SIGBUS while other threads ran passed that on in the environment.
+ * SIGBUS while other threads ran passed that on in the environment (seen
+ * by nsb_config_read, in its one pass over it).  Called by the
+ * constructor, after nsb_config_read.
  */
-__attribute__((constructor(102))) static void
-disp_init(void)
+void
+nsb_disp_start(void)
 {
 	sigset_t set;
 
-	if (getenv(NSB_HANDOFF_VAR)) {
+	if (nsb_config.inherit_ignored) {
 		struct sigaction ign;
 
 		memset(&ign, 0, sizeof(ign));

@@ -110,6 +110,8 @@ enum nsb_real_fn {
 typedef void (*nsb_any_fn)(void);
 extern _Atomic nsb_any_fn nsb_real_fns[NSB_REAL_COUNT];
 nsb_any_fn nsb_real_find(enum nsb_real_fn fn);
+/* Every one, before a second thread exists: see real.c. */
+void nsb_real_find_all(void);
 
 /* Not in signal context (it may call dlsym), except for the functions the
  * first nsb_sys_sigaction() has looked up. */
@@ -217,6 +219,7 @@ struct nsb_config {
 	bool strict;
 	bool log;
 	size_t page_size;	/* sysconf(_SC_PAGESIZE), read outside signals */
+	bool inherit_ignored;	/* NSB_HANDOFF_VAR was set: see nsb_disp_start */
 };
 
 /* Read by the constructor; read-only afterwards (defaults before it). */
@@ -444,6 +447,7 @@ struct nsb_exec {
 void nsb_disp_before_exec(struct nsb_exec *x, bool can_handoff);
 void nsb_disp_after_exec(struct nsb_exec *x);
 void nsb_disp_after_fork_child(void);
+void nsb_disp_start(void);	/* the constructor's part: inherited mask, handoff */
 #define NSB_HANDOFF_VAR "NOSIGBUS_INHERIT_IGNORED"
 
 /* ---- maps.c: /proc/self/maps and smaps --------------------------------- */

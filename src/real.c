@@ -4,7 +4,11 @@
  *
  * Each real function is looked up on its first use, never at start-up: a
  * process that calls none of them (most short ones: /bin/true, a shell's
- * children) pays nothing for them (SPEC §9).  The check that a lookup has
+ * children) pays nothing for them (SPEC §9).  But dlsym() takes the
+ * dynamic loader's lock, which a thread stopped by a garbage collector
+ * may hold (inside dlopen or dlsym): so before a second thread can exist,
+ * every one is looked up at once (nsb_real_find_all), and from then on
+ * none of the library's calls waits for the loader (SPEC §5 "Progress").  The check that a lookup has
  * not found our own function is two comparisons against the bounds of our
  * loaded image, which the linker provides: dladdr() would scan a whole
  * symbol table per call, and that was a third of the start-up time of a
@@ -103,6 +107,7 @@ static const struct {
 ON_A_WRITTEN_PAGE _Atomic nsb_any_fn nsb_real_fns[NSB_REAL_COUNT];
 ON_A_WRITTEN_PAGE static atomic_bool absent[NSB_REAL_COUNT];
 ON_A_WRITTEN_PAGE static atomic_bool handler_fns_found;
+ON_A_WRITTEN_PAGE static atomic_bool all_found;
 ON_A_WRITTEN_PAGE static atomic_bool started;
 
 /* This thread is inside dlsym: whatever it calls from there must not look up. */
@@ -133,13 +138,9 @@ nsb_real_start(void)
 	atomic_store_explicit(&started, true, memory_order_release);
 }
 
-/*
- * Looks fn up unless this thread is already inside dlsym: then NULL, and
- * the caller falls back to the kernel (or dies, when it cannot).  Also
- * NULL for an optional function that the C library lacks.
- */
-nsb_any_fn
-nsb_real_find(enum nsb_real_fn fn)
+/* fn, or NULL (with must, a mandatory one that is missing is fatal). */
+static nsb_any_fn
+lookup(enum nsb_real_fn fn, bool must)
 {
 	nsb_any_fn f;
 	void *p;
@@ -152,8 +153,11 @@ nsb_real_find(enum nsb_real_fn fn)
 	looking_up = false;
 	errno = saved;
 	if (!p) {
-		if (wanted[fn].mandatory)
-			die("cannot find the real", wanted[fn].name);
+		if (wanted[fn].mandatory) {
+			if (must)
+				die("cannot find the real", wanted[fn].name);
+			return NULL;
+		}
 		atomic_store_explicit(&absent[fn], true, memory_order_relaxed);
 		return NULL;
 	}
@@ -164,6 +168,36 @@ nsb_real_find(enum nsb_real_fn fn)
 	memcpy(&f, &p, sizeof(f));
 	atomic_store_explicit(&nsb_real_fns[fn], f, memory_order_release);
 	return f;
+}
+
+/*
+ * Looks fn up unless this thread is already inside dlsym: then NULL, and
+ * the caller falls back to the kernel (or dies, when it cannot).  Also
+ * NULL for an optional function that the C library lacks.
+ */
+nsb_any_fn
+nsb_real_find(enum nsb_real_fn fn)
+{
+	return lookup(fn, true);
+}
+
+/*
+ * Every real function, once: called by the first pthread_create (the
+ * process has one thread: nobody can hold the loader's lock stopped) and
+ * by our constructor when threads already run (dlopen holds the lock for
+ * this thread then).  About a microsecond per function, in a process that
+ * starts threads anyway.  A mandatory function the C library lacks is
+ * left to its first use, which reports it, as before.
+ */
+void
+nsb_real_find_all(void)
+{
+	if (atomic_load_explicit(&all_found, memory_order_acquire) || looking_up)
+		return;
+	for (int fn = 0; fn < NSB_REAL_COUNT; fn++)
+		if (!atomic_load_explicit(&nsb_real_fns[fn], memory_order_acquire))
+			(void)lookup((enum nsb_real_fn)fn, false);
+	atomic_store_explicit(&all_found, true, memory_order_release);
 }
 
 /*

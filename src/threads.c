@@ -65,6 +65,8 @@ pthread_create(pthread_t *thread, const pthread_attr_t *attr,
 	struct start *s;
 	int ret;
 
+	/* From now on, no lookup may wait for the loader's lock. */
+	nsb_real_find_all();
 	own = attr_mask(attr, &blocked);
 	if (!own && !blocked)
 		return real_pthread_create(thread, attr, fn, arg);
