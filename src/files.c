@@ -140,6 +140,10 @@ close_kept(int fd)
 static int
 keep(int fd)
 {
+	/* Raising the hard limit needs CAP_SYS_RESOURCE: once refused, not
+	 * asked again while the limits stay where they were (a container's
+	 * soft == hard would otherwise cost a failed call per mapping). */
+	static _Atomic rlim_t refused_at = RLIM_INFINITY;
 	struct rlimit rl, raised;
 	int saved_errno = errno, kfd = -1;
 
@@ -147,14 +151,19 @@ keep(int fd)
 		raised = rl;
 		if (rl.rlim_max > rl.rlim_cur)
 			raised.rlim_cur = rl.rlim_max;
+		else if (atomic_load(&refused_at) == rl.rlim_max)
+			goto out;
 		else
 			raised.rlim_cur = raised.rlim_max =
 				rl.rlim_cur + atomic_load(&kept_count) + 64;
 		if (setrlimit(RLIMIT_NOFILE, &raised) == 0) {
 			kfd = fcntl(fd, F_DUPFD_CLOEXEC, (int)rl.rlim_cur);
 			setrlimit(RLIMIT_NOFILE, &rl);
+		} else if (errno == EPERM && rl.rlim_max == rl.rlim_cur) {
+			atomic_store(&refused_at, rl.rlim_max);
 		}
 	}
+out:
 	if (kfd >= 0)
 		mark_kept(kfd, true);
 	errno = saved_errno;
