@@ -179,6 +179,29 @@ nsbt_status_str(int status)
 	return buf;
 }
 
+/*
+ * For a watchdog, before it kills a hung process: every thread's stack on
+ * stderr, when gdb is installed (tests/debian-packages has it), so that a
+ * hang seen once in CI says where it was.  Never fails the caller.
+ */
+static inline void
+nsbt_show_stacks(pid_t pid)
+{
+	char cmd[256];
+
+	if (access("/usr/bin/gdb", X_OK) != 0) {
+		fprintf(stderr, "(no gdb: no stacks of the hung process %d)\n", (int)pid);
+		return;
+	}
+	fprintf(stderr, "the hung process %d, thread by thread:\n", (int)pid);
+	fflush(NULL);
+	snprintf(cmd, sizeof(cmd),
+		 "timeout 60 /usr/bin/gdb -batch -nx -p %d -ex 'thread apply all bt' "
+		 "</dev/null 2>&1 | grep -v '^\\[New LWP' | head -n 400 >&2", (int)pid);
+	if (system(cmd) != 0)
+		fprintf(stderr, "(gdb could not show them)\n");
+}
+
 static inline void
 nsbt_expect_exit(int status, int code, const char *what)
 {

@@ -372,6 +372,7 @@ core_wait_watchdog(pid_t pid, int seconds, const volatile unsigned long *progres
 			break;
 		nanosleep(&nap, NULL);
 	}
+	nsbt_show_stacks(pid);
 	kill(pid, SIGKILL);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;

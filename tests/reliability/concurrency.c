@@ -749,6 +749,7 @@ wait_watchdog(pid_t pid, int seconds, int *status)
 			return -1;
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		if (t.tv_sec - t0.tv_sec > seconds) {
+			nsbt_show_stacks(pid);
 			kill(pid, SIGKILL);
 			while (waitpid(pid, status, 0) < 0 && errno == EINTR)
 				;
@@ -1128,6 +1129,7 @@ main(int argc, char **argv)
 				t0 = t;
 			} else if (!hung && t.tv_sec - t0.tv_sec > STALL_SECONDS) {
 				hung = true;
+				nsbt_show_stacks(pid);
 				kill(-pid, SIGKILL);
 				kill(pid, SIGKILL);
 			}
