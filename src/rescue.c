@@ -295,6 +295,10 @@ static __thread uintptr_t again_page __attribute__((tls_model("initial-exec")));
  * there, which mincore() tells (a page in memory does not fault). */
 static __thread unsigned long seen_version __attribute__((tls_model("initial-exec")));
 static __thread uint16_t again_gen __attribute__((tls_model("initial-exec")));
+/* ... and the table's version then: a record's generation has only 11
+ * bits, and 2048 new records (2048 versions at least) later the same
+ * address and generation may be another mapping, not a fault come back. */
+static __thread unsigned long again_version __attribute__((tls_model("initial-exec")));
 
 /* NOSIGBUS_FILL=auto: where this thread's last rescue in a record ended,
  * and how many pages it replaced; a fault right there doubles it. */
@@ -423,6 +427,8 @@ fill_end(uintptr_t start, size_t unit, const struct nsb_range *r, uintptr_t limi
 	case NSB_FILL_RANGE:
 		break;
 	}
+	if (end < start + unit)
+		return start + unit;	/* never less than the faulting unit */
 	if (end > start + unit)
 		end = start + unit + ((first_present(start + unit, end) - start - unit) & ~(uintptr_t)(unit - 1));
 	return end;
@@ -453,7 +459,8 @@ rescue(uintptr_t addr, const void *uc)
 	start = addr & ~(uintptr_t)(unit - 1);
 	if (start < r.start)
 		start = r.start;
-	again = again_page == start && again_gen == r.gen;
+	again = again_page == start && again_gen == r.gen &&
+		nsb_ranges_version() - again_version < 2048;
 
 	slot = claim(nsb_config.fill == NSB_FILL_PAGE ? start : r.start);
 	if (slot < 0) {
@@ -471,8 +478,16 @@ rescue(uintptr_t addr, const void *uc)
 	limit = r.end;
 	if (nsb_config.fill == NSB_FILL_RANGE) {
 		limit = floor_of(&r);
-		if (start >= limit && !again)
-			goto fault_again;
+		/* At or above the floor: replaced by another thread's fill
+		 * while this fault's signal was on its way, so fault again.
+		 * If it comes straight back, the floor is wrong for this
+		 * mapping: ignore it (a fill never goes under the unit that
+		 * faults, and stops at pages in memory). */
+		if (start >= limit) {
+			if (!again)
+				goto fault_again;
+			limit = r.end;
+		}
 	}
 	version = nsb_ranges_version();
 	if (!again && (rescued(start, &limit) ||
@@ -529,6 +544,7 @@ rescue(uintptr_t addr, const void *uc)
 fault_again:
 	again_page = start;
 	again_gen = r.gen;
+	again_version = nsb_ranges_version();
 	release(slot);
 	nsb_ranges_leave(ticket);
 	return AGAIN;
