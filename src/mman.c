@@ -763,8 +763,7 @@ resync_failed_move(uintptr_t old, uintptr_t old_end, uintptr_t dest, uintptr_t d
 	subtract(from, &stayed, &gone);
 	moved_records(&gone, old, dest_end - dest, dest, &cands);
 	/* What was recorded there stays opposite what did not move. */
-	nsb_saved_free(&stayed);
-	nsb_saved_init(&stayed);
+	nsb_saved_free(&stayed);	/* and empty again */
 	moved_records(&moved, old, dest_end - dest, dest, &stayed);
 	subtract(over, &stayed, &cands);
 	resync(dest, dest_end, &cands, false);

@@ -8,11 +8,12 @@
  * dynamic loader's lock, which a thread stopped by a garbage collector
  * may hold (inside dlopen or dlsym): so before a second thread can exist,
  * every one is looked up at once (nsb_real_find_all), and from then on
- * none of the library's calls waits for the loader (SPEC §5 "Progress").  The check that a lookup has
- * not found our own function is two comparisons against the bounds of our
- * loaded image, which the linker provides: dladdr() would scan a whole
- * symbol table per call, and that was a third of the start-up time of a
- * short process.
+ * none of the library's calls waits for the loader (SPEC §5 "Progress").
+ *
+ * The check that a lookup has not found our own function is two
+ * comparisons against the bounds of our loaded image, which the linker
+ * provides: dladdr() would scan a whole symbol table per call, and that
+ * was a third of the start-up time of a short process.
  *
  * The mapping calls must work before our constructor has run (another
  * preload's initialisation may map memory: ASan's does, from

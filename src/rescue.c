@@ -427,8 +427,6 @@ fill_end(uintptr_t start, size_t unit, const struct nsb_range *r, uintptr_t limi
 	case NSB_FILL_RANGE:
 		break;
 	}
-	if (end < start + unit)
-		return start + unit;	/* never less than the faulting unit */
 	if (end > start + unit)
 		end = start + unit + ((first_present(start + unit, end) - start - unit) & ~(uintptr_t)(unit - 1));
 	return end;
@@ -481,8 +479,7 @@ rescue(uintptr_t addr, const void *uc)
 		/* At or above the floor: replaced by another thread's fill
 		 * while this fault's signal was on its way, so fault again.
 		 * If it comes straight back, the floor is wrong for this
-		 * mapping: ignore it (a fill never goes under the unit that
-		 * faults, and stops at pages in memory). */
+		 * mapping: ignore it (the fill stops at pages in memory). */
 		if (start >= limit) {
 			if (!again)
 				goto fault_again;
