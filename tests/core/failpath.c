@@ -595,9 +595,8 @@ race_child(void *arg)
 	int fd = nsbt_file(NSBT_MEMFD, 0);
 	pthread_t sup, map;
 	struct stat ust;
-	char line[512];
-	bool found = false;
-	FILE *f;
+	unsigned long a, b, ino;
+	bool found;
 
 	(void)arg;
 	race.p = huge_aligned_protected(fd);
@@ -629,16 +628,8 @@ race_child(void *arg)
 	       atomic_load(&race.filled_at_nr));
 	/* That mapping must still be there, the supervisor's own. */
 	NSBT_CHECK(fstat(race.ufd, &ust) == 0, "fstat: %s", strerror(errno));
-	f = fopen("/proc/self/maps", "re");
-	while (f && fgets(line, sizeof(line), f)) {
-		unsigned long a, b, ino;
-
-		if (sscanf(line, "%lx-%lx %*s %*s %*s %lu", &a, &b, &ino) == 3 &&
-		    a <= (uintptr_t)race.p && (uintptr_t)race.p < b)
-			found = ino == (unsigned long)ust.st_ino;
-	}
-	if (f)
-		fclose(f);
+	found = sscanf(core_maps_line(race.p), "%lx-%lx %*s %*s %*s %lu", &a, &b, &ino) == 3 &&
+		ino == (unsigned long)ust.st_ino;
 	NSBT_CHECK(found, "the other thread's mapping is no longer at %p", (void *)race.p);
 	nsbt_expect_signal(core_touch_quiet(race.p, false, "read of the other thread's mapping"),
 			   SIGBUS, "read past the end of the other thread's unprotected mapping in the "

@@ -228,20 +228,16 @@ expect_record(char *addr, bool present, const char *what)
 static int
 maps_prot(const void *addr)
 {
-	FILE *f = fopen("/proc/self/maps", "re");
-	char line[512], r, w, x;
+	char r, w, x;
 	uintptr_t lo, hi;
-	int prot = -1;
 
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %c%c%c", &lo, &hi, &r, &w, &x) == 5 &&
-		    lo <= (uintptr_t)addr && (uintptr_t)addr < hi)
-			prot = (r == 'r' ? PROT_READ : 0) | (w == 'w' ? PROT_WRITE : 0) |
-			       (x == 'x' ? PROT_EXEC : 0);
-	if (!f)
-		nsbt_fail("/proc/self/maps: %s", strerror(errno));
-	fclose(f);
-	return prot;
+	if (sscanf(core_maps_line(addr), "%" SCNxPTR "-%" SCNxPTR " %c%c%c",
+		   &lo, &hi, &r, &w, &x) != 5) {
+		if (core_page_mapped(addr))
+			nsbt_fail("%p is mapped, yet /proc/self/maps does not show it", addr);
+		return -1;
+	}
+	return (r == 'r' ? PROT_READ : 0) | (w == 'w' ? PROT_WRITE : 0) | (x == 'x' ? PROT_EXEC : 0);
 }
 
 static char *
