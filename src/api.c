@@ -146,6 +146,7 @@ __attribute__((constructor(103))) static void
 library_init(void)
 {
 	nsb_real_start();
+	nsb_process_start();	/* fork handlers first, so they run outermost */
 	/* Loaded (dlopen) into a process that already runs threads. */
 	if (!__libc_single_threaded)
 		nsb_real_find_all();

@@ -13,27 +13,45 @@
  *    more than the rescue itself), START-END must be the exact VMA (which
  *    rescues keep splitting), following the link itself needs
  *    CAP_SYS_ADMIN, and a memfd or a deleted file has no path to stat;
- *  - one descriptor per file, kept by the library: one fstat() per fault
+ *  - a descriptor of the file, kept by the library: one fstat() per fault
  *    that needs the size (about 0.1 us), for every kind of file.
- * The descriptor wins.  It must be invisible and robust:
- *  - numbered above the soft RLIMIT_NOFILE (the limit is raised for the
- *    F_DUPFD_CLOEXEC alone), so a program near its limit never loses a
- *    descriptor it would have had; when the limit cannot be raised (the
- *    hard limit equals the soft one, without CAP_SYS_RESOURCE), no
- *    descriptor is kept, and the handler falls back to the slow way
- *    above (privileged, or a file that still has its path); failing
- *    that, the rescue is counted as unverified;
- *  - close-on-exec, and checked against the st_dev/st_ino recorded when
- *    the file was mapped, so a number the program reused is never
- *    trusted;
+ * The descriptor wins, where one is needed at all: a file whose faults
+ * never need the size (a memfd, a tmpfs without a size limit: policy.c's
+ * NSB_META_ROOMY) gets none.  It must be invisible (libnosigbus(7),
+ * "Descriptors"):
+ *  - O_PATH, opened through /proc/self/fd/N (or by path), close-on-exec.
+ *    Closing an ordinary descriptor of a file releases every POSIX lock
+ *    the process holds on it; closing an O_PATH one does not: Linux's
+ *    fs/open.c filp_flush() (filp_close() before 6.7) calls
+ *    dnotify_flush() and locks_remove_posix() only
+ *    `if (likely(!(filp->f_mode & FMODE_PATH)))`, and __fput()'s
+ *    locks_remove_file() removes only the locks owned by that struct file
+ *    (OFD locks and flock()s made through it: none, on an O_PATH file).
+ *    fstat() works on one.  Checked by tests/footprint (F_GETLK from
+ *    another process after the library let go of its descriptor).
+ *  - never a resource limit changed: the numbers come from the program's
+ *    budget, at most KEPT_MAX of them, the least recently mapped file
+ *    letting go of its own for a new one, numbered from TOP_MAX or the
+ *    soft RLIMIT_NOFILE (the lesser) downwards: the lowest free number at
+ *    or above top - KEPT_MAX.  The soft limit is read once, and again
+ *    only when a number is refused (EINVAL: the program lowered it).
+ *  - checked against the st_dev/st_ino recorded when the file was mapped,
+ *    so a number the program reused is never trusted;
  *  - close, dup2, dup3, close_range and closefrom cannot take it away: to
  *    the program its number is not open (EBADF), and a dup2/dup3 onto it
  *    first moves ours elsewhere.
  * Descriptors are closed when no record names their file any more.
  *
- * Signal context: nsb_files_size and nsb_files_path.  The rest runs under
- * the table lock (nsb_ranges_lock), except the interposed calls, which
- * take it when they touch one of our descriptors.
+ * The entries live at a fixed place of the library's arena (the handler
+ * reads them), found through a hash index of (st_dev, st_ino); freed
+ * entries are reused from a free list, and the entries whose last record
+ * went are on a list of their own: find, add and release cost O(1) on
+ * average, whatever the number of files.
+ *
+ * Signal context: nsb_files_size and nsb_files_path, and the interposed
+ * close (a signal handler may call it).  The rest runs under the table
+ * lock (nsb_ranges_lock), except the interposed calls, which take it when
+ * they touch one of our descriptors.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -57,21 +75,36 @@ struct file {
 	atomic_int fd;		/* kept descriptor, -1: none */
 	uint32_t refs;		/* records naming this file */
 	bool used;
+	bool releasing;		/* on the release list */
 	uint64_t dev;
 	uint64_t ino;
 	uint32_t path;		/* offset in the path pool, 0: unknown */
+	uint32_t next;		/* free list, or release list */
 };
 
 #define MAX_FILES	(1u << 16)	/* indexes fit a record's 16 bits */
-static struct file *files;	/* MAX_FILES entries, reserved, index 0 unused */
+static struct file *files;	/* NSB_AREA_FILES, index 0 unused */
 static uint32_t files_top = 1;	/* entries ever used: [1, files_top) */
-static bool release_pending;
+static uint32_t free_list, release_list;	/* 0: empty */
+static uint32_t live;		/* entries in use */
 
-/* Our descriptors, for the interposed calls: a bit per number below
- * KEPT_BITS (BSS: costs nothing until used), a count, the lowest. */
-#define KEPT_BITS	(1u << 20)
-static atomic_ulong *kept_bits;	/* KEPT_BITS / 64, mapped at first need */
+/* The index: open addressing, linear probing, entry numbers (0: empty),
+ * at most half full. */
+static uint16_t *slots;		/* NSB_AREA_INDEX */
+static uint32_t slots_cap;
+
+/* Our descriptors: KEPT_MAX slots, number + 1 (0: free), lock-free for
+ * the interposed calls; which file each is for, and when that file was
+ * last mapped, under the table lock. */
+#define KEPT_MAX	16
+#define TOP_MAX		1024	/* FD_SETSIZE: what select() can take */
+#define TOP_MIN		64	/* below this soft limit, none is kept */
+static atomic_int kept_fd[KEPT_MAX];
+static uint32_t kept_file[KEPT_MAX];
+static uint64_t kept_used[KEPT_MAX];
+static uint64_t use_clock;
 static atomic_uint kept_count;
+static rlim_t soft_limit;	/* as last read, 0: not yet */
 
 uint64_t
 nsb_dev_of(unsigned major, unsigned minor)
@@ -83,91 +116,214 @@ static bool
 entries_ready(void)
 {
 	if (!files)
-		files = nsb_memory(MAX_FILES * sizeof(struct file));
+		files = nsb_memory_area(NSB_AREA_FILES, nsb_config.page_size);
 	return files != NULL;
+}
+
+/* ---- the index --------------------------------------------------------- */
+
+static uint32_t
+hash(uint64_t dev, uint64_t ino)
+{
+	uint64_t h = (ino ^ (dev * 0x9e3779b97f4a7c15ull)) * 0xbf58476d1ce4e5b9ull;
+
+	return (uint32_t)(h ^ (h >> 31));
+}
+
+static void
+index_put(uint32_t i)
+{
+	uint32_t at = hash(files[i].dev, files[i].ino) & (slots_cap - 1);
+
+	while (slots[at])
+		at = (at + 1) & (slots_cap - 1);
+	slots[at] = (uint16_t)i;
+}
+
+/* Room for one more entry in the index: doubled and rebuilt from the
+ * entries (in place: the area is the index's alone) when half full. */
+static bool
+index_room(void)
+{
+	uint32_t cap = slots_cap ? slots_cap : 512;
+	uint16_t *p;
+
+	while ((live + 1) * 2 > cap)
+		cap *= 2;
+	if (cap == slots_cap)
+		return true;
+	p = nsb_memory_area(NSB_AREA_INDEX, cap * sizeof(*slots));
+	if (!p)
+		return false;
+	slots = p;
+	slots_cap = cap;
+	memset(slots, 0, cap * sizeof(*slots));
+	for (uint32_t i = 1; i < files_top; i++)
+		if (files[i].used)
+			index_put(i);
+	return true;
+}
+
+static uint32_t
+find(uint64_t dev, uint64_t ino)
+{
+	if (!slots_cap)
+		return 0;
+	for (uint32_t at = hash(dev, ino) & (slots_cap - 1); slots[at];
+	     at = (at + 1) & (slots_cap - 1)) {
+		uint32_t i = slots[at];
+
+		if (files[i].dev == dev && files[i].ino == ino)
+			return i;
+	}
+	return 0;
+}
+
+/* Takes entry i out of the index, shifting back the entries after it
+ * that would no longer be found. */
+static void
+index_remove(uint32_t i)
+{
+	uint32_t mask = slots_cap - 1, at = hash(files[i].dev, files[i].ino) & mask;
+
+	while (slots[at] != i)
+		at = (at + 1) & mask;
+	for (uint32_t next = (at + 1) & mask; slots[next]; next = (next + 1) & mask) {
+		uint32_t home = hash(files[slots[next]].dev, files[slots[next]].ino) & mask;
+
+		/* Moves into the hole unless its home lies in (at, next]. */
+		if (((next - home) & mask) >= ((next - at) & mask)) {
+			slots[at] = slots[next];
+			at = next;
+		}
+	}
+	slots[at] = 0;
 }
 
 /* ---- kept descriptors -------------------------------------------------- */
 
-static bool
-is_kept(int fd)
+static int
+kept_slot(int fd)
 {
-	if (atomic_load_explicit(&kept_count, memory_order_relaxed) == 0 || fd < 0)
-		return false;
-	if ((unsigned)fd < KEPT_BITS && kept_bits)
-		return atomic_load(&kept_bits[fd / 64]) & (1ul << (fd % 64));
-	for (uint32_t i = 1; i < files_top; i++)
-		if (files[i].used && atomic_load(&files[i].fd) == fd)
-			return true;
-	return false;
-}
-
-static void
-mark_kept(int fd, bool kept)
-{
-	if (fd < 0)
-		return;
-	if (!kept_bits)
-		kept_bits = nsb_memory(KEPT_BITS / 8);
-	if ((unsigned)fd < KEPT_BITS && kept_bits) {
-		if (kept)
-			atomic_fetch_or(&kept_bits[fd / 64], 1ul << (fd % 64));
-		else
-			atomic_fetch_and(&kept_bits[fd / 64], ~(1ul << (fd % 64)));
-	}
-	if (kept)
-		atomic_fetch_add(&kept_count, 1);
-	else
-		atomic_fetch_sub(&kept_count, 1);
-}
-
-static void
-close_kept(int fd)
-{
-	if (fd < 0)
-		return;
-	mark_kept(fd, false);
-	syscall(SYS_close, fd);
+	if (fd < 0 || atomic_load_explicit(&kept_count, memory_order_relaxed) == 0)
+		return -1;
+	for (int s = 0; s < KEPT_MAX; s++)
+		if (atomic_load_explicit(&kept_fd[s], memory_order_relaxed) == fd + 1)
+			return s;
+	return -1;
 }
 
 /*
- * A close-on-exec copy of fd numbered at or above the soft limit, or -1.
- * The soft limit goes up to the hard one only for the F_DUPFD; when they
- * are equal, both go up for it if we may (CAP_SYS_RESOURCE), and down
- * again.  Another thread's open() in that moment may get a number it would
- * not have had, but none loses one.  Keeps errno.
+ * [signal-safe] Is fd ours?  A number in our slots is checked with the
+ * kernel first: a close_range made with syscall(2) may have closed ours
+ * and the program opened the number again, and then it is the program's
+ * (the slot is let go).
  */
-static int
-keep(int fd)
+static bool
+is_kept(int fd)
 {
-	/* Raising the hard limit needs CAP_SYS_RESOURCE: once refused, not
-	 * asked again while the limits stay where they were (a container's
-	 * soft == hard would otherwise cost a failed call per mapping). */
-	static _Atomic rlim_t refused_at = RLIM_INFINITY;
-	struct rlimit rl, raised;
-	int saved_errno = errno, kfd = -1;
+	int s = kept_slot(fd), saved_errno, fl;
+	struct stat st;
+	uint32_t file;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < INT_MAX - 65536) {
-		raised = rl;
-		if (rl.rlim_max > rl.rlim_cur)
-			raised.rlim_cur = rl.rlim_max;
-		else if (atomic_load(&refused_at) == rl.rlim_max)
-			goto out;
-		else
-			raised.rlim_cur = raised.rlim_max =
-				rl.rlim_cur + atomic_load(&kept_count) + 64;
-		if (setrlimit(RLIMIT_NOFILE, &raised) == 0) {
-			kfd = fcntl(fd, F_DUPFD_CLOEXEC, (int)rl.rlim_cur);
-			setrlimit(RLIMIT_NOFILE, &rl);
-		} else if (errno == EPERM && rl.rlim_max == rl.rlim_cur) {
-			atomic_store(&refused_at, rl.rlim_max);
-		}
+	if (s < 0)
+		return false;
+	saved_errno = errno;
+	file = kept_file[s];
+	fl = (int)syscall(SYS_fcntl, fd, F_GETFL);
+	if (fl >= 0 && (fl & O_PATH) && file && syscall(SYS_fstat, fd, &st) == 0 &&
+	    (uint64_t)st.st_dev == files[file].dev && (uint64_t)st.st_ino == files[file].ino) {
+		errno = saved_errno;
+		return true;
 	}
-out:
-	if (kfd >= 0)
-		mark_kept(kfd, true);
 	errno = saved_errno;
+	if (atomic_compare_exchange_strong(&kept_fd[s], &(int){ fd + 1 }, 0)) {
+		int expected = fd;
+
+		atomic_compare_exchange_strong(&files[file].fd, &expected, -1);
+		atomic_fetch_sub(&kept_count, 1);
+	}
+	return false;
+}
+
+/* Lets slot s go: its file has no descriptor any more.  Table lock held. */
+static void
+let_go(int s)
+{
+	int fd = atomic_exchange(&kept_fd[s], 0) - 1;
+
+	if (fd < 0)
+		return;
+	atomic_store(&files[kept_file[s]].fd, -1);
+	atomic_fetch_sub(&kept_count, 1);
+	syscall(SYS_close, fd);		/* O_PATH: no lock of the program's goes */
+}
+
+/* The highest number ours may take, from the soft limit as last read. */
+static int
+top_number(bool reread)
+{
+	struct rlimit rl;
+
+	if ((reread || !soft_limit) && getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		soft_limit = rl.rlim_cur ? rl.rlim_cur : 1;
+	return soft_limit > TOP_MAX ? TOP_MAX : (int)soft_limit;
+}
+
+/* A close-on-exec copy of the O_PATH descriptor pfd, numbered as the
+ * head comment says, or -1.  Keeps errno. */
+static int
+dup_high(int pfd)
+{
+	int top = top_number(false), kfd = -1;
+
+	if (top >= TOP_MIN) {
+		kfd = (int)syscall(SYS_fcntl, pfd, F_DUPFD_CLOEXEC, top - KEPT_MAX);
+		if (kfd < 0 && errno == EINVAL && (top = top_number(true)) >= TOP_MIN)
+			kfd = (int)syscall(SYS_fcntl, pfd, F_DUPFD_CLOEXEC, top - KEPT_MAX);
+	}
 	return kfd;
+}
+
+/*
+ * Gives entry i a descriptor from the O_PATH descriptor pfd, letting go of
+ * the least recently mapped file's if all KEPT_MAX are taken.  Table lock
+ * held.  Keeps errno.
+ */
+static void
+keep(uint32_t i, int pfd)
+{
+	int saved_errno = errno, s = -1, kfd;
+
+	for (int t = 0; t < KEPT_MAX && s < 0; t++)
+		if (atomic_load(&kept_fd[t]) == 0)
+			s = t;
+	if (s < 0) {
+		s = 0;
+		for (int t = 1; t < KEPT_MAX; t++)
+			if (kept_used[t] < kept_used[s])
+				s = t;
+		let_go(s);
+	}
+	kfd = dup_high(pfd);
+	if (kfd >= 0) {
+		kept_file[s] = i;
+		kept_used[s] = ++use_clock;
+		atomic_store(&files[i].fd, kfd);
+		atomic_fetch_add(&kept_count, 1);
+		atomic_store(&kept_fd[s], kfd + 1);
+	}
+	errno = saved_errno;
+}
+
+/* The file was mapped again: its descriptor is the last to go. */
+static void
+touch(uint32_t i)
+{
+	int fd = atomic_load(&files[i].fd), s = kept_slot(fd);
+
+	if (s >= 0 && kept_file[s] == i)
+		kept_used[s] = ++use_clock;
 }
 
 /* ---- entries ----------------------------------------------------------- */
@@ -181,73 +337,96 @@ static uint32_t
 intern_path(const char *path)
 {
 	size_t len;
+	char *pool;
 
 	if (!path || !nsb_config.log)
 		return 0;
 	len = strlen(path) + 1;
-	if (!path_pool && !(path_pool = nsb_memory(PATH_POOL_SIZE)))
+	if (len > PATH_POOL_SIZE - path_used)
 		return 0;
 	for (size_t off = 1; off < path_used; off += strlen(path_pool + off) + 1)
 		if (strcmp(path_pool + off, path) == 0)
 			return (uint32_t)off;
-	if (len > PATH_POOL_SIZE - path_used)
+	pool = nsb_memory_area(NSB_AREA_PATHS, path_used + len);
+	if (!pool)
 		return 0;
+	path_pool = pool;
 	memcpy(path_pool + path_used, path, len);
 	path_used += len;
 	return (uint32_t)(path_used - len);
 }
 
+/* A new entry, without a descriptor (refs 0: released at the next update
+ * unless a record names it by then), or 0. */
 static uint32_t
-find(uint64_t dev, uint64_t ino)
+add(uint64_t dev, uint64_t ino, const char *path)
 {
-	for (uint32_t i = 1; i < files_top; i++)
-		if (files[i].used && files[i].dev == dev && files[i].ino == ino)
-			return i;
-	return 0;
-}
+	uint32_t i = free_list;
 
-/* A new entry (refs 0: released at the next update unless a record names
- * it by then). */
-static uint32_t
-add(uint64_t dev, uint64_t ino, int kfd, const char *path)
-{
-	uint32_t i;
-
-	for (i = 1; i < files_top && files[i].used; i++)
-		;
-	if (i == MAX_FILES) {
-		close_kept(kfd);
+	if (!index_room())
 		return 0;
+	if (i) {
+		free_list = files[i].next;
+	} else {
+		if (files_top == MAX_FILES ||
+		    !nsb_memory_area(NSB_AREA_FILES, (files_top + 1) * sizeof(struct file)))
+			return 0;
+		i = files_top++;
 	}
-	if (i == files_top)
-		files_top++;
 	files[i].used = true;
 	files[i].refs = 0;
 	files[i].dev = dev;
 	files[i].ino = ino;
 	files[i].path = intern_path(path);
-	atomic_store(&files[i].fd, kfd);
-	release_pending = true;
+	atomic_store(&files[i].fd, -1);
+	files[i].releasing = true;
+	files[i].next = release_list;
+	release_list = i;
+	live++;
+	index_put(i);
 	return i;
 }
 
+/* Does a rescue of this file need its size?  Not if nothing can refuse
+ * a page of it (rescue.c's decide()), nor under NOSIGBUS_ERRORS=zero. */
+static bool
+wants_descriptor(uint32_t meta)
+{
+	return nsb_config.errors == NSB_ERRORS_PASS && !(meta & NSB_META_ROOMY);
+}
+
 uint32_t
-nsb_files_get(int fd, const struct stat *st, const char *path)
+nsb_files_get(int fd, const struct stat *st, const char *path, uint32_t meta)
 {
 	uint32_t i;
 
 	if (!entries_ready())
 		return 0;
 	i = find((uint64_t)st->st_dev, (uint64_t)st->st_ino);
-	if (i)
+	if (!i)
+		i = add((uint64_t)st->st_dev, (uint64_t)st->st_ino, path);
+	if (!i || !wants_descriptor(meta))
 		return i;
-	return add((uint64_t)st->st_dev, (uint64_t)st->st_ino,
-		   nsb_config.errors == NSB_ERRORS_PASS ? keep(fd) : -1, path);
+	if (atomic_load(&files[i].fd) >= 0) {
+		touch(i);
+	} else {
+		char link[32];
+		int pfd;
+
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		pfd = open(link, O_PATH | O_CLOEXEC);
+		if (pfd >= 0) {
+			keep(i, pfd);
+			syscall(SYS_close, pfd);
+		}
+	}
+	return i;
 }
 
-/* Opens the file mapped at [start, end) without side effects: through
- * /proc/self/map_files (needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE),
- * else by its path if that is still the same regular file. */
+/* An O_PATH descriptor of the file mapped at [start, end), without side
+ * effects: through /proc/self/map_files (needs CAP_SYS_ADMIN or
+ * CAP_CHECKPOINT_RESTORE), else by its path if that is still the same
+ * file.  O_PATH: closing it releases no lock of the program's. */
 static int
 open_mapped(uintptr_t start, uintptr_t end, uint64_t dev, uint64_t ino, const char *path)
 {
@@ -257,10 +436,9 @@ open_mapped(uintptr_t start, uintptr_t end, uint64_t dev, uint64_t ino, const ch
 
 	snprintf(link, sizeof(link), "/proc/self/map_files/%lx-%lx",
 		 (unsigned long)start, (unsigned long)end);
-	fd = open(link, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0 && path && path[0] == '/' && stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
-	    (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino)
-		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	fd = open(link, O_PATH | O_CLOEXEC);
+	if (fd < 0 && path && path[0] == '/')
+		fd = open(path, O_PATH | O_CLOEXEC);
 	if (fd >= 0 && (fstat(fd, &st) < 0 || (uint64_t)st.st_dev != dev ||
 			(uint64_t)st.st_ino != ino)) {
 		syscall(SYS_close, fd);
@@ -275,25 +453,25 @@ nsb_files_get_mapped(uintptr_t start, uintptr_t end, uint64_t dev, uint64_t ino,
 {
 	struct statfs fs;
 	uint32_t i;
-	int fd, kfd = -1;
+	int fd;
 
 	*memfs = false;
 	if (!entries_ready())
 		return 0;
+	i = find(dev, ino);
+	if (!i)
+		i = add(dev, ino, path);
 	fd = open_mapped(start, end, dev, ino, path);
 	if (fd >= 0) {
 		*memfs = fstatfs(fd, &fs) == 0 &&
 			 (fs.f_type == TMPFS_MAGIC || fs.f_type == HUGETLBFS_MAGIC);
-		if (nsb_config.errors == NSB_ERRORS_PASS && !find(dev, ino))
-			kfd = keep(fd);
+		if (i && wants_descriptor(0) && atomic_load(&files[i].fd) < 0)
+			keep(i, fd);
 		syscall(SYS_close, fd);
 	}
-	i = find(dev, ino);
-	if (i) {
-		close_kept(kfd);
-		return i;
-	}
-	return add(dev, ino, kfd, path);
+	if (i)
+		touch(i);
+	return i;
 }
 
 void
@@ -302,26 +480,38 @@ nsb_files_ref(uint32_t file, int delta)
 	if (!file)
 		return;
 	files[file].refs += (uint32_t)delta;
-	if (files[file].refs == 0)
-		release_pending = true;
+	if (files[file].refs == 0 && !files[file].releasing) {
+		files[file].releasing = true;
+		files[file].next = release_list;
+		release_list = file;
+	}
 }
 
 /* After an update of the table: no handler can still hold a record that
- * names an entry with no records left. */
+ * names an entry with no records left.  Only the entries that lost their
+ * last record are visited. */
 void
 nsb_files_release_unused(void)
 {
-	if (!release_pending)
-		return;
-	release_pending = false;
-	for (uint32_t i = 1; i < files_top; i++) {
+	while (release_list) {
+		uint32_t i = release_list;
+		int fd, s;
+
+		release_list = files[i].next;
+		files[i].releasing = false;
 		if (!files[i].used || files[i].refs)
 			continue;
-		close_kept(atomic_exchange(&files[i].fd, -1));
+		fd = atomic_load(&files[i].fd);
+		s = kept_slot(fd);
+		if (s >= 0 && kept_file[s] == i)
+			let_go(s);
+		atomic_store(&files[i].fd, -1);
+		index_remove(i);
 		files[i].used = false;
+		files[i].next = free_list;
+		free_list = i;
+		live--;
 	}
-	while (files_top > 1 && !files[files_top - 1].used)
-		files_top--;
 }
 
 bool
@@ -393,6 +583,45 @@ size_by_map_files(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr,
 	return stat(path, st) == 0 && same_file(file, st);
 }
 
+/*
+ * [signal-safe] Without either: one of the program's own descriptors of
+ * the file, if it holds one (a compositor that keeps a client's pool
+ * open, a database its file).  fstat() of each number in /proc/self/fd:
+ * a number closed or reused meanwhile is simply not the file.  Slow, and
+ * only for a file whose own descriptor the library let go.
+ */
+static bool
+size_by_program_fds(uint32_t file, struct stat *st)
+{
+	char buf[512];
+	bool found = false;
+	long n;
+	int dir;
+
+	dir = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/fd",
+			   O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0)
+		return false;
+	while (!found && (n = syscall(SYS_getdents64, dir, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < n && !found;) {
+			/* struct linux_dirent64: ino, off, reclen, type, name */
+			unsigned short reclen;
+			const char *name = buf + off + 19;
+			int fd = 0;
+
+			memcpy(&reclen, buf + off + 16, sizeof(reclen));
+			off += reclen;
+			if (name[0] < '0' || name[0] > '9')
+				continue;
+			for (; *name >= '0' && *name <= '9'; name++)
+				fd = fd * 10 + (*name - '0');
+			found = fd != dir && syscall(SYS_fstat, fd, st) == 0 && same_file(file, st);
+		}
+	}
+	syscall(SYS_close, dir);
+	return found;
+}
+
 /* [signal-safe] */
 bool
 nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, uint64_t *size)
@@ -405,8 +634,10 @@ nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, ui
 		return false;
 	fd = atomic_load(&files[file].fd);
 	/* A number the program reused behind our back is not our file. */
-	ok = fd >= 0 ? fstat(fd, &st) == 0 && same_file(file, &st)
-		     : size_by_map_files(file, start, end, addr, &st);
+	ok = fd >= 0 && fstat(fd, &st) == 0 && same_file(file, &st);
+	if (!ok)
+		ok = size_by_map_files(file, start, end, addr, &st) ||
+		     size_by_program_fds(file, &st);
 	errno = saved_errno;
 	if (ok)
 		*size = (uint64_t)st.st_size;
@@ -424,22 +655,34 @@ nsb_files_path(uint32_t file)
 
 /* ---- the interposed descriptor calls ----------------------------------- */
 
-/* Moves our descriptor away from `fd`, which the program wants. */
-static void
+/* Moves our descriptor away from `fd`, which the program wants (its
+ * dup2 or dup3 will replace it: an O_PATH file, no lock goes).  False if
+ * fd was not ours after all. */
+static bool
 move_away(int fd)
 {
+	bool moved = false;
+
 	nsb_ranges_lock();
-	for (uint32_t i = 1; i < files_top; i++) {
+	for (int s = 0; s < KEPT_MAX; s++) {
 		int kfd;
 
-		if (!files[i].used || atomic_load(&files[i].fd) != fd)
+		if (atomic_load(&kept_fd[s]) != fd + 1)
 			continue;
-		kfd = keep(fd);
-		/* Out of numbers: the file's rescues become unverified. */
-		atomic_store(&files[i].fd, kfd);
-		mark_kept(fd, false);
+		/* Out of numbers: the file's descriptor goes (libnosigbus(7),
+		 * "End of file and errors of the file system"). */
+		kfd = dup_high(fd);
+		atomic_store(&files[kept_file[s]].fd, kfd);
+		if (kfd >= 0) {
+			atomic_store(&kept_fd[s], kfd + 1);
+		} else {
+			atomic_store(&kept_fd[s], 0);
+			atomic_fetch_sub(&kept_count, 1);
+		}
+		moved = true;
 	}
 	nsb_ranges_unlock();
+	return moved;
 }
 
 NSB_EXPORT int
@@ -452,30 +695,51 @@ close(int fd)
 	return real_close(fd);
 }
 
-/* Before a dup2 or dup3 of old onto new: false (EBADF) if old is ours,
- * which the program never opened; ours moves away from new. */
-static bool
+/* Before a dup2 or dup3 of old onto new: -1 (EBADF) if old is ours,
+ * which the program never opened; ours moves away from new (1), or
+ * nothing was ours (0). */
+static int
 may_dup(int old, int new)
 {
 	if (is_kept(old)) {
 		errno = EBADF;
-		return false;
+		return -1;
 	}
-	if (old != new && is_kept(new))
-		move_away(new);
-	return true;
+	return old != new && is_kept(new) && move_away(new);
+}
+
+/* A dup2/dup3 that failed after ours moved away: the old number is ours
+ * still, and nobody else's. */
+static int
+dup_failed(int new)
+{
+	int saved_errno = errno;
+
+	syscall(SYS_close, new);
+	errno = saved_errno;
+	return -1;
 }
 
 NSB_EXPORT int
 dup2(int old, int new)
 {
-	return may_dup(old, new) ? real_dup2(old, new) : -1;
+	int moved = may_dup(old, new), ret;
+
+	if (moved < 0)
+		return -1;
+	ret = real_dup2(old, new);
+	return ret < 0 && moved ? dup_failed(new) : ret;
 }
 
 NSB_EXPORT int
 dup3(int old, int new, int flags)
 {
-	return may_dup(old, new) ? real_dup3(old, new, flags) : -1;
+	int moved = may_dup(old, new), ret;
+
+	if (moved < 0)
+		return -1;
+	ret = real_dup3(old, new, flags);
+	return ret < 0 && moved ? dup_failed(new) : ret;
 }
 
 #ifndef CLOSE_RANGE_UNSHARE
@@ -494,21 +758,20 @@ sys_close_range(unsigned first, unsigned last, int flags)
 	return f ? f(first, last, flags) : (int)syscall(SYS_close_range, first, last, flags);
 }
 
-/* The lowest of our descriptors in [first, last], or -1. */
+/* The lowest of our descriptors in [first, last], or -1.  Table lock
+ * held (no new one meanwhile). */
 static int
 next_kept(unsigned first, unsigned last)
 {
 	int best = -1;
 
-	nsb_ranges_lock();
-	for (uint32_t i = 1; i < files_top; i++) {
-		int fd = files[i].used ? atomic_load(&files[i].fd) : -1;
+	for (int s = 0; s < KEPT_MAX; s++) {
+		int fd = atomic_load(&kept_fd[s]) - 1;
 
 		if (fd >= 0 && (unsigned)fd >= first && (unsigned)fd <= last &&
 		    (best < 0 || fd < best))
 			best = fd;
 	}
-	nsb_ranges_unlock();
 	return best;
 }
 
@@ -516,18 +779,25 @@ next_kept(unsigned first, unsigned last)
 static int
 close_around(unsigned first, unsigned last, int flags)
 {
-	int fd;
+	int fd, ret = 0;
 
+	nsb_ranges_lock();
 	while (first <= last && (fd = next_kept(first, last)) >= 0) {
 		if ((unsigned)fd > first &&
-		    sys_close_range(first, (unsigned)fd - 1, flags) < 0)
-			return -1;
+		    sys_close_range(first, (unsigned)fd - 1, flags) < 0) {
+			ret = -1;
+			goto out;
+		}
 		flags &= ~(int)CLOSE_RANGE_UNSHARE;	/* once is enough */
 		if ((unsigned)fd == UINT_MAX)
-			return 0;
+			goto out;
 		first = (unsigned)fd + 1;
 	}
-	return first <= last ? sys_close_range(first, last, flags) : 0;
+	if (first <= last)
+		ret = sys_close_range(first, last, flags);
+out:
+	nsb_ranges_unlock();
+	return ret;
 }
 
 NSB_EXPORT int

@@ -3,58 +3,59 @@
  * memory.c - where the library's own memory comes from.
  *
  * Never malloc (we may be inside mmap called by malloc), and never a
- * mapping made whenever it is first needed: memory the library mapped
- * then would land in whatever the program had just freed, and a program
- * may take its own freed addresses back (with MAP_FIXED, as stress-ng
- * does, or by growing a neighbour with mremap): it would wipe the
- * library's state out, or find its room taken.  So everything comes from
- * one reservation, made once, when the library first needs memory (the
- * first protected mapping, or the first time the program blocks SIGBUS),
- * and too big to fit in a hole the program has just made: address space
- * only, committed page by page as it is used.  A hole at the edge of the
- * free address space is as big as that space, though, and the program may
- * be about to map into it (the first protected mapping is often a
- * MAP_FIXED into a range it reserved and released): the reservation is
- * made with room above it, GAP, that is given back at once, so that the
- * addresses the program has just released stay free.  If it cannot be made
- * (RLIMIT_AS), memory comes from mmap directly.  Nothing is ever given
- * back while the process lives: an optimistic reader of the table, or a
- * signal handler, may still be looking at it.
+ * mapping wherever the kernel would put it at that moment: that is
+ * whatever the program has just freed, and a program may take its own
+ * freed addresses back (with MAP_FIXED, as stress-ng does, or by growing
+ * a neighbour with mremap): it would wipe the library's state out, or
+ * find its room taken (both seen: an mremap in place that failed, a
+ * MAP_FIXED destination that was taken, the first protected mapping
+ * being a MAP_FIXED into a range the program had just released).
  *
- * Not used in signal context; callers hold one of the library's locks.
+ * So the library's memory lives in an arena of address space far from
+ * the program's activity: half way between the heap's break and the
+ * address the kernel would give a new mapping now (terabytes from both
+ * on 64-bit layouts; the kernel fills the free space from the top down
+ * and would reach it last).  The arena is only addresses: each of its
+ * areas (below) is mapped, with MAP_FIXED_NOREPLACE (which never replaces
+ * anything of the program's), as far as it is used, so the library's
+ * VmSize and RLIMIT_AS share grow with what it records and nothing is
+ * taken before it is needed (a reservation made up front broke
+ * `ulimit -v`).  Where a piece of an area cannot be mapped (the program
+ * holds those addresses, or RLIMIT_AS), small memory comes from a plain
+ * mmap and the other areas say so (NULL): their callers have fallbacks.
+ * Nothing is ever given back while the process lives: an optimistic
+ * reader of the table, or a signal handler, may still be looking at it.
+ *
+ * Not used in signal context; callers hold one of the library's locks
+ * (so a fork never finds the memory lock held: the prepare handler holds
+ * them all).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "nsb.h"
 
-#define RESERVE		((size_t)96 << 20)
-#define GAP		((size_t)64 << 20)	/* left free above it */
-#define SMALL		((size_t)8 << 20)	/* for nsb_memory() */
-#define SCRATCH		((size_t)8 << 20)	/* for nsb_scratch() */
-#define TABLE_HALF	((RESERVE - SMALL - SCRATCH) / 2)	/* each copy of the table */
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
 
-static char *reservation;	/* (char *)-1: could not be made */
-static atomic_size_t small_used;
-static size_t scratch_used, scratch_ready;	/* under the table lock */
+/* Addresses only: an area costs nothing until it is used. */
+static const size_t area_size[NSB_AREAS] = {
+	[NSB_AREA_SMALL] = (size_t)8 << 20,	/* nsb_memory() */
+	[NSB_AREA_SCRATCH] = (size_t)8 << 20,	/* nsb_scratch() */
+	[NSB_AREA_TABLE0] = (size_t)40 << 20,	/* each copy of the table */
+	[NSB_AREA_TABLE1] = (size_t)40 << 20,
+	[NSB_AREA_FILES] = (size_t)4 << 20,	/* files.c's entries */
+	[NSB_AREA_INDEX] = (size_t)1 << 20,	/* files.c's index */
+	[NSB_AREA_PATHS] = (size_t)1 << 20,	/* files.c's paths (logging) */
+};
 
-static bool
-reserved(void)
-{
-	void *p;
-
-	if (!reservation) {
-		p = nsb_sys_mmap(NULL, RESERVE + GAP, PROT_NONE,
-				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (p != MAP_FAILED)
-			(void)nsb_sys_munmap((char *)p + RESERVE, GAP);
-		else	/* RLIMIT_AS: as close to the program as it may be */
-			p = nsb_sys_mmap(NULL, RESERVE, PROT_NONE,
-					 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		reservation = p == MAP_FAILED ? (char *)-1 : p;
-	}
-	return reservation != (char *)-1;
-}
+static uintptr_t arena;		/* 0: not placed yet */
+static size_t area_mapped[NSB_AREAS];
+static size_t small_used, scratch_used;
+static pthread_mutex_t memory_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 static size_t
 pages(size_t bytes)
@@ -64,25 +65,113 @@ pages(size_t bytes)
 	return (bytes + page - 1) & ~(page - 1);
 }
 
+static uintptr_t
+area_base(enum nsb_area a)
+{
+	uintptr_t at = arena;
+
+	for (int i = 0; i < (int)a; i++)
+		at += area_size[i];
+	return at;
+}
+
+/*
+ * Where the arena goes, once: between the break and where the next
+ * mapping would land (a probe page, unmapped again at once).  With the
+ * legacy bottom-up layout (mappings above the heap, growing up) the probe
+ * is above the break too but mappings grow towards the top: half the
+ * probe's address is then below both.
+ */
+static void
+place_arena(void)
+{
+	size_t total = 0, page = nsb_config.page_size;
+	uintptr_t probe, low, at;
+	void *p;
+
+	for (int i = 0; i < NSB_AREAS; i++)
+		total += area_size[i];
+	p = nsb_sys_mmap(NULL, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		arena = (uintptr_t)-1;
+		return;
+	}
+	(void)nsb_sys_munmap(p, page);
+	probe = (uintptr_t)p;
+	low = (uintptr_t)sbrk(0) + ((uintptr_t)1 << 30);	/* room for the heap */
+	if (probe > low + 4 * total)
+		at = low + (probe - low) / 2;
+	else
+		at = probe / 2;
+	at &= ~(((uintptr_t)2 << 20) - 1);
+	arena = at > total ? at : (uintptr_t)-1;
+}
+
+/*
+ * Area a usable (zeroed) up to bytes from its start: its base, or NULL.
+ * Memory lock held.
+ */
+static void *
+area_ensure(enum nsb_area a, size_t bytes)
+{
+	size_t want = pages(bytes);
+	char *base, *p;
+
+	if (!arena)
+		place_arena();
+	if (arena == (uintptr_t)-1 || want > area_size[a])
+		return NULL;
+	base = (char *)area_base(a);
+	if (want > area_mapped[a]) {
+		size_t len = want - area_mapped[a];
+
+		p = nsb_sys_mmap(base + area_mapped[a], len, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE,
+				 -1, 0);
+		if (p == MAP_FAILED)
+			return NULL;
+		if (p != base + area_mapped[a]) {
+			/* A kernel before 4.17 took the flag for a hint. */
+			(void)nsb_sys_munmap(p, len);
+			return NULL;
+		}
+		area_mapped[a] = want;
+	}
+	return base;
+}
+
+void *
+nsb_memory_area(enum nsb_area a, size_t bytes)
+{
+	void *p;
+
+	nsb_init();
+	pthread_mutex_lock(&memory_mutex);
+	p = area_ensure(a, bytes);
+	pthread_mutex_unlock(&memory_mutex);
+	return p;
+}
+
 /* bytes of zeroed memory, or NULL with errno ENOMEM.  NORESERVE: only the
  * pages used are committed. */
 void *
 nsb_memory(size_t bytes)
 {
-	size_t at;
+	char *base;
 	void *p;
 
 	nsb_init();
 	bytes = pages(bytes);
-	if (reserved()) {
-		at = atomic_fetch_add(&small_used, bytes);
-		if (at + bytes <= SMALL) {
-			if (nsb_sys_mprotect(reservation + at, bytes, PROT_READ | PROT_WRITE) == 0)
-				return reservation + at;
-			errno = ENOMEM;
-			return NULL;
-		}
+	pthread_mutex_lock(&memory_mutex);
+	base = area_ensure(NSB_AREA_SMALL, small_used + bytes);
+	if (base) {
+		p = base + small_used;
+		small_used += bytes;
+		pthread_mutex_unlock(&memory_mutex);
+		return p;
 	}
+	pthread_mutex_unlock(&memory_mutex);
+	/* The arena is full or taken: a mapping of its own. */
 	p = nsb_sys_mmap(NULL, bytes, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED) {
@@ -105,17 +194,9 @@ nsb_scratch(size_t bytes)
 	char *base;
 
 	bytes = (bytes + 15) & ~(size_t)15;
-	if (!reserved() || scratch_used + bytes > SCRATCH)
+	base = nsb_memory_area(NSB_AREA_SCRATCH, scratch_used + bytes);
+	if (!base)
 		return NULL;
-	base = reservation + SMALL;
-	if (scratch_used + bytes > scratch_ready) {
-		size_t ready = pages(scratch_used + bytes);
-
-		if (nsb_sys_mprotect(base + scratch_ready, ready - scratch_ready,
-				     PROT_READ | PROT_WRITE) < 0)
-			return NULL;
-		scratch_ready = ready;
-	}
 	scratch_used += bytes;
 	return base + scratch_used - bytes;
 }
@@ -129,18 +210,11 @@ nsb_scratch_reset(void)
 
 /*
  * The fixed home of copy `which` of the table, made usable up to bytes;
- * NULL when bytes is more than its share of the reservation (or there is
- * none): the table then moves to memory of its own (ranges.c).
+ * NULL when bytes is more than its area (or it cannot grow there): the
+ * table then moves to memory of its own (ranges.c).
  */
 void *
 nsb_memory_table(int which, size_t bytes)
 {
-	char *home;
-
-	if (!reserved() || bytes > TABLE_HALF)
-		return NULL;
-	home = reservation + SMALL + SCRATCH + (size_t)which * TABLE_HALF;
-	if (nsb_sys_mprotect(home, pages(bytes), PROT_READ | PROT_WRITE) < 0)
-		return NULL;
-	return home;
+	return nsb_memory_area(which ? NSB_AREA_TABLE1 : NSB_AREA_TABLE0, bytes);
 }

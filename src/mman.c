@@ -219,7 +219,7 @@ file_of(int fd, const struct nsb_decision *d)
 	}
 	if (n > 0)
 		path[n] = '\0';
-	return nsb_files_get(fd, &d->st, n > 0 ? path : NULL);
+	return nsb_files_get(fd, &d->st, n > 0 ? path : NULL, d->meta);
 }
 
 static void *

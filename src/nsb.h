@@ -271,6 +271,7 @@ extern struct nsb_lock nsb_disp_lock;	/* dispositions.c */
 /* The pid whose memory this is: differs from getpid() in a vfork child,
  * which shares our memory and must not take the parent's state. */
 bool nsb_in_vfork_child(void);
+void nsb_process_start(void);	/* from the constructor: fork handlers */
 void nsb_process_note_pid(void);
 pid_t nsb_gettid(void);	/* [signal-safe] */
 /* The mask to restore when this thread releases its outermost lock
@@ -281,7 +282,22 @@ bool nsb_read_word(const void *user, void *out);	/* [signal-safe] */
 
 /* ---- memory.c: the library's own memory -------------------------------- */
 
+/* The areas of the library's arena: each at a fixed address, mapped as
+ * far as it is used (memory.c). */
+enum nsb_area {
+	NSB_AREA_SMALL,
+	NSB_AREA_SCRATCH,
+	NSB_AREA_TABLE0,
+	NSB_AREA_TABLE1,
+	NSB_AREA_FILES,
+	NSB_AREA_INDEX,
+	NSB_AREA_PATHS,
+	NSB_AREAS
+};
 void *nsb_memory(size_t bytes);	/* zeroed, never freed; NULL with ENOMEM */
+/* Area a, zeroed and usable up to bytes from its start (it never moves):
+ * its start, or NULL. */
+void *nsb_memory_area(enum nsb_area a, size_t bytes);
 void *nsb_scratch(size_t bytes);	/* until the table lock is released */
 void nsb_scratch_reset(void);
 void *nsb_memory_table(int which, size_t bytes);
@@ -377,7 +393,9 @@ void nsb_ranges_after_fork_child(void);
  * Entries are counted by the records that name them; callers hold the
  * table lock (nsb_ranges_lock) except where marked.
  */
-uint32_t nsb_files_get(int fd, const struct stat *st, const char *path);
+/* meta: the decision's (no descriptor for a file whose faults never need
+ * the size). */
+uint32_t nsb_files_get(int fd, const struct stat *st, const char *path, uint32_t meta);
 uint32_t nsb_files_get_mapped(uintptr_t start, uintptr_t end, uint64_t dev, uint64_t ino,
 			      const char *path, bool *memfs);
 void nsb_files_ref(uint32_t file, int delta);

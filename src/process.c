@@ -9,8 +9,9 @@
  * threads from a handler (a garbage collector) can never stop one holding
  * it.  Holders only make system calls and touch the library's memory.
  *
- * fork: the parent takes every lock first (so the child never inherits
- * one held by a thread it does not have), and the child resets, in one
+ * fork: the parent takes every lock last, after the program's own fork
+ * handlers have run (nsb_process_start), so the child never inherits
+ * one held by a thread it does not have, and the child resets, in one
  * sequence below, everything that belonged to threads it does not have:
  * rescues in flight and their claims, readers of the table, held
  * signals, the threads' views, the counters.  vfork and the C library's
@@ -32,17 +33,11 @@ static pid_t owner_pid;	/* the process this memory belongs to */
 /* The mask this thread had before it took its first lock. */
 static __thread sigset_t *outer_mask __attribute__((tls_model("initial-exec")));
 
-static void register_fork(void);
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-
 void
 nsb_lock(struct nsb_lock *l)
 {
 	sigset_t all, old;
 
-	/* Nothing of the library's needs resetting in a fork child before
-	 * the first lock: registered then, not at every start-up. */
-	pthread_once(&fork_once, register_fork);
 	sigfillset(&all);
 	nsb_sys_sigmask(SIG_BLOCK, &all, &old);
 	pthread_mutex_lock(&l->mutex);
@@ -162,8 +157,19 @@ after_fork_child(void)
 	nsb_sys_sigmask(SIG_SETMASK, &mask, NULL);
 }
 
-static void
-register_fork(void)
+/*
+ * From the constructor, before any code of the program's can register
+ * its own: the C library runs prepare handlers in the reverse order of
+ * registration and the others in order, so ours take the library's locks
+ * after every handler of the program's has run, and give them back (or
+ * reset them, in the child) before any runs: a program's handler may map,
+ * unmap, mprotect and change signals like any code.  No system call: the
+ * C library keeps its first handlers in static storage.  (Loaded later
+ * with dlopen, the library's handlers come after those registered before:
+ * such a program's handlers must not call the interposed functions.)
+ */
+void
+nsb_process_start(void)
 {
 	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }
