@@ -24,6 +24,9 @@
  *           mapping, rescuing, mprotect, mremap (whole and in pieces),
  *           nosigbus_protect/unprotect and unmapping, with every policy
  *           and with NOSIGBUS_LOG=1.
+ *  evict    20 tmpfs files mapped: 16 descriptors kept, and a rescue of a
+ *           file whose descriptor was let go is checked through the
+ *           program's own descriptor of it, unverified without one.
  *  leaks    after everything in a window is unmapped, no record is left
  *           (mappings back to 0) and /proc/self/maps shows nothing in it.
  *
@@ -34,6 +37,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 
 #include "nsbtest.h"
 
@@ -456,6 +460,110 @@ check_leaks(void)
 	printf("ok: limits: leaks: no record and no mapping left after unmapping everything\n");
 }
 
+/* ---- evict --------------------------------------------------------------- */
+
+/* Without CAP_SYS_ADMIN and CAP_CHECKPOINT_RESTORE in the effective set
+ * (/proc/self/map_files cannot be followed), as an ordinary process. */
+static void
+drop_effective_caps(void)
+{
+	struct { uint32_t version; int pid; } hdr = { 0x20080522, 0 };
+	struct { uint32_t effective, permitted, inheritable; } data[2];
+
+	if (syscall(SYS_capget, &hdr, data) != 0)
+		return;
+	data[0].effective = data[1].effective = 0;
+	NSBT_CHECK(syscall(SYS_capset, &hdr, data) == 0, "capset: %s", strerror(errno));
+}
+
+/* A shared write into a tmpfs file could be a refused one (a full tmpfs):
+ * the only fault of a tmpfs file whose rescue needs the size. */
+static void
+write_past_end(volatile unsigned char *p, const char *what)
+{
+	p[0] = 0x5a;
+	NSBT_CHECK(p[0] == 0x5a, "%s: a write did not read back", what);
+}
+
+/*
+ * 20 tmpfs files of /dev/shm (a size-limited tmpfs: their faults need the
+ * size), mapped in turn: at most 16 descriptors kept, the first files'
+ * let go.  A rescue in one of those is still checked while the program
+ * holds a descriptor of the file (found among its own), and counted as
+ * unverified once it holds none (unlinked: no path either).
+ */
+static void
+check_evict(void)
+{
+	enum { FILES = 20 };
+	int fds[FILES], before[64], nb = 0, kept = 0;
+	unsigned char *maps[FILES];
+	struct nosigbus_stats st0, st;
+	DIR *d;
+	struct dirent *e;
+
+	drop_effective_caps();
+	d = opendir("/proc/self/fd");
+	NSBT_CHECK(d != NULL, "opendir");
+	while ((e = readdir(d)) && nb < 64)
+		if (e->d_name[0] != '.')
+			before[nb++] = atoi(e->d_name);
+	closedir(d);
+	for (int i = 0; i < FILES; i++) {
+		fds[i] = nsbt_file(NSBT_TMPFS, 2 * ps);
+		maps[i] = mmap(NULL, 4 * ps, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NOSIGBUS,
+			       fds[i], 0);
+		NSBT_CHECK(maps[i] != MAP_FAILED, "mmap: %s", strerror(errno));
+	}
+	d = opendir("/proc/self/fd");
+	NSBT_CHECK(d != NULL, "opendir");
+	while ((e = readdir(d))) {
+		int fd = atoi(e->d_name), j;
+
+		if (e->d_name[0] == '.' || fd == dirfd(d))
+			continue;
+		for (j = 0; j < nb && before[j] != fd; j++)
+			;
+		if (j < nb)
+			continue;
+		for (j = 0; j < FILES && fds[j] != fd; j++)
+			;
+		kept += j == FILES;
+	}
+	closedir(d);
+	printf("limits: evict: %d files mapped, %d descriptors kept\n", FILES, kept);
+	NSBT_CHECK(kept == 16, "%d descriptors kept for %d files, not 16", kept, FILES);
+
+	/* File 0's descriptor went first; the program still holds its own. */
+	st0 = stats();
+	write_past_end(maps[0] + 3 * ps, "past the end of a file whose descriptor was let go");
+	st = stats();
+	NSBT_CHECK(st.rescues == st0.rescues + 1 && st.unverified == st0.unverified,
+		   "%" PRIu64 " rescues, %" PRIu64 " unverified: the size was not found through "
+		   "the program's own descriptor", st.rescues - st0.rescues,
+		   st.unverified - st0.unverified);
+	/* Now nothing names it but the mapping. */
+	close(fds[1]);
+	write_past_end(maps[1] + 3 * ps, "past the end of a file nothing names");
+	st0 = st;
+	st = stats();
+	NSBT_CHECK(st.rescues == st0.rescues + 1 && st.unverified == st0.unverified + 1,
+		   "%" PRIu64 " rescues, %" PRIu64 " unverified for a file the library cannot "
+		   "find", st.rescues - st0.rescues, st.unverified - st0.unverified);
+	/* A file with a kept descriptor: checked. */
+	write_past_end(maps[FILES - 1] + 3 * ps, "past the end of a file with a descriptor");
+	st0 = st;
+	st = stats();
+	NSBT_CHECK(st.unverified == st0.unverified, "a rescue with a kept descriptor is unverified");
+	for (int i = 0; i < FILES; i++) {
+		munmap(maps[i], 4 * ps);
+		if (i != 1)
+			close(fds[i]);
+	}
+	printf("ok: limits: evict: 16 kept, the let-go file checked through the program's "
+	       "descriptor, unverified only without one\n");
+}
+
 /* ---- driver -------------------------------------------------------------- */
 
 static int
@@ -517,6 +625,8 @@ main(int argc, char **argv)
 			check_fds();
 		else if (strcmp(argv[1], "leaks") == 0)
 			check_leaks();
+		else if (strcmp(argv[1], "evict") == 0)
+			check_evict();
 		else
 			nsbt_fail("unknown check %s", argv[1]);
 		return 0;
@@ -525,6 +635,7 @@ main(int argc, char **argv)
 		nsbt_skip("NSB_PRELOAD is not set (run through meson test)");
 	failed += run_under_library("maxmap", "flag", "0"), runs++;
 	failed += run_under_library("rlimit", "flag", "0"), runs++;
+	failed += run_under_library("evict", "flag", "0"), runs++;
 	for (size_t i = 0; i < sizeof(policies) / sizeof(policies[0]); i++) {
 		failed += run_under_library("fds", policies[i], "0"), runs++;
 		failed += run_under_library("fds", policies[i], "1"), runs++;
