@@ -20,7 +20,9 @@
  * anything of the program's), as far as it is used, so the library's
  * VmSize and RLIMIT_AS share grow with what it records and nothing is
  * taken before it is needed (a reservation made up front broke
- * `ulimit -v`).  Where a piece of an area cannot be mapped (the program
+ * `ulimit -v`): a first chunk of each area when the arena is placed (the
+ * first time the library needs memory), then steps that double what an
+ * area has.  Where a piece of an area cannot be mapped (the program
  * holds those addresses, or RLIMIT_AS), small memory comes from a plain
  * mmap and the other areas say so (NULL): their callers have fallbacks.
  * Nothing is ever given back while the process lives: an optimistic
@@ -52,6 +54,10 @@ static const size_t area_size[NSB_AREAS] = {
 	[NSB_AREA_PATHS] = (size_t)1 << 20,	/* files.c's paths (logging) */
 };
 
+/* An area grows by at least this, or by what it has: fewer, larger
+ * steps, so that a call made at a tight RLIMIT_AS rarely needs one. */
+#define CHUNK		((size_t)64 << 10)
+
 static uintptr_t arena;		/* 0: not placed yet */
 static size_t area_mapped[NSB_AREAS];
 static size_t small_used, scratch_used;
@@ -82,6 +88,8 @@ area_base(enum nsb_area a)
  * is above the break too but mappings grow towards the top: half the
  * probe's address is then below both.
  */
+static void *area_ensure(enum nsb_area a, size_t bytes);
+
 static void
 place_arena(void)
 {
@@ -105,6 +113,31 @@ place_arena(void)
 		at = probe / 2;
 	at &= ~(((uintptr_t)2 << 20) - 1);
 	arena = at > total ? at : (uintptr_t)-1;
+	/* A first chunk of each area now: what a call needs later, under a
+	 * RLIMIT_AS the program set meanwhile, is then already there. */
+	for (int i = 0; arena != (uintptr_t)-1 && i < NSB_AREAS; i++)
+		if (i != NSB_AREA_PATHS || nsb_config.log)
+			(void)area_ensure((enum nsb_area)i, CHUNK);
+}
+
+/* Maps area a (at base) up to upto bytes, from where it ends now. */
+static bool
+area_map(enum nsb_area a, char *base, size_t upto)
+{
+	size_t len = upto - area_mapped[a];
+	void *p;
+
+	p = nsb_sys_mmap(base + area_mapped[a], len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+	if (p == MAP_FAILED)
+		return false;
+	if (p != base + area_mapped[a]) {
+		/* A kernel before 4.17 took the flag for a hint. */
+		(void)nsb_sys_munmap(p, len);
+		return false;
+	}
+	area_mapped[a] = upto;
+	return true;
 }
 
 /*
@@ -115,7 +148,7 @@ static void *
 area_ensure(enum nsb_area a, size_t bytes)
 {
 	size_t want = pages(bytes);
-	char *base, *p;
+	char *base;
 
 	if (!arena)
 		place_arena();
@@ -123,19 +156,13 @@ area_ensure(enum nsb_area a, size_t bytes)
 		return NULL;
 	base = (char *)area_base(a);
 	if (want > area_mapped[a]) {
-		size_t len = want - area_mapped[a];
+		size_t grown = area_mapped[a] > CHUNK ? 2 * area_mapped[a] : CHUNK;
 
-		p = nsb_sys_mmap(base + area_mapped[a], len, PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE,
-				 -1, 0);
-		if (p == MAP_FAILED)
+		if (grown > area_size[a])
+			grown = area_size[a];
+		/* The step, or (RLIMIT_AS) just what is needed. */
+		if ((grown <= want || !area_map(a, base, grown)) && !area_map(a, base, want))
 			return NULL;
-		if (p != base + area_mapped[a]) {
-			/* A kernel before 4.17 took the flag for a hint. */
-			(void)nsb_sys_munmap(p, len);
-			return NULL;
-		}
-		area_mapped[a] = want;
 	}
 	return base;
 }

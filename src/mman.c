@@ -229,7 +229,7 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	struct nsb_decision d;
 	struct nsb_saved before;
 	uintptr_t start = 0, end = 0, wstart, wend;
-	bool replacing;
+	bool replacing, policy_only;
 	size_t unit;
 	void *p;
 	int err;
@@ -262,7 +262,11 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	/* Room first: once the mapping exists, recording it must not fail. */
 	wstart = start;
 	wend = end;
-	if (nsb_ranges_reserve(4) < 0 ||
+	/* A mapping only the policy protects (the program did not ask) is
+	 * made first, and recorded only if the library has room: a tight
+	 * RLIMIT_AS never fails it for the library's memory (issue 20). */
+	policy_only = !replacing && !(flags & MAP_NOSIGBUS);
+	if ((!policy_only && nsb_ranges_reserve(4) < 0) ||
 	    (replacing && collect_whole(&wstart, &wend, &before) < 0)) {
 		p = MAP_FAILED;
 		err = ENOMEM;
@@ -279,13 +283,13 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	}
 	if (replacing)
 		nsb_ranges_cut(start, end);
-	if (d.protect) {
+	if (d.protect && (!policy_only || nsb_ranges_reserve(4) == 0)) {
 		struct nsb_range r = { .start = (uintptr_t)p,
 				       .end = round_up((uintptr_t)p + len, unit),
 				       .off = (d.meta & NSB_META_ANON) ? 0 : (uint64_t)off,
 				       .meta = d.meta, .file = file_of(fd, &d) };
 
-		if (nsb_record(&r) < 0) {
+		if (nsb_record(&r) < 0 && !policy_only) {
 			nsb_sys_munmap(p, len);
 			p = MAP_FAILED;
 			err = ENOMEM;
