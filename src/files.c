@@ -22,8 +22,8 @@
  *  - O_PATH, opened through /proc/self/fd/N (or by path), close-on-exec.
  *    Closing an ordinary descriptor of a file releases every POSIX lock
  *    the process holds on it; closing an O_PATH one does not: Linux's
- *    fs/open.c filp_flush() (filp_close() before 6.7) calls
- *    dnotify_flush() and locks_remove_posix() only
+ *    fs/open.c filp_flush() (in filp_close() itself in older kernels)
+ *    calls dnotify_flush() and locks_remove_posix() only
  *    `if (likely(!(filp->f_mode & FMODE_PATH)))`, and __fput()'s
  *    locks_remove_file() removes only the locks owned by that struct file
  *    (OFD locks and flock()s made through it: none, on an O_PATH file).
