@@ -103,6 +103,9 @@ enum nsb_real_fn {
 	NSB_REAL_EPOLL_PWAIT2,
 	NSB_REAL_SETCONTEXT,
 	NSB_REAL_SWAPCONTEXT,
+	NSB_REAL___SIGSETJMP,
+	NSB_REAL_PIDFD_SPAWN,
+	NSB_REAL_PIDFD_SPAWNP,
 	NSB_REAL_COUNT
 };
 
@@ -219,7 +222,9 @@ struct nsb_config {
 	bool strict;
 	bool log;
 	size_t page_size;	/* sysconf(_SC_PAGESIZE), read outside signals */
-	bool inherit_ignored;	/* NSB_HANDOFF_VAR was set: see nsb_disp_start */
+	bool handoff_seen;	/* NSB_HANDOFF_VAR is in the environment */
+	bool inherit_ignored;	/* ... with the value written for this process */
+	bool secure;		/* AT_SECURE: no variable read, nothing printed */
 };
 
 /* Read by the constructor; read-only afterwards (defaults before it). */
@@ -441,14 +446,17 @@ void nsb_disp_thread_start_kernel(void);
 struct nsb_exec {
 	bool ignored;		/* the program ignores SIGBUS */
 	bool blocked;		/* ... and blocks it */
-	bool handoff;		/* pass "ignored" through the environment */
 	sigset_t saved_mask;
 };
-void nsb_disp_before_exec(struct nsb_exec *x, bool can_handoff);
+void nsb_disp_before_exec(struct nsb_exec *x);
 void nsb_disp_after_exec(struct nsb_exec *x);
 void nsb_disp_after_fork_child(void);
 void nsb_disp_start(void);	/* the constructor's part: inherited mask, handoff */
+/* Its value is the decimal pid of the process that wrote it: the exec'd
+ * program's own (exec keeps the pid), or a spawned child's parent's. */
 #define NSB_HANDOFF_VAR "NOSIGBUS_INHERIT_IGNORED"
+/* A thread that pthread_create started ends. */
+void nsb_disp_thread_exit(void);
 
 /* ---- maps.c: /proc/self/maps and smaps --------------------------------- */
 

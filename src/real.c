@@ -95,6 +95,9 @@ static const struct {
 	[NSB_REAL_EPOLL_PWAIT2] = { "epoll_pwait2", false, false },
 	[NSB_REAL_SETCONTEXT] = { "setcontext", true, false },
 	[NSB_REAL_SWAPCONTEXT] = { "swapcontext", true, false },
+	[NSB_REAL___SIGSETJMP] = { "__sigsetjmp", true, false },
+	[NSB_REAL_PIDFD_SPAWN] = { "pidfd_spawn", false, false },
+	[NSB_REAL_PIDFD_SPAWNP] = { "pidfd_spawnp", false, false },
 };
 
 /*
