@@ -34,10 +34,12 @@
  * and cannot be looked up now: before our constructor has run, or
  * re-entered from inside dlsym (which may allocate, and so map memory).
  *
- * Signal context: nsb_sys_sigaction() looks up, before it returns, every
- * function marked [signal-safe] below.  The library's handler is installed
- * through it, so the handler never runs a lookup (dlsym is not
- * async-signal-safe).
+ * Signal context: nsb_real_handler_fns() looks up every function a
+ * handler can reach (the library's, and the interposed calls a program's
+ * handler may make); nsb_sys_sigaction() calls it before it installs
+ * anything, and so does every shim that installs a program's handler.  No
+ * handler runs a lookup then (dlsym is not async-signal-safe).
+ * nsb_sys_sigmask() is the system call itself.
  */
 void nsb_real_start(void);	/* our constructor has run: lookups are safe */
 void *nsb_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off); /* [signal-safe] */
@@ -115,6 +117,8 @@ extern _Atomic nsb_any_fn nsb_real_fns[NSB_REAL_COUNT];
 nsb_any_fn nsb_real_find(enum nsb_real_fn fn);
 /* Every one, before a second thread exists: see real.c. */
 void nsb_real_find_all(void);
+/* Those a handler can reach, before a handler is installed: see real.c. */
+void nsb_real_handler_fns(void);
 
 /* Not in signal context (it may call dlsym), except for the functions the
  * first nsb_sys_sigaction() has looked up. */
