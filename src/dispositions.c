@@ -960,22 +960,71 @@ nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 }
 
 /*
- * The program leaves a signal handler with siglongjmp or longjmp.  glibc
- * restores a saved mask inside these, past our sigprocmask, so the
- * program's view of SIGBUS is brought back here: to what it was outside
- * the handler when the mask was saved, left as it is when it was not (as
- * the kernel would leave it).
+ * sigsetjmp(env, 1) saves the kernel's mask in env, which never holds
+ * SIGBUS once the handler is installed: the view's bit is kept here, by
+ * jmp_buf address (jumps.c's __sigsetjmp calls nsb_disp_setjmp), per
+ * thread (a jmp_buf is jumped to by the thread that set it), in a small
+ * direct-mapped table (low bit: the view).  A newer sigsetjmp at the same
+ * address replaces the entry; one at a colliding address evicts it, and a
+ * jump to an env without an entry (evicted, copied elsewhere, or filled by
+ * a __sigsetjmp that did not come through our symbol) falls back: SIGBUS
+ * in the saved mask (saved before the handler was installed) means
+ * blocked, else the view outside the handler being left, else the view
+ * as it is (libnosigbus(7)).  Nothing is written into the jmp_buf itself.
  */
-void
-nsb_disp_longjmp(bool mask_saved)
+#define JUMP_SLOTS 16
+static __thread uintptr_t jump_views[JUMP_SLOTS] __attribute__((tls_model("initial-exec")));
+
+static unsigned
+jump_slot(uintptr_t env)
 {
-	if (handler_depth == 0)
-		return;
+	return (unsigned)((env >> 4) ^ (env >> 10)) % JUMP_SLOTS;
+}
+
+/* [signal-safe] */
+void
+nsb_disp_setjmp(const void *env, bool savemask)
+{
+	uintptr_t k = (uintptr_t)env & ~(uintptr_t)1;
+	uintptr_t *slot = &jump_views[jump_slot(k)];
+
+	if (savemask && atomic_load(&installed) && !nsb_in_vfork_child())
+		*slot = k | (blocked ? 1 : 0);
+	else if ((*slot & ~(uintptr_t)1) == k)
+		*slot = 0;
+}
+
+/*
+ * The program jumps with siglongjmp or longjmp (to env).  glibc restores a
+ * saved mask inside these, past our sigprocmask, so the program's view of
+ * SIGBUS is brought back here: to what it was at sigsetjmp when the mask
+ * was saved, left as it is when it was not (as the kernel would leave it).
+ * Returns true when the saved mask holds SIGBUS and the handler is
+ * installed: the caller must then jump with a copy of env without it (the
+ * kernel must not block SIGBUS).
+ */
+bool
+nsb_disp_longjmp(const void *env, bool mask_saved, const sigset_t *saved_mask)
+{
+	uintptr_t k = (uintptr_t)env & ~(uintptr_t)1, e;
+	bool depth = handler_depth > 0, saved_bus, view;
+
 	handler_depth = 0;
-	if (!mask_saved)
-		return;
-	set_blocked(blocked_outside);
+	if (!mask_saved || !atomic_load(&installed))
+		return false;
+	saved_bus = sigismember(saved_mask, SIGBUS) == 1;
+	e = jump_views[jump_slot(k)];
+	if ((e & ~(uintptr_t)1) == k)
+		view = e & 1;
+	else if (saved_bus)
+		view = true;
+	else if (depth)
+		view = blocked_outside;
+	else
+		view = blocked;
+	set_blocked(view);
 	deliver_held();
+	return saved_bus;
 }
 
 /* A context's mask is about to be the thread's: its SIGBUS bit goes to

@@ -443,15 +443,20 @@ posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *act
 }
 
 /*
- * pidfd_spawn and pidfd_spawnp (glibc 2.39): the same, with a pidfd.  Built
- * only against a C library that declares them; the real ones are looked
- * up like the optional others, so a library built there still loads
- * where they are absent (and then fails the call with ENOSYS, which only
- * a program built for them can make).
+ * pidfd_spawn and pidfd_spawnp (glibc 2.39): the same, with a pidfd.
+ * Declared here, not taken from <spawn.h>, so that the library builds
+ * (and exports the same names) against an older C library too; the real
+ * ones are looked up like the other optional functions, and where the C
+ * library lacks them the call fails with ENOSYS (only a program that
+ * finds them with dlsym can make it there: one linked against them does
+ * not start).
  */
-#if defined(__GLIBC_PREREQ) && __GLIBC_PREREQ(2, 39)
 typedef int (*nsb_pidfd_spawn_fn)(int *, const char *, const posix_spawn_file_actions_t *,
 				  const posix_spawnattr_t *, char *const[], char *const[]);
+int pidfd_spawn(int *pidfd, const char *path, const posix_spawn_file_actions_t *actions,
+		const posix_spawnattr_t *attr, char *const argv[], char *const envp[]);
+int pidfd_spawnp(int *pidfd, const char *file, const posix_spawn_file_actions_t *actions,
+		 const posix_spawnattr_t *attr, char *const argv[], char *const envp[]);
 
 static int
 sys_pidfd_spawn(enum nsb_real_fn which, int *pidfd, const char *path,
@@ -480,7 +485,6 @@ pidfd_spawnp(int *pidfd, const char *file, const posix_spawn_file_actions_t *act
 				   sys_pidfd_spawn(NSB_REAL_PIDFD_SPAWNP, pidfd, file, actions,
 						   attr, argv, env));
 }
-#endif
 
 /*
  * system, popen and wordexp spawn /bin/sh through the C library's internal

@@ -436,8 +436,9 @@ bool nsb_disp_wait_again(struct nsb_wait *w);
 void nsb_disp_wait_end(struct nsb_wait *w);
 /* [signal-safe] Everything the library does not rescue ends up here. */
 void nsb_disp_chain(int sig, siginfo_t *si, void *uc);
-/* The program jumps out of a signal handler (see dispositions.c). */
-void nsb_disp_longjmp(bool mask_saved);
+/* sigsetjmp and siglongjmp (see dispositions.c, jumps.c). */
+void nsb_disp_setjmp(const void *env, bool savemask);	/* [signal-safe] */
+bool nsb_disp_longjmp(const void *env, bool mask_saved, const sigset_t *saved_mask);
 /* The program switches contexts (jumps.c). */
 bool nsb_disp_view_for_context(sigset_t *mask);
 void nsb_disp_view_restore(bool was);
