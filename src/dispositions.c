@@ -964,7 +964,9 @@ nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
  * SIGBUS once the handler is installed: the view's bit is kept here, by
  * jmp_buf address (jumps.c's __sigsetjmp calls nsb_disp_setjmp), per
  * thread (a jmp_buf is jumped to by the thread that set it), in a small
- * direct-mapped table (low bit: the view).  A newer sigsetjmp at the same
+ * direct-mapped table (low bits: the view, or JUMP_KERNEL when the mask
+ * was saved before the handler was installed, and so holds the program's
+ * SIGBUS bit itself).  A newer sigsetjmp at the same
  * address replaces the entry; one at a colliding address evicts it, and a
  * jump to an env without an entry (evicted, copied elsewhere, or filled by
  * a __sigsetjmp that did not come through our symbol) falls back: SIGBUS
@@ -973,6 +975,9 @@ nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
  * as it is (libnosigbus(7)).  Nothing is written into the jmp_buf itself.
  */
 #define JUMP_SLOTS 16
+#define JUMP_BLOCKED ((uintptr_t)1)
+#define JUMP_KERNEL ((uintptr_t)2)
+#define JUMP_BITS (JUMP_BLOCKED | JUMP_KERNEL)
 static __thread uintptr_t jump_views[JUMP_SLOTS] __attribute__((tls_model("initial-exec")));
 
 static unsigned
@@ -985,13 +990,15 @@ jump_slot(uintptr_t env)
 void
 nsb_disp_setjmp(const void *env, bool savemask)
 {
-	uintptr_t k = (uintptr_t)env & ~(uintptr_t)1;
+	uintptr_t k = (uintptr_t)env & ~JUMP_BITS;
 	uintptr_t *slot = &jump_views[jump_slot(k)];
 
-	if (savemask && atomic_load(&installed) && !nsb_in_vfork_child())
-		*slot = k | (blocked ? 1 : 0);
-	else if ((*slot & ~(uintptr_t)1) == k)
-		*slot = 0;
+	if (!savemask)
+		*slot = (*slot & ~JUMP_BITS) == k ? 0 : *slot;
+	else if (!atomic_load(&installed))
+		*slot = k | JUMP_KERNEL;
+	else
+		*slot = k | (blocked ? JUMP_BLOCKED : 0);
 }
 
 /*
@@ -1006,7 +1013,7 @@ nsb_disp_setjmp(const void *env, bool savemask)
 bool
 nsb_disp_longjmp(const void *env, bool mask_saved, const sigset_t *saved_mask)
 {
-	uintptr_t k = (uintptr_t)env & ~(uintptr_t)1, e;
+	uintptr_t k = (uintptr_t)env & ~JUMP_BITS, e;
 	bool depth = handler_depth > 0, saved_bus, view;
 
 	handler_depth = 0;
@@ -1014,10 +1021,10 @@ nsb_disp_longjmp(const void *env, bool mask_saved, const sigset_t *saved_mask)
 		return false;
 	saved_bus = sigismember(saved_mask, SIGBUS) == 1;
 	e = jump_views[jump_slot(k)];
-	if ((e & ~(uintptr_t)1) == k)
-		view = e & 1;
-	else if (saved_bus)
-		view = true;
+	if ((e & ~JUMP_BITS) == k && !(e & JUMP_KERNEL))
+		view = e & JUMP_BLOCKED;
+	else if ((e & ~JUMP_BITS) == k || saved_bus)
+		view = saved_bus;
 	else if (depth)
 		view = blocked_outside;
 	else
