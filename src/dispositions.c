@@ -90,6 +90,9 @@ static atomic_bool installed;
 static __thread bool blocked __attribute__((tls_model("initial-exec")));
 static __thread int handler_depth __attribute__((tls_model("initial-exec")));
 static __thread bool blocked_outside __attribute__((tls_model("initial-exec")));
+/* The siginfo of the SIGBUS whose program handler runs now: see
+ * nsb_disp_chain. */
+static __thread const siginfo_t *chaining __attribute__((tls_model("initial-exec")));
 
 /* A sent SIGBUS that arrived while the program had it blocked.  Standard
  * signals do not queue, so one of each is all the kernel would keep.
@@ -879,7 +882,10 @@ run_handler(int sig, siginfo_t *si, ucontext_t *uc, const struct sigaction *act,
 	}
 	/* With the three arguments the kernel gave, SA_SIGINFO or not, as the
 	 * kernel passes them (x86-64 always; older code reads them). */
+	if (sig == SIGBUS)
+		chaining = si;
 	act->sa_sigaction(sig, si, uc);
+	chaining = NULL;
 	/* Back from the handler (not jumped out of it: see nsb_disp_longjmp). */
 	handler_depth--;
 	if (uc) {
@@ -935,6 +941,17 @@ nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 {
 	struct sigaction act;
 
+	/* The program's handler calls ours with the siginfo it was given:
+	 * another sigaction interposer (the JVM's libjsig, preloaded after
+	 * us) saw our handler in the kernel before the program's and chains
+	 * to it as "the previous one".  Running the program's handler again
+	 * would recurse; the previous action, as the program was told, is
+	 * the default: die of it. */
+	if (si == chaining) {
+		chaining = NULL;
+		die_of(sig, si);
+		return;
+	}
 	if (!is_fault(si) && blocked) {
 		hold(si);
 		swallowed++;
@@ -1017,6 +1034,7 @@ nsb_disp_longjmp(const void *env, bool mask_saved, const sigset_t *saved_mask)
 	bool depth = handler_depth > 0, saved_bus, view;
 
 	handler_depth = 0;
+	chaining = NULL;
 	if (!mask_saved || !atomic_load(&installed))
 		return false;
 	saved_bus = sigismember(saved_mask, SIGBUS) == 1;
