@@ -4704,6 +4704,40 @@ body_handlers_raw(char **a)
 	rescue_check("after the handlers");
 }
 
+/* -- issue 21 item 8: an interposer that chains to the handler it found -- */
+
+static struct raw_ksa chain_saved;
+static volatile sig_atomic_t chain_calls;
+
+/* [signal context] What libjsig does for the JVM: the handler that was in
+ * the kernel before the program's (read raw) is "the previous one", and
+ * called with the same arguments; SIG_DFL is re-raised. */
+static void
+on_chain(int sig, siginfo_t *si, void *uc)
+{
+	if (chain_calls++ > 3)
+		_exit(96);	/* the two handlers call each other */
+	if (chain_saved.handler != (void *)SIG_DFL && chain_saved.handler != (void *)SIG_IGN) {
+		((void (*)(int, siginfo_t *, void *))chain_saved.handler)(sig, si, uc);
+		return;
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void
+body_chain_back(char **a)
+{
+	(void)a;
+	setup_library();
+	chain_saved = raw_action(SIGBUS);
+	install(SIGBUS, on_chain, SA_SIGINFO, NULL);
+	rescue_check("with the chaining handler");
+	fflush(stdout);
+	raise(SIGBUS);
+	printf("survived a SIGBUS: calls=%d\n", (int)chain_calls);
+}
+
 /* -- item 8: the hand-off variable -- */
 
 /* The exec'd helper: is the hand-off variable in its environment? */
@@ -4882,6 +4916,7 @@ static const struct scenario scenarios[] = {
 	{ "keys-malloc", body_keys_malloc, EXIT(0), NULL },
 	{ "handlers-raw", body_handlers_raw, EXIT(0), NULL },
 	{ "handoff-rules", body_handoff_rules, EXIT(0), NULL },
+	{ "chain-back", body_chain_back, KILLED(SIGBUS), NULL },
 	{ "envcheck", body_envcheck, EXIT(0), NULL },
 	{ "envcheck-var", body_envcheck_var, EXIT(0), NULL },
 	{ "report", body_report, EXIT(0), NULL },
