@@ -9,6 +9,12 @@
  * number of variables: this runs in the constructor of every process the
  * library is loaded into.  Nothing here runs in signal context; the
  * handler only reads nsb_config.
+ *
+ * In a process with AT_SECURE (set-user-ID, set-group-ID, file
+ * capabilities), where the library can only have come from a system-wide
+ * preload, the environment is someone else's: no NOSIGBUS_* variable is
+ * read (the defaults apply, the hand-off too is left alone) and the
+ * library prints nothing (log.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +69,24 @@ static const struct variable variables[] = {
 	{ "LOG", bool_words, "0 or 1", "0", 0 },
 };
 enum var { VAR_POLICY, VAR_FILL, VAR_ERRORS, VAR_STRICT, VAR_LOG, VAR_COUNT };
+
+/* The hand-off of dispositions.c: honoured only with the value exec.c
+ * writes, the pid of the writer, which is this process's own after an
+ * exec and its parent's after a spawn. */
+static bool
+handoff_is_ours(const char *value)
+{
+	unsigned long v = 0;
+
+	if (!*value || *value == '0')
+		return false;
+	for (const char *c = value; *c; c++) {
+		if (*c < '0' || *c > '9' || v > 1000000000ul)
+			return false;
+		v = v * 10 + (unsigned long)(*c - '0');
+	}
+	return v == (unsigned long)getpid() || v == (unsigned long)getppid();
+}
 
 #define PREFIX "NOSIGBUS_"
 #define PREFIX_LEN (sizeof(PREFIX) - 1)
@@ -152,6 +176,10 @@ nsb_config_read(void)
 		return;
 	done = true;
 	nsb_config_init();
+	if (getauxval(AT_SECURE)) {
+		nsb_config.secure = true;
+		return;
+	}
 	/* One pass; the first definition of a name wins, as with getenv(). */
 	for (char **e = environ; e && *e; e++) {
 		const char *eq;
@@ -161,7 +189,8 @@ nsb_config_read(void)
 			continue;
 		if ((size_t)(eq - *e) == sizeof(NSB_HANDOFF_VAR) - 1 &&
 		    memcmp(*e, NSB_HANDOFF_VAR, sizeof(NSB_HANDOFF_VAR) - 1) == 0) {
-			nsb_config.inherit_ignored = true;
+			nsb_config.handoff_seen = true;
+			nsb_config.inherit_ignored = handoff_is_ours(eq + 1);
 			continue;
 		}
 		v = find_variable(*e, (size_t)(eq - *e));

@@ -14,16 +14,25 @@
  * and each is kept from doing so:
  *  - sigprocmask, pthread_sigmask, sigsuspend, sighold, sigset: SIGBUS
  *    goes to the thread's view (`blocked` below), the rest to the kernel;
- *  - the sa_mask of every handler the program installs: every program
- *    handler runs through trampoline(), installed with SIGBUS taken out
- *    of its sa_mask, which keeps the view while the handler runs (SIGBUS
- *    blocked if the program's sa_mask has it) and after it returns (what
- *    the handler left in uc->uc_sigmask);
+ *  - the sa_mask of a handler the program installs: a handler whose
+ *    sa_mask holds SIGBUS runs through trampoline(), installed with SIGBUS
+ *    taken out of its sa_mask, which keeps the view while the handler runs
+ *    (SIGBUS blocked) and after it returns (what the handler left in
+ *    uc->uc_sigmask).  Every other handler is installed exactly as the
+ *    program asked (SPEC §12 "Handlers"): the kernel runs it, and a query
+ *    reads the kernel's action back.  If such a handler adds SIGBUS to its
+ *    uc_sigmask, the kernel blocks SIGBUS for real at sigreturn: the next
+ *    mask call that reads the old mask takes that bit into the view;
+ *  - a program that blocks SIGBUS and then, outside of any handler,
+ *    ignores it is told apart from one whose view blocks it: see
+ *    nsb_disp_mask;
  *  - threads the C library starts with every signal blocked (SIGEV_THREAD
  *    timers and message queues): threads.c runs their functions with
  *    SIGBUS deliverable and the view blocked, as the kernel would have it;
  *  - exec and posix_spawn: exec.c hands the new program the program's own
- *    state (blocked, ignored), not ours.
+ *    state: a blocked SIGBUS in this thread's kernel mask for the call, an
+ *    ignored one through the environment (never SIG_IGN in the kernel,
+ *    where a fault of a handler that runs meanwhile would kill).
  * Out of reach (documented in libnosigbus(7)): raw system calls, a mask
  * restored by setcontext, and threads other than these that the C
  * library or the kernel start with SIGBUS blocked.
@@ -70,7 +79,9 @@ struct nsb_lock nsb_disp_lock = NSB_LOCK_INITIALIZER;
 struct prog_action {
 	atomic_uint seq;
 	struct sigaction act;
-	bool trampoline;	/* the kernel runs it through trampoline() */
+	bool trampoline;	/* the kernel runs it through trampoline(); when
+				 * false (and not SIGBUS) the kernel holds the
+				 * program's own action, and is asked */
 };
 static atomic_bool installed;
 
@@ -79,6 +90,9 @@ static atomic_bool installed;
 static __thread bool blocked __attribute__((tls_model("initial-exec")));
 static __thread int handler_depth __attribute__((tls_model("initial-exec")));
 static __thread bool blocked_outside __attribute__((tls_model("initial-exec")));
+/* The siginfo of the SIGBUS whose program handler runs now: see
+ * nsb_disp_chain. */
+static __thread const siginfo_t *chaining __attribute__((tls_model("initial-exec")));
 
 /* A sent SIGBUS that arrived while the program had it blocked.  Standard
  * signals do not queue, so one of each is all the kernel would keep.
@@ -214,7 +228,17 @@ normalize(struct sigaction *act)
 
 static void trampoline(int sig, siginfo_t *si, void *ucv);
 
-/* Puts into the kernel what runs the program's action for sig. */
+/* Must the kernel run the program's handler for sig through trampoline()?
+ * Only when its sa_mask holds SIGBUS (the kernel would block SIGBUS while
+ * it runs): every other action goes to the kernel as the program gave it. */
+static bool
+wrapped(int sig, const struct sigaction *prog)
+{
+	return sig != SIGBUS && is_function(prog) && sigismember(&prog->sa_mask, SIGBUS) == 1;
+}
+
+/* Puts into the kernel what runs the program's action for sig: SIGBUS and
+ * wrapped() handlers only (the others go to the kernel unchanged). */
 static void
 kernel_install(int sig, const struct sigaction *prog)
 {
@@ -235,11 +259,9 @@ kernel_install(int sig, const struct sigaction *prog)
 		return;
 	}
 	k = *prog;
-	if (is_function(prog)) {
-		k.sa_sigaction = trampoline;
-		k.sa_flags |= SA_SIGINFO;
-		sigdelset(&k.sa_mask, SIGBUS);
-	}
+	k.sa_sigaction = trampoline;
+	k.sa_flags |= SA_SIGINFO;
+	sigdelset(&k.sa_mask, SIGBUS);
 	nsb_sys_sigaction(sig, &k, NULL);
 }
 
@@ -269,8 +291,8 @@ nsb_disp_installed(void)
 
 /*
  * From now on the library's handler holds SIGBUS, and every handler of the
- * program runs through trampoline() with SIGBUS out of its sa_mask: those
- * it installed before are taken over now.  The thread that installs
+ * program whose sa_mask holds SIGBUS runs through trampoline() with SIGBUS
+ * out of its sa_mask: those it installed before are taken over now.  The thread that installs
  * keeps, as its view, what its kernel mask says of SIGBUS.
  */
 int
@@ -296,8 +318,8 @@ nsb_disp_install(void)
 		for (int sig = 1; sig < NSIGS; sig++) {
 			if (kernel_only(sig) || nsb_sys_sigaction(sig, NULL, &act) < 0)
 				continue;
-			write_action(sig, &act, sig != SIGBUS && is_function(&act));
-			if (sig == SIGBUS || is_function(&act))
+			write_action(sig, &act, wrapped(sig, &act));
+			if (sig == SIGBUS || wrapped(sig, &act))
 				kernel_install(sig, &act);
 			if (sig == SIGBUS && nsb_sys_sigaction(SIGBUS, NULL, &act) == 0) {
 				lib_flags = act.sa_flags & SA_RESTORER;
@@ -324,18 +346,23 @@ out:
 int
 nsb_disp_action(int sig, const struct sigaction *act, struct sigaction *old)
 {
-	struct sigaction copy, prev;
+	struct sigaction copy, asked, prev, kold;
+	bool prev_ours;
 
 	if (!atomic_load(&installed) || sig <= 0 || sig >= NSIGS || kernel_only(sig))
 		return nsb_sys_sigaction(sig, act, old);
 	/* Read the program's memory before any lock: a bad pointer kills
 	 * here as it would in the C library, and holds nothing. */
 	if (act) {
-		copy = *act;
+		asked = *act;
+		copy = asked;
 		normalize(&copy);
 		/* A vfork child has its own actions but our memory: its
 		 * changes go to its kernel only, never to the parent's view. */
 		if (nsb_in_vfork_child()) {
+			if (sig != SIGBUS && !wrapped(sig, &copy) &&
+			    !state->actions[sig].trampoline)
+				return nsb_sys_sigaction(sig, &asked, old);
 			read_action(sig, &prev);
 			nsb_sys_sigaction(sig, &copy, NULL);
 			if (old)
@@ -345,11 +372,20 @@ nsb_disp_action(int sig, const struct sigaction *act, struct sigaction *old)
 	}
 	nsb_lock(&nsb_disp_lock);
 	read_action(sig, &prev);
+	/* Is the previous action ours to tell (SIGBUS, or run through the
+	 * trampoline), or the kernel's (it may have reset an SA_RESETHAND)? */
+	prev_ours = sig == SIGBUS || state->actions[sig].trampoline;
+	if (!prev_ours && (!act || wrapped(sig, &copy)))
+		nsb_sys_sigaction(sig, NULL, &kold);
 	if (act) {
 		bool discard = sig == SIGBUS && copy.sa_handler == SIG_IGN;
+		bool w = wrapped(sig, &copy);
 
-		write_action(sig, &copy, sig != SIGBUS && is_function(&copy));
-		kernel_install(sig, &copy);
+		write_action(sig, &copy, w);
+		if (sig == SIGBUS || w)
+			kernel_install(sig, &copy);
+		else
+			nsb_sys_sigaction(sig, &asked, prev_ours ? NULL : &kold);
 		/* Ignoring a signal discards it if it is pending. */
 		if (discard) {
 			int expected = HELD_READY;
@@ -360,7 +396,7 @@ nsb_disp_action(int sig, const struct sigaction *act, struct sigaction *old)
 	}
 	nsb_unlock(&nsb_disp_lock);
 	if (old)
-		*old = prev;
+		*old = prev_ours ? prev : kold;
 	return 0;
 }
 
@@ -375,12 +411,13 @@ nsb_disp_blocked(void)
 
 /* Threads whose view blocks SIGBUS, by thread id, so that a SIGBUS sent to
  * the process can go to a thread that does not block it, as the kernel
- * would choose.  A thread leaves the table when it unblocks or exits; a
- * fork child keeps only itself.  A full table (more than BLOCKERS such
- * threads) only means that a sent SIGBUS may be held where the kernel
- * would have delivered it. */
-static pthread_key_t blocker_key;
-static pthread_once_t blocker_once = PTHREAD_ONCE_INIT;
+ * would choose.  A thread leaves the table when it unblocks or exits (the
+ * threads that pthread_create starts: threads.c calls
+ * nsb_disp_thread_exit; no pthread key, whose first use in a thread may
+ * allocate, and this runs in signal context); a fork child keeps only
+ * itself.  A full table (more than BLOCKERS such threads), or the id of a
+ * thread started otherwise that exited blocking, only means that a sent
+ * SIGBUS may be held where the kernel would have delivered it. */
 
 static void
 forget_tid(int tid)
@@ -393,16 +430,12 @@ forget_tid(int tid)
 	}
 }
 
-static void
-blocker_exits(void *tid)
+/* A thread that pthread_create started ends (returns or exits). */
+void
+nsb_disp_thread_exit(void)
 {
-	forget_tid((int)(intptr_t)tid);
-}
-
-static void
-blocker_key_init(void)
-{
-	pthread_key_create(&blocker_key, blocker_exits);
+	if (blocked && !nsb_in_vfork_child())
+		forget_tid(nsb_gettid());
 }
 
 static void
@@ -424,9 +457,6 @@ note_blocker(bool is_blocking)
 		if (atomic_compare_exchange_strong(&state->blockers[i], &seen, tid))
 			break;
 	}
-	/* Forgotten when the thread exits. */
-	pthread_once(&blocker_once, blocker_key_init);
-	pthread_setspecific(blocker_key, (void *)(intptr_t)tid);
 }
 
 static void
@@ -657,11 +687,22 @@ sigmask_call(int how, const sigset_t *set, sigset_t *old)
 	return ret;
 }
 
+/* The view's SIGBUS bit after a change (how, set) of a view that was `was`. */
+static bool
+view_after(int how, bool set_has, bool was)
+{
+	if (how == SIG_BLOCK)
+		return was || set_has;
+	if (how == SIG_UNBLOCK)
+		return was && !set_has;
+	return set_has;
+}
+
 int
 nsb_disp_mask(int how, const sigset_t *set, sigset_t *old)
 {
 	sigset_t copy;
-	bool was, now;
+	bool was, now, set_has = false;
 	int ret;
 
 	if (!atomic_load(&installed)) {
@@ -674,12 +715,9 @@ nsb_disp_mask(int how, const sigset_t *set, sigset_t *old)
 	now = was;
 	if (set) {
 		copy = *set;	/* the C library reads it too */
-		if (how == SIG_BLOCK)
-			now = was || sigismember(&copy, SIGBUS);
-		else if (how == SIG_UNBLOCK)
-			now = was && !sigismember(&copy, SIGBUS);
-		else
-			now = sigismember(&copy, SIGBUS);
+		set_has = sigismember(&copy, SIGBUS) == 1;
+		if (how_valid(how))
+			now = view_after(how, set_has, was);
 		sigdelset(&copy, SIGBUS);
 	}
 	/* A vfork child has its own mask but our memory: a change of its
@@ -691,6 +729,20 @@ nsb_disp_mask(int how, const sigset_t *set, sigset_t *old)
 	if (ret && ret != EFAULT)
 		return ret;
 	if (old && !ret) {
+		/* SIGBUS really blocked: a handler the kernel runs unwrapped
+		 * added it to its uc_sigmask, which sigreturn restored.  That
+		 * is the program's mask: its bit goes to the view, out of the
+		 * kernel's. */
+		if (sigismember(old, SIGBUS) == 1 && !nsb_in_vfork_child()) {
+			sigset_t bus;
+
+			was = true;
+			now = set && how_valid(how) ? view_after(how, set_has, was) : was;
+			sigbus_only(&bus);
+			kernel_mask(SIG_UNBLOCK, &bus, NULL);
+			if (!set || !how_valid(how))
+				set_blocked(true);
+		}
 		if (was)
 			sigaddset(old, SIGBUS);
 		else
@@ -828,10 +880,12 @@ run_handler(int sig, siginfo_t *si, ucontext_t *uc, const struct sigaction *act,
 		sigdelset(&mask, SIGBUS);
 		nsb_sys_sigmask(SIG_SETMASK, &mask, NULL);
 	}
-	if (act->sa_flags & SA_SIGINFO)
-		act->sa_sigaction(sig, si, uc);
-	else
-		act->sa_handler(sig);
+	/* With the three arguments the kernel gave, SA_SIGINFO or not, as the
+	 * kernel passes them (x86-64 always; older code reads them). */
+	if (sig == SIGBUS)
+		chaining = si;
+	act->sa_sigaction(sig, si, uc);
+	chaining = NULL;
 	/* Back from the handler (not jumped out of it: see nsb_disp_longjmp). */
 	handler_depth--;
 	if (uc) {
@@ -887,6 +941,17 @@ nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 {
 	struct sigaction act;
 
+	/* The program's handler calls ours with the siginfo it was given:
+	 * another sigaction interposer (the JVM's libjsig, preloaded after
+	 * us) saw our handler in the kernel before the program's and chains
+	 * to it as "the previous one".  Running the program's handler again
+	 * would recurse; the previous action, as the program was told, is
+	 * the default: die of it. */
+	if (si == chaining) {
+		chaining = NULL;
+		die_of(sig, si);
+		return;
+	}
 	if (!is_fault(si) && blocked) {
 		hold(si);
 		swallowed++;
@@ -912,22 +977,79 @@ nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 }
 
 /*
- * The program leaves a signal handler with siglongjmp or longjmp.  glibc
- * restores a saved mask inside these, past our sigprocmask, so the
- * program's view of SIGBUS is brought back here: to what it was outside
- * the handler when the mask was saved, left as it is when it was not (as
- * the kernel would leave it).
+ * sigsetjmp(env, 1) saves the kernel's mask in env, which never holds
+ * SIGBUS once the handler is installed: the view's bit is kept here, by
+ * jmp_buf address (jumps.c's __sigsetjmp calls nsb_disp_setjmp), per
+ * thread (a jmp_buf is jumped to by the thread that set it), in a small
+ * direct-mapped table (low bits: the view, or JUMP_KERNEL when the mask
+ * was saved before the handler was installed, and so holds the program's
+ * SIGBUS bit itself).  A newer sigsetjmp at the same
+ * address replaces the entry; one at a colliding address evicts it, and a
+ * jump to an env without an entry (evicted, copied elsewhere, or filled by
+ * a __sigsetjmp that did not come through our symbol) falls back: SIGBUS
+ * in the saved mask (saved before the handler was installed) means
+ * blocked, else the view outside the handler being left, else the view
+ * as it is (libnosigbus(7)).  Nothing is written into the jmp_buf itself.
  */
-void
-nsb_disp_longjmp(bool mask_saved)
+#define JUMP_SLOTS 16
+#define JUMP_BLOCKED ((uintptr_t)1)
+#define JUMP_KERNEL ((uintptr_t)2)
+#define JUMP_BITS (JUMP_BLOCKED | JUMP_KERNEL)
+static __thread uintptr_t jump_views[JUMP_SLOTS] __attribute__((tls_model("initial-exec")));
+
+static unsigned
+jump_slot(uintptr_t env)
 {
-	if (handler_depth == 0)
-		return;
+	return (unsigned)((env >> 4) ^ (env >> 10)) % JUMP_SLOTS;
+}
+
+/* [signal-safe] */
+void
+nsb_disp_setjmp(const void *env, bool savemask)
+{
+	uintptr_t k = (uintptr_t)env & ~JUMP_BITS;
+	uintptr_t *slot = &jump_views[jump_slot(k)];
+
+	if (!savemask)
+		*slot = (*slot & ~JUMP_BITS) == k ? 0 : *slot;
+	else if (!atomic_load(&installed))
+		*slot = k | JUMP_KERNEL;
+	else
+		*slot = k | (blocked ? JUMP_BLOCKED : 0);
+}
+
+/*
+ * The program jumps with siglongjmp or longjmp (to env).  glibc restores a
+ * saved mask inside these, past our sigprocmask, so the program's view of
+ * SIGBUS is brought back here: to what it was at sigsetjmp when the mask
+ * was saved, left as it is when it was not (as the kernel would leave it).
+ * Returns true when the saved mask holds SIGBUS and the handler is
+ * installed: the caller must then jump with a copy of env without it (the
+ * kernel must not block SIGBUS).
+ */
+bool
+nsb_disp_longjmp(const void *env, bool mask_saved, const sigset_t *saved_mask)
+{
+	uintptr_t k = (uintptr_t)env & ~JUMP_BITS, e;
+	bool depth = handler_depth > 0, saved_bus, view;
+
 	handler_depth = 0;
-	if (!mask_saved)
-		return;
-	set_blocked(blocked_outside);
+	chaining = NULL;
+	if (!mask_saved || !atomic_load(&installed))
+		return false;
+	saved_bus = sigismember(saved_mask, SIGBUS) == 1;
+	e = jump_views[jump_slot(k)];
+	if ((e & ~JUMP_BITS) == k && !(e & JUMP_KERNEL))
+		view = e & JUMP_BLOCKED;
+	else if ((e & ~JUMP_BITS) == k || saved_bus)
+		view = saved_bus;
+	else if (depth)
+		view = blocked_outside;
+	else
+		view = blocked;
+	set_blocked(view);
 	deliver_held();
+	return saved_bus;
 }
 
 /* A context's mask is about to be the thread's: its SIGBUS bit goes to
@@ -992,15 +1114,16 @@ nsb_disp_thread_start_kernel(void)
 /*
  * What an exec'd program inherits is what this one set: an ignored SIGBUS
  * stays ignored and a blocked one stays blocked.  Blocking is per thread,
- * so this thread's kernel mask takes the program's bit for the call.  The
- * disposition is per process: putting SIG_IGN into the kernel would let
- * another thread's fault kill the process meanwhile, so with other threads
- * running (and can_handoff) the new program is told through its
- * environment instead (NSB_HANDOFF_VAR, read by our constructor there).
- * A held SIGBUS stays pending across exec, as it would have.
+ * so this thread's kernel mask takes the program's bit for the call (a
+ * fault while it is blocked kills, with or without the library).  The
+ * disposition is per process, and SIG_IGN in the kernel would let a fault
+ * kill the process meanwhile (another thread's, or a handler's that runs
+ * during system()): exec.c tells the new program through its environment
+ * instead (NSB_HANDOFF_VAR), when it will load the library.  A held
+ * SIGBUS stays pending across exec, as it would have.
  */
 void
-nsb_disp_before_exec(struct nsb_exec *x, bool can_handoff)
+nsb_disp_before_exec(struct nsb_exec *x)
 {
 	struct sigaction act;
 	sigset_t bus;
@@ -1011,12 +1134,6 @@ nsb_disp_before_exec(struct nsb_exec *x, bool can_handoff)
 	read_action(SIGBUS, &act);
 	x->ignored = act.sa_handler == SIG_IGN;
 	x->blocked = blocked;
-	if (x->ignored) {
-		if (can_handoff && nsb_other_threads())
-			x->handoff = true;
-		else
-			nsb_sys_sigaction(SIGBUS, &act, NULL);
-	}
 	if (x->blocked) {
 		sigbus_only(&bus);
 		kernel_mask(SIG_BLOCK, &bus, &x->saved_mask);
@@ -1028,15 +1145,10 @@ nsb_disp_before_exec(struct nsb_exec *x, bool can_handoff)
 void
 nsb_disp_after_exec(struct nsb_exec *x)
 {
-	struct sigaction act;
 	sigset_t bus;
 
 	if (!atomic_load(&installed))
 		return;
-	if (x->ignored && !x->handoff) {
-		read_action(SIGBUS, &act);
-		kernel_install(SIGBUS, &act);
-	}
 	if (x->blocked) {
 		sigbus_only(&bus);
 		kernel_mask(SIG_UNBLOCK, &bus, NULL);
@@ -1071,13 +1183,16 @@ nsb_disp_start(void)
 {
 	sigset_t set;
 
+	/* Never passed further: a program that does not load the library
+	 * would hand it on to one that does, much later. */
+	if (nsb_config.handoff_seen)
+		unsetenv(NSB_HANDOFF_VAR);
 	if (nsb_config.inherit_ignored) {
 		struct sigaction ign;
 
 		memset(&ign, 0, sizeof(ign));
 		ign.sa_handler = SIG_IGN;
 		nsb_sys_sigaction(SIGBUS, &ign, NULL);
-		unsetenv(NSB_HANDOFF_VAR);
 	}
 	if (kernel_mask(SIG_BLOCK, NULL, &set) == 0 && sigismember(&set, SIGBUS)) {
 		(void)nsb_disp_install();

@@ -1,52 +1,238 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * exec.c - the exec family, posix_spawn, system, popen and wordexp.
+ * exec.c - the exec family, posix_spawn (and pidfd_spawn where the C
+ * library has it), system, popen and wordexp.
  *
  * exec resets handled signals to SIG_DFL but keeps ignored ones and the
  * mask.  Since the kernel holds our handler and never a blocked SIGBUS,
  * the new program would lose the program's SIG_IGN and blocked SIGBUS:
- * dispositions.c gives the kernel the program's own state for the call
- * (or, for SIG_IGN with other threads running, tells the new program
- * through its environment), and ours back if the call returns.  glibc's
- * execvp, execl and friends call execve internally, not through the PLT,
- * so each is here.
+ * dispositions.c gives this thread's kernel mask the program's SIGBUS bit
+ * for the call, and an ignored SIGBUS is handed over through the new
+ * program's environment (NSB_HANDOFF_VAR, read by our constructor there),
+ * never by putting SIG_IGN into the kernel: a fault meanwhile, in another
+ * thread or in a handler that runs during system(), would kill.
  *
- * Not used in signal context.
+ * The variable is added only for a new program that will load the library
+ * (issue 20 item 8, SPEC §12 "Environment"): its environment preloads it
+ * (LD_PRELOAD, or /etc/ld.so.preload names it), the file is dynamically
+ * linked (a PT_INTERP, or a "#!" script whose interpreter is), and it does
+ * not run with AT_SECURE (no set-user-ID or set-group-ID bit that changes
+ * an id, no file capabilities), where the library reads no variable.  Its
+ * value is this process's pid, which the library there checks (config.c).
+ * POSIX_SPAWN_SETSIGDEF with SIGBUS in its set resets SIGBUS in the child,
+ * as glibc does: no hand-off then.  A new program that does not load the
+ * library starts with SIGBUS at its default (libnosigbus(7)).
+ *
+ * glibc's execvp, execl and friends call execve internally, not through
+ * the PLT, so each is here.
+ *
+ * Not used in signal context (execve and fexecve may be called from a
+ * handler: the checks below are system calls and memory of the stack,
+ * apart from the copy of the environment, made only for a hand-off).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include <wordexp.h>
+#include <elf.h>
 
 #include "nsb.h"
 
 extern char **environ;
 
-static const char handoff[] = NSB_HANDOFF_VAR "=1";
+/* ---- will the new program load the library? ---------------------------- */
 
-/*
- * Before the call: the kernel takes the program's SIGBUS state.  Returns
- * the environment to pass: envp, or a copy that tells the new program
- * (our constructor there) to ignore SIGBUS, freed by finish().  The copy
- * reads envp with care: a bad pointer must give the C library's EFAULT,
- * not a crash in here.  A new program that does not load the library
- * (static, set-user-ID) starts with SIGBUS at its default then.
- */
-static char *const *
-prepare(struct nsb_exec *x, char *const envp[])
+/* Does a list of paths (LD_PRELOAD's, /etc/ld.so.preload's) name us? */
+static bool
+names_library(const char *list)
+{
+	static const char name[] = "libnosigbus";
+	const char *p = list;
+
+	for (;;) {
+		size_t len;
+		const char *base;
+
+		p += strspn(p, " :\t\n");
+		if (!*p)
+			return false;
+		len = strcspn(p, " :\t\n");
+		base = p;
+		for (const char *c = p; c < p + len; c++)
+			if (*c == '/')
+				base = c + 1;
+		if ((size_t)(p + len - base) >= sizeof(name) - 1 &&
+		    memcmp(base, name, sizeof(name) - 1) == 0)
+			return true;
+		p += len;
+	}
+}
+
+/* Is the library preloaded in a process with this environment? */
+static bool
+preloads_library(char *const envp[])
+{
+	char buf[4096];
+	ssize_t n;
+	int fd;
+
+	for (size_t i = 0; envp; i++) {	/* NULL: empty, for Linux */
+		char *e;
+
+		if (!nsb_read_word(&envp[i], &e) || !e)
+			break;
+		if (strncmp(e, "LD_PRELOAD=", 11) == 0) {
+			if (names_library(e + 11))
+				return true;
+			break;	/* the loader reads the first one */
+		}
+	}
+	fd = open("/etc/ld.so.preload", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	syscall(SYS_close, fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	return names_library(buf);
+}
+
+/* Does the file open as fd run with AT_SECURE for us, or not load
+ * anything (static)?  depth: "#!" interpreters followed. */
+static bool loads_preloads_path(int dirfd, const char *path, int depth);
+
+static bool
+loads_preloads_fd(int fd, int depth)
+{
+	union {
+		Elf64_Ehdr eh;
+		char text[256];
+	} h;
+	Elf64_Phdr ph;
+	struct stat st;
+	ssize_t n;
+
+	if (fstat(fd, &st) < 0)
+		return true;	/* the exec will tell */
+	if (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
+	    ((st.st_mode & S_ISGID) && st.st_gid != getegid()))
+		return false;
+	if (fgetxattr(fd, "security.capability", NULL, 0) >= 0)
+		return false;
+	n = pread(fd, &h, sizeof(h) - 1, 0);
+	if (n < 4)
+		return true;	/* unreadable (execute-only): most are dynamic */
+	if (h.text[0] == '#' && h.text[1] == '!') {
+		char *interp = h.text + 2, *end;
+
+		h.text[n] = '\0';
+		interp += strspn(interp, " \t");
+		end = interp + strcspn(interp, " \t\n");
+		*end = '\0';
+		return depth < 4 && *interp && loads_preloads_path(AT_FDCWD, interp, depth + 1);
+	}
+	if ((size_t)n < sizeof(h.eh) || memcmp(h.eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+	    h.eh.e_ident[EI_CLASS] != ELFCLASS64)
+		return true;	/* not ours to judge: as if it did */
+	for (unsigned i = 0; i < h.eh.e_phnum; i++) {
+		off_t at = (off_t)(h.eh.e_phoff + (uint64_t)i * h.eh.e_phentsize);
+
+		if (pread(fd, &ph, sizeof(ph), at) != (ssize_t)sizeof(ph))
+			return true;
+		if (ph.p_type == PT_INTERP)
+			return true;
+	}
+	return false;	/* static */
+}
+
+static bool
+loads_preloads_path(int dirfd, const char *path, int depth)
+{
+	int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+	bool r;
+
+	if (fd < 0)
+		return true;
+	r = loads_preloads_fd(fd, depth);
+	syscall(SYS_close, fd);
+	return r;
+}
+
+/* execvp's search, for the file it would run: in buf, or NULL. */
+static const char *
+search_path(const char *file, char *buf, size_t size)
+{
+	const char *path = getenv("PATH");
+
+	if (strchr(file, '/'))
+		return file;
+	if (!path)
+		path = "/bin:/usr/bin";
+	for (const char *p = path;; p++) {
+		size_t len = strcspn(p, ":");
+		int n = snprintf(buf, size, "%.*s%s%s", (int)len, p, len ? "/" : "", file);
+
+		if (n > 0 && (size_t)n < size && access(buf, X_OK) == 0)
+			return buf;
+		p += len;
+		if (!*p)
+			return NULL;
+	}
+}
+
+/* What the new program is: a path (searched with PATH when `search`,
+ * relative to dirfd), or an open file (fd >= 0). */
+struct target {
+	const char *path;
+	int fd;
+	bool search;
+	int dirfd;
+	bool empty_path;	/* execveat's AT_EMPTY_PATH: "" means dirfd */
+};
+
+static bool
+will_load(const struct target *t, char *const envp[])
+{
+	char buf[4096];
+	const char *path = t->path;
+
+	if (!preloads_library(envp))
+		return false;
+	if (t->empty_path && !*path)
+		return loads_preloads_fd(t->dirfd, 0);
+	if (t->fd >= 0)
+		return loads_preloads_fd(t->fd, 0);
+	if (t->search && !(path = search_path(path, buf, sizeof(buf))))
+		return true;	/* it fails anyway */
+	return loads_preloads_path(t->dirfd, path, 0);
+}
+
+/* ---- the hand-off ------------------------------------------------------ */
+
+struct handoff {
+	struct nsb_exec x;
+	char **copy;		/* the environment passed, when it changed */
+	char var[sizeof(NSB_HANDOFF_VAR) + 24];
+};
+
+/* envp with our variable (and none other of that name), or NULL. */
+static char **
+with_handoff(struct handoff *h, char *const envp[])
 {
 	char **copy = NULL;
 	size_t n = 0, cap = 0;
 
-	nsb_disp_before_exec(x, true);
-	if (!x->handoff)
-		return envp;
-	for (;;) {
+	snprintf(h->var, sizeof(h->var), NSB_HANDOFF_VAR "=%ld", (long)getpid());
+	for (size_t i = 0;; i++) {
 		char *s;
 
 		if (n + 2 > cap) {
@@ -56,59 +242,98 @@ prepare(struct nsb_exec *x, char *const envp[])
 				break;
 			copy = bigger;
 		}
-		if (!nsb_read_word(&envp[n], &s))
+		/* Read with care: a bad pointer must give the C library's
+		 * EFAULT, not a crash in here. */
+		if (!envp)
+			s = NULL;	/* Linux reads NULL as an empty one */
+		else if (!nsb_read_word(&envp[i], &s))
 			break;
 		if (!s) {
-			copy[n] = (char *)handoff;
+			copy[n] = h->var;
 			copy[n + 1] = NULL;
 			return copy;
 		}
-		copy[n++] = s;
+		if (strncmp(s, NSB_HANDOFF_VAR "=", sizeof(NSB_HANDOFF_VAR)) != 0)
+			copy[n++] = s;
 	}
 	free(copy);
-	return envp;	/* told neither way, or it fails anyway */
+	return NULL;	/* told neither way, or it fails anyway */
+}
+
+/* Does the spawn reset SIGBUS to its default (POSIX_SPAWN_SETSIGDEF)?
+ * Read with care: glibc reads a bad attr in the child, and fails there. */
+static bool
+spawn_resets_sigbus(const posix_spawnattr_t *attr)
+{
+	posix_spawnattr_t a;
+
+	memset(&a, 0, sizeof(a));
+	return attr && nsb_read_word(&attr->__flags, &a.__flags) &&
+	       (a.__flags & POSIX_SPAWN_SETSIGDEF) && nsb_read_word(&attr->__sd, &a.__sd) &&
+	       sigismember(&a.__sd, SIGBUS) == 1;
+}
+
+/*
+ * Before the call: the kernel takes the program's SIGBUS mask bit.
+ * Returns the environment to pass: envp, or a copy that tells the new
+ * program to ignore SIGBUS, freed by finish().
+ */
+static char *const *
+prepare(struct handoff *h, const struct target *t, const posix_spawnattr_t *attr,
+	char *const envp[])
+{
+	int err = errno;
+
+	nsb_disp_before_exec(&h->x);
+	h->copy = NULL;
+	if (h->x.ignored && !spawn_resets_sigbus(attr) && will_load(t, envp))
+		h->copy = with_handoff(h, envp);
+	errno = err;
+	return h->copy ? h->copy : envp;
 }
 
 /* After the call: ours back; keeps the call's errno. */
 static void
-finish(struct nsb_exec *x, char *const *env, char *const envp[])
+finish(struct handoff *h)
 {
 	int err = errno;
 
-	nsb_disp_after_exec(x);
-	if (env != envp)
-		free((void *)env);
+	nsb_disp_after_exec(&h->x);
+	free(h->copy);
 	errno = err;
 }
 
-/* Runs `call` (which passes env) with the program's SIGBUS state in the
- * kernel, the environment prepared from envp; its result and errno. */
-#define WITH_PROGRAM_SIGBUS(envp, call)					\
+/* Runs `call` (which passes env) with the program's SIGBUS state handed
+ * over, the environment prepared from envp; its result and errno. */
+#define WITH_PROGRAM_SIGBUS(target, attr, envp, call)			\
 	({								\
-		struct nsb_exec x_;					\
-		char *const *env = prepare(&x_, (envp));		\
+		struct handoff h_;					\
+		char *const *env = prepare(&h_, (target), (attr), (envp)); \
 		int ret_ = (call);					\
 									\
-		finish(&x_, env, (envp));				\
+		finish(&h_);						\
 		ret_;							\
 	})
+#define PATH_TARGET(p) (&(struct target){ (p), -1, false, AT_FDCWD, false })
+#define SEARCH_TARGET(p) (&(struct target){ (p), -1, true, AT_FDCWD, false })
+#define FD_TARGET(fd) (&(struct target){ NULL, (fd), false, AT_FDCWD, false })
 
 NSB_EXPORT int
 execve(const char *path, char *const argv[], char *const envp[])
 {
-	return WITH_PROGRAM_SIGBUS(envp, real_execve(path, argv, env));
+	return WITH_PROGRAM_SIGBUS(PATH_TARGET(path), NULL, envp, real_execve(path, argv, env));
 }
 
 NSB_EXPORT int
 execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	return WITH_PROGRAM_SIGBUS(envp, real_execvpe(file, argv, env));
+	return WITH_PROGRAM_SIGBUS(SEARCH_TARGET(file), NULL, envp, real_execvpe(file, argv, env));
 }
 
 NSB_EXPORT int
 fexecve(int fd, char *const argv[], char *const envp[])
 {
-	return WITH_PROGRAM_SIGBUS(envp, real_fexecve(fd, argv, env));
+	return WITH_PROGRAM_SIGBUS(FD_TARGET(fd), NULL, envp, real_fexecve(fd, argv, env));
 }
 
 /* In glibc 2.34 and later. */
@@ -124,7 +349,9 @@ sys_execveat(int dirfd, const char *path, char *const argv[], char *const envp[]
 NSB_EXPORT int
 execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
 {
-	return WITH_PROGRAM_SIGBUS(envp, sys_execveat(dirfd, path, argv, env, flags));
+	struct target t = { path, -1, false, dirfd, (flags & AT_EMPTY_PATH) != 0 };
+
+	return WITH_PROGRAM_SIGBUS(&t, NULL, envp, sys_execveat(dirfd, path, argv, env, flags));
 }
 
 NSB_EXPORT int
@@ -203,30 +430,124 @@ NSB_EXPORT int
 posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *actions,
 	    const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	return WITH_PROGRAM_SIGBUS(envp, real_posix_spawn(pid, path, actions, attr, argv, env));
+	return WITH_PROGRAM_SIGBUS(PATH_TARGET(path), attr, envp,
+				   real_posix_spawn(pid, path, actions, attr, argv, env));
 }
 
 NSB_EXPORT int
 posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *actions,
 	     const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	return WITH_PROGRAM_SIGBUS(envp, real_posix_spawnp(pid, file, actions, attr, argv, env));
+	return WITH_PROGRAM_SIGBUS(SEARCH_TARGET(file), attr, envp,
+				   real_posix_spawnp(pid, file, actions, attr, argv, env));
 }
 
 /*
- * system, popen and wordexp spawn through the C library's internal posix_spawn,
- * with the process's environment, which we do not change: with other
- * threads running, the shell starts with SIGBUS at its default rather
- * than with SIG_IGN put into the kernel for every thread.
+ * pidfd_spawn and pidfd_spawnp (glibc 2.39): the same, with a pidfd.
+ * Declared here, not taken from <spawn.h>, so that the library builds
+ * (and exports the same names) against an older C library too; the real
+ * ones are looked up like the other optional functions, and where the C
+ * library lacks them the call fails with ENOSYS (only a program that
+ * finds them with dlsym can make it there: one linked against them does
+ * not start).
  */
-#define WITH_PROGRAM_SIGBUS_NO_ENV(type, call)			\
+typedef int (*nsb_pidfd_spawn_fn)(int *, const char *, const posix_spawn_file_actions_t *,
+				  const posix_spawnattr_t *, char *const[], char *const[]);
+int pidfd_spawn(int *pidfd, const char *path, const posix_spawn_file_actions_t *actions,
+		const posix_spawnattr_t *attr, char *const argv[], char *const envp[]);
+int pidfd_spawnp(int *pidfd, const char *file, const posix_spawn_file_actions_t *actions,
+		 const posix_spawnattr_t *attr, char *const argv[], char *const envp[]);
+
+static int
+sys_pidfd_spawn(enum nsb_real_fn which, int *pidfd, const char *path,
+		const posix_spawn_file_actions_t *actions, const posix_spawnattr_t *attr,
+		char *const argv[], char *const envp[])
+{
+	nsb_pidfd_spawn_fn f = (nsb_pidfd_spawn_fn)nsb_real(which);
+
+	return f ? f(pidfd, path, actions, attr, argv, envp) : ENOSYS;
+}
+
+NSB_EXPORT int
+pidfd_spawn(int *pidfd, const char *path, const posix_spawn_file_actions_t *actions,
+	    const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	return WITH_PROGRAM_SIGBUS(PATH_TARGET(path), attr, envp,
+				   sys_pidfd_spawn(NSB_REAL_PIDFD_SPAWN, pidfd, path, actions,
+						   attr, argv, env));
+}
+
+NSB_EXPORT int
+pidfd_spawnp(int *pidfd, const char *file, const posix_spawn_file_actions_t *actions,
+	     const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	return WITH_PROGRAM_SIGBUS(SEARCH_TARGET(file), attr, envp,
+				   sys_pidfd_spawn(NSB_REAL_PIDFD_SPAWNP, pidfd, file, actions,
+						   attr, argv, env));
+}
+
+/*
+ * system, popen and wordexp spawn /bin/sh through the C library's internal
+ * posix_spawn, with the process's environment: for a hand-off, environ
+ * is that environment with our variable for the duration of the call (the
+ * shell, started by glibc, exec's it, and the library there removes it).
+ * A thread that reads environ meanwhile reads the same variables and
+ * ours.  One that changes it (setenv is not safe against other threads
+ * anyway) keeps its change: environ is put back only if it is still ours,
+ * and the copy is freed at once only when no other thread can be reading
+ * it, else at the next such call.
+ */
+struct env_swap {
+	struct handoff h;
+	char **saved;
+};
+
+static char **retired_env;
+
+static void
+swap_begin(struct env_swap *w)
+{
+	char **env = environ;
+	int err = errno;
+
+	nsb_disp_before_exec(&w->h.x);
+	w->h.copy = NULL;
+	if (w->h.x.ignored && env && will_load(PATH_TARGET("/bin/sh"), env) &&
+	    (w->h.copy = with_handoff(&w->h, env))) {
+		w->saved = env;
+		__atomic_store_n(&environ, w->h.copy, __ATOMIC_RELEASE);
+	}
+	errno = err;
+}
+
+static void
+swap_end(struct env_swap *w)
+{
+	int err = errno;
+	char **ours = w->h.copy;
+
+	nsb_disp_after_exec(&w->h.x);
+	if (ours) {
+		char **expected = ours;
+
+		__atomic_compare_exchange_n(&environ, &expected, w->saved, false,
+					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+		if (expected == ours && !nsb_other_threads())
+			free(ours);
+		else
+			free(__atomic_exchange_n(&retired_env, ours, __ATOMIC_ACQ_REL));
+	}
+	errno = err;
+}
+
+#define WITH_PROGRAM_SIGBUS_NO_ENV(type, call)				\
 	({								\
-		struct nsb_exec x_;					\
+		struct env_swap w_;					\
 		type ret_;						\
 									\
-		nsb_disp_before_exec(&x_, true);			\
+		swap_begin(&w_);					\
 		ret_ = (call);						\
-		finish(&x_, environ, environ);				\
+		swap_end(&w_);						\
 		ret_;							\
 	})
 

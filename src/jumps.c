@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * jumps.c - the interposed longjmp, _longjmp, siglongjmp, __longjmp_chk,
- * setcontext and swapcontext.
+ * jumps.c - the interposed __sigsetjmp, longjmp, _longjmp, siglongjmp,
+ * __longjmp_chk, setcontext and swapcontext.
  *
  * A program that leaves a signal handler with one of these gets its saved
  * signal mask back inside glibc, past our sigprocmask: the program's view
@@ -12,24 +12,124 @@
  * and every name must stay exported as itself (distributions build with
  * -D_FORTIFY_SOURCE=2).
  *
+ * sigsetjmp is followed too (issue 21 item 2): the macro calls
+ * __sigsetjmp, which is defined here as a tail call, in assembly, that
+ * first records the program's view of SIGBUS by the jmp_buf's address
+ * (dispositions.c), then jumps to glibc's with the stack and registers
+ * untouched, so that glibc saves the program's own frame.  Why wrap it
+ * rather than leave it: without it, a siglongjmp out of a handler that
+ * ran while the program blocked SIGBUS (or into a section that blocked it)
+ * restores the view of the wrong moment, and interpreters, shells and
+ * test harnesses recover exactly that way.  The jmp_buf is not touched: the
+ * record is beside it.  A jump whose saved mask holds SIGBUS (saved before
+ * the handler was installed) is made with a copy of the jmp_buf without
+ * it, so that the kernel never blocks SIGBUS.  On targets other than
+ * x86-64 and aarch64 there is no wrapper: libnosigbus(7) says which
+ * sequences differ then.
+ *
  * Not used in signal context (but called from signal handlers: each only
  * touches this thread's state and jumps).
  */
 #undef _FORTIFY_SOURCE
 #include <setjmp.h>
+#include <signal.h>
 #include <ucontext.h>
 
 #include "nsb.h"
 
 void __longjmp_chk(struct __jmp_buf_tag env[1], int val) __attribute__((noreturn));
 
-/* glibc restores a saved mask inside these, past our sigprocmask. */
+/* [signal-safe] Called by __sigsetjmp below: records, and returns glibc's
+ * __sigsetjmp to jump to (looked up before any handler can run: real.c). */
+NSB_INTERNAL nsb_any_fn nsb_jumps_sigsetjmp(struct __jmp_buf_tag *env, int savemask)
+	__attribute__((used));
+
+nsb_any_fn
+nsb_jumps_sigsetjmp(struct __jmp_buf_tag *env, int savemask)
+{
+	nsb_disp_setjmp(env, savemask != 0);
+	return nsb_real(NSB_REAL___SIGSETJMP);
+}
+
+#if defined(__x86_64__)
+#if defined(__CET__) && (__CET__ & 1)
+#define NSB_ENDBR "endbr64\n\t"
+#else
+#define NSB_ENDBR ""
+#endif
+/* Arguments kept across the call, the stack 16-byte aligned for it, and
+ * glibc entered with the program's return address on top, as if called. */
+__asm__(".text\n\t"
+	".globl __sigsetjmp\n\t"
+	".type __sigsetjmp, @function\n\t"
+	".p2align 4\n"
+	"__sigsetjmp:\n\t"
+	".cfi_startproc\n\t"
+	NSB_ENDBR
+	"push %rdi\n\t"
+	".cfi_adjust_cfa_offset 8\n\t"
+	"push %rsi\n\t"
+	".cfi_adjust_cfa_offset 8\n\t"
+	"sub $8, %rsp\n\t"
+	".cfi_adjust_cfa_offset 8\n\t"
+	"call nsb_jumps_sigsetjmp\n\t"
+	"add $8, %rsp\n\t"
+	".cfi_adjust_cfa_offset -8\n\t"
+	"pop %rsi\n\t"
+	".cfi_adjust_cfa_offset -8\n\t"
+	"pop %rdi\n\t"
+	".cfi_adjust_cfa_offset -8\n\t"
+	"jmp *%rax\n\t"
+	".cfi_endproc\n\t"
+	".size __sigsetjmp, .-__sigsetjmp\n\t"
+	".previous");
+#elif defined(__aarch64__)
+/* bti c (a no-op without BTI) for an indirect call through the PLT; x16
+ * is the register a BTI target accepts from br. */
+__asm__(".text\n\t"
+	".globl __sigsetjmp\n\t"
+	".type __sigsetjmp, %function\n\t"
+	".p2align 2\n"
+	"__sigsetjmp:\n\t"
+	".cfi_startproc\n\t"
+	"hint 34\n\t"
+	"stp x29, x30, [sp, #-32]!\n\t"
+	".cfi_def_cfa_offset 32\n\t"
+	".cfi_offset 29, -32\n\t"
+	".cfi_offset 30, -24\n\t"
+	"mov x29, sp\n\t"
+	"stp x0, x1, [sp, #16]\n\t"
+	"bl nsb_jumps_sigsetjmp\n\t"
+	"mov x16, x0\n\t"
+	"ldp x0, x1, [sp, #16]\n\t"
+	"ldp x29, x30, [sp], #32\n\t"
+	".cfi_restore 29\n\t"
+	".cfi_restore 30\n\t"
+	".cfi_def_cfa_offset 0\n\t"
+	"br x16\n\t"
+	".cfi_endproc\n\t"
+	".size __sigsetjmp, .-__sigsetjmp\n\t"
+	".previous");
+#endif
+
+/* The jmp_buf to jump with: env, or (saved mask holding SIGBUS) a copy
+ * without it. */
+static inline struct __jmp_buf_tag *
+before_jump(struct __jmp_buf_tag *env, struct __jmp_buf_tag *copy)
+{
+	if (!nsb_disp_longjmp(env, env->__mask_was_saved != 0, (const sigset_t *)&env->__saved_mask))
+		return env;
+	*copy = *env;
+	sigdelset((sigset_t *)&copy->__saved_mask, SIGBUS);
+	return copy;
+}
+
 #define JUMP(real, env, val)						\
 	do {								\
-		nsb_disp_longjmp((env)[0].__mask_was_saved != 0);	\
-		(real)((env), (val));					\
+		struct __jmp_buf_tag copy_;				\
+									\
+		(real)(before_jump((env), &copy_), (val));		\
 	} while (0)
-
 NSB_EXPORT void
 longjmp(jmp_buf env, int val)
 {

@@ -77,6 +77,8 @@ emit(struct line *l)
 	const char *p = l->buf;
 	size_t left;
 
+	if (nsb_config.secure)
+		return;	/* AT_SECURE: stderr is not ours to write (config.c) */
 	l->buf[l->len++] = '\n';
 	left = l->len;
 	while (left) {

@@ -34,10 +34,12 @@
  * and cannot be looked up now: before our constructor has run, or
  * re-entered from inside dlsym (which may allocate, and so map memory).
  *
- * Signal context: nsb_sys_sigaction() looks up, before it returns, every
- * function marked [signal-safe] below.  The library's handler is installed
- * through it, so the handler never runs a lookup (dlsym is not
- * async-signal-safe).
+ * Signal context: nsb_real_handler_fns() looks up every function a
+ * handler can reach (the library's, and the interposed calls a program's
+ * handler may make); nsb_sys_sigaction() calls it before it installs
+ * anything, and so does every shim that installs a program's handler.  No
+ * handler runs a lookup then (dlsym is not async-signal-safe).
+ * nsb_sys_sigmask() is the system call itself.
  */
 void nsb_real_start(void);	/* our constructor has run: lookups are safe */
 void *nsb_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off); /* [signal-safe] */
@@ -103,6 +105,9 @@ enum nsb_real_fn {
 	NSB_REAL_EPOLL_PWAIT2,
 	NSB_REAL_SETCONTEXT,
 	NSB_REAL_SWAPCONTEXT,
+	NSB_REAL___SIGSETJMP,
+	NSB_REAL_PIDFD_SPAWN,
+	NSB_REAL_PIDFD_SPAWNP,
 	NSB_REAL_COUNT
 };
 
@@ -112,6 +117,8 @@ extern _Atomic nsb_any_fn nsb_real_fns[NSB_REAL_COUNT];
 nsb_any_fn nsb_real_find(enum nsb_real_fn fn);
 /* Every one, before a second thread exists: see real.c. */
 void nsb_real_find_all(void);
+/* Those a handler can reach, before a handler is installed: see real.c. */
+void nsb_real_handler_fns(void);
 
 /* Not in signal context (it may call dlsym), except for the functions the
  * first nsb_sys_sigaction() has looked up. */
@@ -219,7 +226,9 @@ struct nsb_config {
 	bool strict;
 	bool log;
 	size_t page_size;	/* sysconf(_SC_PAGESIZE), read outside signals */
-	bool inherit_ignored;	/* NSB_HANDOFF_VAR was set: see nsb_disp_start */
+	bool handoff_seen;	/* NSB_HANDOFF_VAR is in the environment */
+	bool inherit_ignored;	/* ... with the value written for this process */
+	bool secure;		/* AT_SECURE: no variable read, nothing printed */
 };
 
 /* Read by the constructor; read-only afterwards (defaults before it). */
@@ -445,8 +454,9 @@ bool nsb_disp_wait_again(struct nsb_wait *w);
 void nsb_disp_wait_end(struct nsb_wait *w);
 /* [signal-safe] Everything the library does not rescue ends up here. */
 void nsb_disp_chain(int sig, siginfo_t *si, void *uc);
-/* The program jumps out of a signal handler (see dispositions.c). */
-void nsb_disp_longjmp(bool mask_saved);
+/* sigsetjmp and siglongjmp (see dispositions.c, jumps.c). */
+void nsb_disp_setjmp(const void *env, bool savemask);	/* [signal-safe] */
+bool nsb_disp_longjmp(const void *env, bool mask_saved, const sigset_t *saved_mask);
 /* The program switches contexts (jumps.c). */
 bool nsb_disp_view_for_context(sigset_t *mask);
 void nsb_disp_view_restore(bool was);
@@ -459,14 +469,17 @@ void nsb_disp_thread_start_kernel(void);
 struct nsb_exec {
 	bool ignored;		/* the program ignores SIGBUS */
 	bool blocked;		/* ... and blocks it */
-	bool handoff;		/* pass "ignored" through the environment */
 	sigset_t saved_mask;
 };
-void nsb_disp_before_exec(struct nsb_exec *x, bool can_handoff);
+void nsb_disp_before_exec(struct nsb_exec *x);
 void nsb_disp_after_exec(struct nsb_exec *x);
 void nsb_disp_after_fork_child(void);
 void nsb_disp_start(void);	/* the constructor's part: inherited mask, handoff */
+/* Its value is the decimal pid of the process that wrote it: the exec'd
+ * program's own (exec keeps the pid), or a spawned child's parent's. */
 #define NSB_HANDOFF_VAR "NOSIGBUS_INHERIT_IGNORED"
+/* A thread that pthread_create started ends. */
+void nsb_disp_thread_exit(void);
 
 /* ---- maps.c: /proc/self/maps and smaps --------------------------------- */
 

@@ -22,11 +22,23 @@
  * straight to the kernel with syscall(), which is what glibc's own
  * wrappers do on the 64-bit targets we support.
  *
- * Signal context: the nsb_sys_* functions run in the SIGBUS handler.  The
- * first nsb_sys_sigaction() looks all of them up before it returns; the
- * handler is installed through it, so the handler only reads pointers
- * that were set before it could run.  Threads may race to look up the
- * same function: each gets the same answer, and stores it.
+ * Signal context: no path a handler can reach depends on a lookup made
+ * lazily (issue 21 item 6).  The mapping calls fall back to the kernel;
+ * nsb_sys_sigmask always asks the kernel (what glibc's pthread_sigmask
+ * does, its two signals kept out); and every real function marked
+ * `handler` below - the library's handler's, and those of the interposed
+ * calls a program's handler may make (the async-signal-safe ones, and
+ * the jumps out) - is looked up before any handler can run: by the first
+ * nsb_sys_sigaction() (the library's handler is installed through it),
+ * and by every shim that installs a program's handler
+ * (nsb_real_handler_fns), before it installs it.  A handler the program
+ * installs behind the library's back (a raw system call) may still make
+ * a first lookup; one that interrupts a lookup of its own thread then
+ * finds `looking_up` set, which the compiler now keeps (a signal fence
+ * on each side of dlsym): the mapping calls take the kernel then, and
+ * any other call waits for nothing but the lookup it makes itself.
+ * Threads may race to look up the same function: each gets the same
+ * answer, and stores it.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -42,7 +54,7 @@
 static const struct {
 	const char *name;
 	bool mandatory;
-	bool handler;		/* used in signal context: see nsb_sys_sigaction */
+	bool handler;		/* reachable from a handler: see the top */
 } wanted[NSB_REAL_COUNT] = {
 	[NSB_REAL_MMAP] = { "mmap", true, true },
 	[NSB_REAL_MUNMAP] = { "munmap", true, true },
@@ -50,51 +62,54 @@ static const struct {
 	[NSB_REAL_MPROTECT] = { "mprotect", true, true },
 	[NSB_REAL_PKEY_MPROTECT] = { "pkey_mprotect", false, true },
 	[NSB_REAL_SIGACTION] = { "sigaction", true, true },
-	[NSB_REAL_PTHREAD_SIGMASK] = { "pthread_sigmask", true, true },
-	[NSB_REAL_SIGPROCMASK] = { "sigprocmask", true, false },
-	[NSB_REAL_SIGPENDING] = { "sigpending", true, false },
-	[NSB_REAL_SIGSUSPEND] = { "sigsuspend", true, false },
+	[NSB_REAL_PTHREAD_SIGMASK] = { "pthread_sigmask", true, false },
+	[NSB_REAL_SIGPROCMASK] = { "sigprocmask", true, true },
+	[NSB_REAL_SIGPENDING] = { "sigpending", true, true },
+	[NSB_REAL_SIGSUSPEND] = { "sigsuspend", true, true },
 	[NSB_REAL_PTHREAD_CREATE] = { "pthread_create", true, false },
-	[NSB_REAL_EXECVE] = { "execve", true, false },
-	[NSB_REAL_EXECVPE] = { "execvpe", true, false },
-	[NSB_REAL_FEXECVE] = { "fexecve", true, false },
-	[NSB_REAL_POSIX_SPAWN] = { "posix_spawn", true, false },
-	[NSB_REAL_POSIX_SPAWNP] = { "posix_spawnp", true, false },
-	[NSB_REAL_SIGNAL] = { "signal", true, false },
-	[NSB_REAL_SIGSET] = { "sigset", true, false },
-	[NSB_REAL_SYSV_SIGNAL] = { "sysv_signal", true, false },
-	[NSB_REAL_SIGINTERRUPT] = { "siginterrupt", true, false },
-	[NSB_REAL_SIGHOLD] = { "sighold", true, false },
-	[NSB_REAL_SIGRELSE] = { "sigrelse", true, false },
-	[NSB_REAL_SIGIGNORE] = { "sigignore", true, false },
-	[NSB_REAL_LONGJMP] = { "longjmp", true, false },
-	[NSB_REAL_SIGLONGJMP] = { "siglongjmp", true, false },
-	[NSB_REAL__LONGJMP] = { "_longjmp", true, false },
-	[NSB_REAL___LONGJMP_CHK] = { "__longjmp_chk", false, false },
-	[NSB_REAL_EXECVEAT] = { "execveat", false, false },
+	[NSB_REAL_EXECVE] = { "execve", true, true },
+	[NSB_REAL_EXECVPE] = { "execvpe", true, true },
+	[NSB_REAL_FEXECVE] = { "fexecve", true, true },
+	[NSB_REAL_POSIX_SPAWN] = { "posix_spawn", true, true },
+	[NSB_REAL_POSIX_SPAWNP] = { "posix_spawnp", true, true },
+	[NSB_REAL_SIGNAL] = { "signal", true, true },
+	[NSB_REAL_SIGSET] = { "sigset", true, true },
+	[NSB_REAL_SYSV_SIGNAL] = { "sysv_signal", true, true },
+	[NSB_REAL_SIGINTERRUPT] = { "siginterrupt", true, true },
+	[NSB_REAL_SIGHOLD] = { "sighold", true, true },
+	[NSB_REAL_SIGRELSE] = { "sigrelse", true, true },
+	[NSB_REAL_SIGIGNORE] = { "sigignore", true, true },
+	[NSB_REAL_LONGJMP] = { "longjmp", true, true },
+	[NSB_REAL_SIGLONGJMP] = { "siglongjmp", true, true },
+	[NSB_REAL__LONGJMP] = { "_longjmp", true, true },
+	[NSB_REAL___LONGJMP_CHK] = { "__longjmp_chk", false, true },
+	[NSB_REAL_EXECVEAT] = { "execveat", false, true },
 	[NSB_REAL_SYSTEM] = { "system", true, false },
 	[NSB_REAL_POPEN] = { "popen", true, false },
 	[NSB_REAL_WORDEXP] = { "wordexp", true, false },
 	[NSB_REAL_TIMER_CREATE] = { "timer_create", true, false },
 	[NSB_REAL_TIMER_DELETE] = { "timer_delete", true, false },
 	[NSB_REAL_MQ_NOTIFY] = { "mq_notify", true, false },
-	[NSB_REAL_CLOSE] = { "close", true, false },
-	[NSB_REAL_DUP2] = { "dup2", true, false },
-	[NSB_REAL_DUP3] = { "dup3", true, false },
+	[NSB_REAL_CLOSE] = { "close", true, true },
+	[NSB_REAL_DUP2] = { "dup2", true, true },
+	[NSB_REAL_DUP3] = { "dup3", true, true },
 	[NSB_REAL_CLOSE_RANGE] = { "close_range", false, false },
 	[NSB_REAL_CLOSEFROM] = { "closefrom", false, false },
-	[NSB_REAL_PAUSE] = { "pause", true, false },
-	[NSB_REAL_NANOSLEEP] = { "nanosleep", true, false },
-	[NSB_REAL_CLOCK_NANOSLEEP] = { "clock_nanosleep", true, false },
-	[NSB_REAL_POLL] = { "poll", true, false },
-	[NSB_REAL_PPOLL] = { "ppoll", true, false },
-	[NSB_REAL_SELECT] = { "select", true, false },
-	[NSB_REAL_PSELECT] = { "pselect", true, false },
+	[NSB_REAL_PAUSE] = { "pause", true, true },
+	[NSB_REAL_NANOSLEEP] = { "nanosleep", true, true },
+	[NSB_REAL_CLOCK_NANOSLEEP] = { "clock_nanosleep", true, true },
+	[NSB_REAL_POLL] = { "poll", true, true },
+	[NSB_REAL_PPOLL] = { "ppoll", true, true },
+	[NSB_REAL_SELECT] = { "select", true, true },
+	[NSB_REAL_PSELECT] = { "pselect", true, true },
 	[NSB_REAL_EPOLL_WAIT] = { "epoll_wait", true, false },
 	[NSB_REAL_EPOLL_PWAIT] = { "epoll_pwait", true, false },
 	[NSB_REAL_EPOLL_PWAIT2] = { "epoll_pwait2", false, false },
-	[NSB_REAL_SETCONTEXT] = { "setcontext", true, false },
-	[NSB_REAL_SWAPCONTEXT] = { "swapcontext", true, false },
+	[NSB_REAL_SETCONTEXT] = { "setcontext", true, true },
+	[NSB_REAL_SWAPCONTEXT] = { "swapcontext", true, true },
+	[NSB_REAL___SIGSETJMP] = { "__sigsetjmp", true, true },
+	[NSB_REAL_PIDFD_SPAWN] = { "pidfd_spawn", false, false },
+	[NSB_REAL_PIDFD_SPAWNP] = { "pidfd_spawnp", false, false },
 };
 
 /*
@@ -147,10 +162,15 @@ lookup(enum nsb_real_fn fn, bool must)
 	void *p;
 	int saved = errno;
 
-	if (looking_up || atomic_load_explicit(&absent[fn], memory_order_relaxed))
+	if (atomic_load_explicit(&absent[fn], memory_order_relaxed))
 		return NULL;
+	/* The fences keep both stores: a handler of this thread reads the
+	 * flag (without them the first store was dead code to the compiler,
+	 * the address of a static __thread never escaping). */
 	looking_up = true;
+	atomic_signal_fence(memory_order_seq_cst);
 	p = dlsym(RTLD_NEXT, wanted[fn].name);
+	atomic_signal_fence(memory_order_seq_cst);
 	looking_up = false;
 	errno = saved;
 	if (!p) {
@@ -172,9 +192,9 @@ lookup(enum nsb_real_fn fn, bool must)
 }
 
 /*
- * Looks fn up unless this thread is already inside dlsym: then NULL, and
- * the caller falls back to the kernel (or dies, when it cannot).  Also
- * NULL for an optional function that the C library lacks.
+ * Looks fn up (NULL for an optional function that the C library lacks).
+ * Never NULL for a mandatory one: the callers of nsb_real() have no
+ * fallback.  Those that do (the mapping calls) ask known_fn() first.
  */
 nsb_any_fn
 nsb_real_find(enum nsb_real_fn fn)
@@ -213,7 +233,7 @@ known_fn(enum nsb_real_fn fn)
 
 	if (__builtin_expect(f != NULL, 1))
 		return f;
-	if (!atomic_load_explicit(&started, memory_order_acquire))
+	if (!atomic_load_explicit(&started, memory_order_acquire) || looking_up)
 		return NULL;
 	return nsb_real_find(fn);
 }
@@ -276,17 +296,18 @@ nsb_sys_pkey_mprotect(void *addr, size_t len, int prot, int pkey)
 #endif
 }
 
-/* Every function the handler may call, so that it never looks one up. */
-static void
-find_handler_fns(void)
+/* Every function a handler may reach, so that no handler looks one up.
+ * Mandatory ones the C library lacks are left to their first use, which
+ * reports them. */
+void
+nsb_real_handler_fns(void)
 {
-	if (atomic_load_explicit(&handler_fns_found, memory_order_acquire))
+	if (atomic_load_explicit(&handler_fns_found, memory_order_acquire) || looking_up)
 		return;
 	for (int fn = 0; fn < NSB_REAL_COUNT; fn++)
-		if (wanted[fn].handler)
-			nsb_real((enum nsb_real_fn)fn);
-	if (!looking_up)
-		atomic_store_explicit(&handler_fns_found, true, memory_order_release);
+		if (wanted[fn].handler && !atomic_load_explicit(&nsb_real_fns[fn], memory_order_acquire))
+			(void)lookup((enum nsb_real_fn)fn, false);
+	atomic_store_explicit(&handler_fns_found, true, memory_order_release);
 }
 
 int
@@ -294,7 +315,9 @@ nsb_sys_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	nsb_any_fn f;
 
-	find_handler_fns();
+	/* Before a handler can run: the library's, or the program's. */
+	if (act && act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN)
+		nsb_real_handler_fns();
 	f = nsb_real(NSB_REAL_SIGACTION);
 	if (!f)
 		die("called from inside dlsym, cannot find", "sigaction");
@@ -323,20 +346,10 @@ kernel_sigmask(int how, const sigset_t *set, sigset_t *old)
 	return (int)syscall(SYS_rt_sigprocmask, how, set, old, _NSIG / 8);
 }
 
-/* Before our constructor (the other constructors of the library read the
- * mask at start-up) or from inside dlsym: the kernel, as for mapping. */
+/* Always the kernel, as glibc's pthread_sigmask does it: no lookup, in a
+ * call that handlers make all the time (and the library's locks too). */
 int
 nsb_sys_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
-	nsb_any_fn f = known_fn(NSB_REAL_PTHREAD_SIGMASK);
-	int err;
-
-	if (!f)
-		return kernel_sigmask(how, set, old);
-	err = ((int (*)(int, const sigset_t *, sigset_t *))f)(how, set, old);
-	if (err) {
-		errno = err;
-		return -1;
-	}
-	return 0;
+	return kernel_sigmask(how, set, old);
 }

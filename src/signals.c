@@ -26,13 +26,29 @@ sighandler_t bsd_signal(int sig, sighandler_t handler);
 #define SA_INTERRUPT 0x20000000
 #endif
 
-/* siginterrupt(sig, 1): later signal() calls leave out SA_RESTART. */
+/*
+ * siginterrupt(sig, 1): later signal() calls leave out SA_RESTART.  glibc
+ * keeps that set itself (_sigintr, not exported): every siginterrupt goes
+ * to glibc too, whether or not the library's handler is installed, and
+ * this is an exact copy of glibc's set, consulted by our signal() once
+ * the handler is installed (before, signal() is glibc's own).
+ */
 static sigset_t interrupts;
 
 static inline bool
 library_owns(int sig)
 {
 	return sig > 0 && sig < 65 && nsb_disp_installed();
+}
+
+/* A handler of the program is about to be installed: what it may call
+ * must be looked up now (real.c).  sigaction() gets there through
+ * nsb_sys_sigaction(). */
+static inline void
+before_handler(sighandler_t handler)
+{
+	if (handler != SIG_DFL && handler != SIG_IGN && handler != SIG_ERR && handler != SIG_HOLD)
+		nsb_real_handler_fns();
 }
 
 /* ---- dispositions ------------------------------------------------------ */
@@ -79,6 +95,7 @@ set_handler(int sig, sighandler_t handler, int flags, bool mask_self)
 static sighandler_t
 bsd_semantics(int sig, sighandler_t handler)
 {
+	before_handler(handler);
 	if (!library_owns(sig))
 		return real_signal(sig, handler);
 	return set_handler(sig, handler, sigismember(&interrupts, sig) == 1 ? 0 : SA_RESTART, true);
@@ -99,6 +116,7 @@ bsd_signal(int sig, sighandler_t handler)
 static sighandler_t
 sysv_semantics(int sig, sighandler_t handler)
 {
+	before_handler(handler);
 	if (!library_owns(sig))
 		return real_sysv_signal(sig, handler);
 	return set_handler(sig, handler, SA_RESETHAND | SA_NODEFER | SA_INTERRUPT, false);
@@ -121,17 +139,23 @@ siginterrupt(int sig, int flag)
 {
 	struct sigaction act;
 
+	/* glibc's set first; once installed, glibc also rewrote the kernel's
+	 * action (ours, or the program's) with the flag, which the program's
+	 * action below puts right. */
+	if (real_siginterrupt(sig, flag) < 0)
+		return -1;
+	if (flag)
+		sigaddset(&interrupts, sig);
+	else
+		sigdelset(&interrupts, sig);
 	if (!library_owns(sig))
-		return real_siginterrupt(sig, flag);
+		return 0;
 	if (nsb_disp_action(sig, NULL, &act) < 0)
 		return -1;
-	if (flag) {
-		sigaddset(&interrupts, sig);
+	if (flag)
 		act.sa_flags &= ~SA_RESTART;
-	} else {
-		sigdelset(&interrupts, sig);
+	else
 		act.sa_flags |= SA_RESTART;
-	}
 	return nsb_disp_action(sig, &act, NULL);
 }
 
@@ -213,6 +237,7 @@ sigset(int sig, sighandler_t disp)
 	struct sigaction act;
 	bool was_blocked;
 
+	before_handler(disp);
 	if (!library_owns(sig))
 		return real_sigset(sig, disp);
 	was_blocked = view_blocks(sig);

@@ -27,16 +27,31 @@ struct start {
 	bool blocked;		/* the new thread's view of SIGBUS */
 };
 
+/* The thread ends: by returning, pthread_exit or cancellation. */
+static void
+end_thread(void *unused)
+{
+	(void)unused;
+	nsb_disp_thread_exit();
+}
+
 static void *
 start_thread(void *p)
 {
 	struct start s = *(struct start *)p;
+	void *ret;
 
 	free(p);
 	nsb_disp_thread_start(s.blocked);
 	/* Started with the attribute's mask, SIGBUS perhaps in it. */
 	nsb_disp_thread_start_kernel();
-	return s.fn(s.arg);
+	/* A cleanup handler, not a pthread key: a thread's first key value
+	 * may allocate, and the blocker table it cleans is written in signal
+	 * context (dispositions.c). */
+	pthread_cleanup_push(end_thread, NULL);
+	ret = s.fn(s.arg);
+	pthread_cleanup_pop(1);
+	return ret;
 }
 
 /* Does attr give the thread a mask of its own (pthread_attr_setsigmask_np)?
@@ -61,18 +76,17 @@ NSB_EXPORT int
 pthread_create(pthread_t *thread, const pthread_attr_t *attr,
 	       void *(*fn)(void *), void *arg)
 {
-	bool blocked = nsb_disp_thread_blocked_at_start(), own;
+	bool blocked = nsb_disp_thread_blocked_at_start();
 	struct start *s;
 	int ret;
 
 	/* From now on, no lookup may wait for the loader's lock. */
 	nsb_real_find_all();
-	own = attr_mask(attr, &blocked);
-	if (!own && !blocked)
-		return real_pthread_create(thread, attr, fn, arg);
+	(void)attr_mask(attr, &blocked);
+	/* Every thread, so that it leaves the blocker table when it ends. */
 	s = malloc(sizeof(*s));
 	if (!s)
-		return EAGAIN;
+		return EAGAIN;	/* what pthread_create says when out of memory */
 	s->fn = fn;
 	s->arg = arg;
 	s->blocked = blocked;

@@ -1320,6 +1320,8 @@ body_fork_view(char **a)
 
 /* ---- exec ---------------------------------------------------------- */
 
+static void preload_in_children(void);
+
 static const char *
 nolib_path(void)
 {
@@ -1398,7 +1400,16 @@ run_helper(enum exec_how how, const char *arg1, const char *arg2,
 				execlp(base, argv[0], argv[1], argv[2], argv[3], argv[4], (char *)NULL);
 				break;
 			case X_EXECLE:
-				execle(path, argv[0], argv[1], argv[2], argv[3], argv[4], (char *)NULL, environ);
+				/* The list ends at the first NULL: environ must come right
+				 * after it (else the new program gets an empty one). */
+				if (!arg1)
+					execle(path, argv[0], argv[1], argv[2], (char *)NULL, environ);
+				else if (!arg2)
+					execle(path, argv[0], argv[1], argv[2], argv[3], (char *)NULL,
+					       environ);
+				else
+					execle(path, argv[0], argv[1], argv[2], argv[3], argv[4],
+					       (char *)NULL, environ);
 				break;
 			case X_FEXECVE:
 				fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -1427,13 +1438,15 @@ failed_exec_check(void)
 	rescue_check("after a failed exec");
 }
 
-/* An ignored SIGBUS stays ignored in whatever the program execs. */
+/* An ignored SIGBUS stays ignored in whatever the program execs (that
+ * loads the library: issue 21, see preload_in_children). */
 static void
 body_exec_ignored(char **a)
 {
 	int status;
 
 	(void)a;
+	preload_in_children();
 	setup_library();
 	signal(SIGBUS, SIG_IGN);
 	failed_exec_check();
@@ -1518,6 +1531,7 @@ body_exec_spawn_attrs(char **a)
 	int status;
 
 	(void)a;
+	preload_in_children();
 	setup_library();
 	signal(SIGBUS, SIG_IGN);
 	posix_spawnattr_init(&attr);
@@ -2849,6 +2863,7 @@ static void
 body_exec_ignored_other(char **a)
 {
 	(void)a;
+	preload_in_children();
 	setup_library();
 	signal(SIGBUS, SIG_IGN);
 	for (enum exec_other h = XO_EXECVEAT_FD; h <= XO_WORDEXP; h++)
@@ -3813,6 +3828,10 @@ body_uc_sigmask_other(char **a)
 	block(SIG_BLOCK, SIGBUS);
 	raise(SIGBUS);
 	printf("blocked, raised: pending=%d calls=%d\n", is_pending(SIGBUS), hs.calls);
+	/* Only a handler whose sa_mask holds SIGBUS runs through the
+	 * library (issue 20 item 6): one that does not sees no SIGBUS in
+	 * uc_sigmask while the program blocks it (libnosigbus(7)). */
+	install(SIGUSR1, on_uc_change, SA_SIGINFO, (const int[]){ SIGBUS, 0 });
 	uc_change = -1;
 	raise(SIGUSR1);
 	printf("after SIGUSR1 took SIGBUS out: blocked=%d pending=%d calls=%d mask=%#lx\n",
@@ -4064,6 +4083,753 @@ body_ucontext_mask(char **a)
 #define EXIT(n) (n)
 #define KILLED(s) (0x100 | (s))
 
+/* ---- issue 21: where glibc keeps state of its own ------------------ */
+
+/* -- item 1: siginterrupt -- */
+
+static volatile sig_atomic_t intr_calls;
+
+static void
+on_intr(int sig)
+{
+	(void)sig;
+	intr_calls++;
+}
+
+struct intr_waker {
+	pid_t tid;
+	int sig;
+	int wfd;
+	atomic_bool returned;
+};
+
+/* Sends sig to the reader once it sleeps in read(); once the handler ran,
+ * writes a byte if the read was restarted (asleep in it again). */
+static void *
+intr_waker_main(void *arg)
+{
+	static const long reads[] = { SYS_read, -1 };
+	struct intr_waker *w = arg;
+
+	while (!asleep_in(getpid(), w->tid, reads))
+		sched_yield();
+	syscall(SYS_tgkill, getpid(), w->tid, w->sig);
+	while (intr_calls == 0)
+		sched_yield();
+	while (!atomic_load(&w->returned)) {
+		if (asleep_in(getpid(), w->tid, reads)) {
+			NSBT_CHECK(write(w->wfd, "x", 1) == 1, "write");
+			break;
+		}
+		sched_yield();
+	}
+	return NULL;
+}
+
+/* A blocking read that sig interrupts (EINTR) or not (restarted, then fed). */
+static void
+interrupt_round(const char *label, int sig)
+{
+	struct intr_waker w;
+	pthread_t t;
+	int p[2], e;
+	ssize_t n;
+	char c;
+
+	NSBT_CHECK(pipe(p) == 0, "pipe");
+	w.tid = (pid_t)syscall(SYS_gettid);
+	w.sig = sig;
+	w.wfd = p[1];
+	atomic_init(&w.returned, false);
+	intr_calls = 0;
+	NSBT_CHECK(pthread_create(&t, NULL, intr_waker_main, &w) == 0, "pthread_create");
+	errno = 0;
+	n = read(p[0], &c, 1);
+	e = errno;
+	atomic_store(&w.returned, true);
+	pthread_join(t, NULL);
+	printf("%s: read=%zd %s calls=%d\n", label, n, ename(e), (int)intr_calls);
+	print_query(label, sig);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* glibc's siginterrupt set, before and after the library's handler is
+ * installed: what signal() then installs. */
+static void
+body_siginterrupt(char **a)
+{
+	(void)a;
+	NSBT_CHECK(siginterrupt(SIGALRM, 1) == 0, "siginterrupt");
+	setup_library();
+	signal(SIGALRM, on_intr);
+	interrupt_round("siginterrupt(1) before the library, then signal", SIGALRM);
+	NSBT_CHECK(siginterrupt(SIGUSR2, 1) == 0, "siginterrupt");
+	signal(SIGUSR2, on_intr);
+	interrupt_round("siginterrupt(1) after, then signal", SIGUSR2);
+	siginterrupt(SIGPROF, 1);
+	siginterrupt(SIGPROF, 0);
+	signal(SIGPROF, on_intr);
+	interrupt_round("siginterrupt(1) then (0), then signal", SIGPROF);
+	siginterrupt(SIGALRM, 0);
+	interrupt_round("siginterrupt(0) on the handler", SIGALRM);
+	signal(SIGALRM, on_intr);
+	interrupt_round("signal again", SIGALRM);
+	rescue_check("after siginterrupt");
+}
+
+/* -- item 2: siglongjmp restores the view saved by sigsetjmp(env, 1) -- */
+
+static sigjmp_buf view_env;
+
+static void
+on_jump_out(int sig)
+{
+	(void)sig;
+	siglongjmp(view_env, 1);
+}
+
+enum jump_via { JV_HANDLER, JV_DIRECT };
+
+/* sigsetjmp with SIGBUS blocked or not, then the opposite (and, unblocked
+ * at sigsetjmp, every signal but SIGALRM blocked), then out. */
+static void
+jump_round(const char *label, bool blocked_at_setjmp, enum jump_via via)
+{
+	int calls = hs.calls;
+	sigset_t s;
+
+	block(blocked_at_setjmp ? SIG_BLOCK : SIG_UNBLOCK, SIGBUS);
+	if (sigsetjmp(view_env, 1) == 0) {
+		if (blocked_at_setjmp) {
+			block(SIG_UNBLOCK, SIGBUS);
+		} else {
+			sigfillset(&s);
+			sigdelset(&s, SIGALRM);
+			sigprocmask(SIG_SETMASK, &s, NULL);
+		}
+		if (via == JV_HANDLER)
+			raise(SIGALRM);
+		else
+			siglongjmp(view_env, 1);
+		printf("%s: not jumped\n", label);
+	}
+	printf("%s: blocked=%d mask=%#lx\n", label, is_blocked(SIGBUS), cur_mask());
+	raise(SIGBUS);
+	printf("%s: raised: calls=%d pending=%d\n", label, hs.calls - calls, is_pending(SIGBUS));
+	rescue_check(label);
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("%s: unblocked: calls=%d pending=%d\n", label, hs.calls - calls, is_pending(SIGBUS));
+}
+
+static void
+body_siglongjmp_view(char **a)
+{
+	(void)a;
+	install(SIGBUS, on_bus_info, SA_SIGINFO, NULL);
+	setup_library();
+	signal(SIGALRM, on_jump_out);
+	jump_round("unblocked at sigsetjmp, out of a handler", false, JV_HANDLER);
+	jump_round("blocked at sigsetjmp, out of a handler", true, JV_HANDLER);
+	jump_round("unblocked at sigsetjmp, no handler", false, JV_DIRECT);
+	jump_round("blocked at sigsetjmp, no handler", true, JV_DIRECT);
+	/* A handler whose sa_mask holds SIGBUS runs through the library. */
+	install(SIGALRM, on_jump_out, 0, (const int[]){ SIGBUS, 0 });
+	jump_round("unblocked at sigsetjmp, out of a SIGBUS-masking handler", false, JV_HANDLER);
+	jump_round("blocked at sigsetjmp, out of a SIGBUS-masking handler", true, JV_HANDLER);
+}
+
+/* -- item 3: a handler without SA_SIGINFO gets the kernel's arguments -- */
+
+static volatile sig_atomic_t args_calls, args_ok;
+
+/* [signal context] Installed without SA_SIGINFO, read as three arguments
+ * (the kernel passes them on x86-64; elsewhere only the count is shown). */
+static void
+on_args(int sig, siginfo_t *si, void *ucv)
+{
+	args_calls++;
+#if defined(__x86_64__)
+	{
+		ucontext_t *uc = ucv;
+
+		/* Without SA_SIGINFO the kernel does not fill in *si, but
+		 * passes where it would be, and a whole context. */
+		args_ok = si != NULL && uc != NULL && uc->uc_mcontext.gregs[REG_RIP] != 0 &&
+			  (sig != SIGBUS || !hs.trap ||
+			   (uintptr_t)uc->uc_mcontext.gregs[REG_CR2] == (uintptr_t)(hs.trap + pg + 3));
+	}
+#else
+	(void)si;
+	(void)ucv;
+	args_ok = 1;
+#endif
+	if (sig == SIGBUS && hs.trap)
+		repair();
+}
+
+static void
+install_plain_args(int sig, const int *mask)
+{
+	install(sig, (void *)(void (*)(void))on_args, 0, mask);
+}
+
+static void
+args_report(const char *label)
+{
+	printf("%s: calls=%d arguments=%s\n", label, (int)args_calls, args_ok ? "the kernel's" : "bad");
+	args_calls = 0;
+	args_ok = 0;
+}
+
+static void
+body_plain_handler_args(char **a)
+{
+	(void)a;
+	setup_library();
+	install_plain_args(SIGBUS, NULL);
+	hs.trap = trap_map(false, 2, true);
+	hs.trap_len = 2 * pg;
+	printf("read=%d\n", touch(hs.trap + pg + 3));
+	args_report("SIGBUS fault");
+	hs.trap = NULL;
+	raise(SIGBUS);
+	args_report("SIGBUS raised");
+	NSBT_CHECK(signal(SIGBUS, (void (*)(int))(void (*)(void))on_args) != SIG_ERR, "signal");
+	hs.trap = trap_map(false, 2, true);
+	printf("read=%d\n", touch(hs.trap + pg + 3));
+	args_report("SIGBUS fault, signal()");
+	install_plain_args(SIGUSR1, (const int[]){ SIGBUS, 0 });
+	raise(SIGUSR1);
+	args_report("SIGUSR1, sa_mask with SIGBUS");
+	install_plain_args(SIGUSR1, NULL);
+	raise(SIGUSR1);
+	args_report("SIGUSR1");
+	rescue_check("after the handlers");
+}
+
+/* -- item 4: POSIX_SPAWN_SETSIGDEF and SETSIGMASK, other threads running -- */
+
+static sem_t park;
+
+static void *
+parked(void *arg)
+{
+	(void)arg;
+	while (sem_wait(&park) < 0 && errno == EINTR)
+		;
+	return NULL;
+}
+
+static void
+spawn_attr_round(const char *label, enum exec_how how, short flags, bool def_bus, bool mask_bus)
+{
+	posix_spawnattr_t attr;
+	sigset_t s;
+	int status;
+
+	posix_spawnattr_init(&attr);
+	sigemptyset(&s);
+	if (def_bus)
+		sigaddset(&s, SIGBUS);
+	posix_spawnattr_setsigdefault(&attr, &s);
+	sigemptyset(&s);
+	if (mask_bus)
+		sigaddset(&s, SIGBUS);
+	posix_spawnattr_setsigmask(&attr, &s);
+	posix_spawnattr_setflags(&attr, flags);
+	status = run_helper(how, NULL, NULL, &attr);
+	printf("%s: %s\n", label, nsbt_status_str(status));
+	posix_spawnattr_destroy(&attr);
+}
+
+static void
+body_spawn_setsigdef_threads(char **a)
+{
+	pthread_t t;
+
+	(void)a;
+	preload_in_children();
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	sem_init(&park, 0, 0);
+	NSBT_CHECK(pthread_create(&t, NULL, parked, NULL) == 0, "pthread_create");
+	spawn_attr_round("SETSIGDEF{BUS}", X_SPAWN, POSIX_SPAWN_SETSIGDEF, true, false);
+	spawn_attr_round("SETSIGDEF{}", X_SPAWN, POSIX_SPAWN_SETSIGDEF, false, false);
+	spawn_attr_round("SETSIGMASK{BUS}", X_SPAWN, POSIX_SPAWN_SETSIGMASK, false, true);
+	spawn_attr_round("SETSIGDEF{BUS}|SETSIGMASK{BUS}", X_SPAWNP,
+			 POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK, true, true);
+	spawn_attr_round("spawnp SETSIGDEF{BUS}", X_SPAWNP, POSIX_SPAWN_SETSIGDEF, true, false);
+	spawn_attr_round("no flags", X_SPAWN, 0, true, true);
+	sem_post(&park);
+	pthread_join(t, NULL);
+	print_query("parent", SIGBUS);
+	rescue_check("after the spawns");
+}
+
+/* -- item 5: a rescue in a handler that runs during system() -- */
+
+static char *during_trap;
+static volatile sig_atomic_t during_calls;
+
+/* [signal context] Reads a truncated protected page (with the library). */
+static void
+on_during(int sig)
+{
+	(void)sig;
+	during_calls++;
+	if (during_trap && touch(during_trap) != 0)
+		_exit(95);
+}
+
+static void
+body_system_rescue(char **a)
+{
+	wordexp_t we;
+	int status, r;
+
+	(void)a;
+	setup_library();
+	during_trap = protected_trap(1);
+	signal(SIGBUS, SIG_IGN);
+	signal(SIGUSR1, on_during);
+	/* The shell signals its parent, which waits in system(). */
+	status = system("kill -USR1 $PPID");
+	printf("system: %s, handler calls=%d\n", nsbt_status_str(status), (int)during_calls);
+	r = wordexp("$(kill -USR1 $PPID)", &we, 0);
+	printf("wordexp: %d, handler calls=%d\n", r, (int)during_calls);
+	if (r == 0)
+		wordfree(&we);
+	print_query("after", SIGBUS);
+	rescue_check("after system");
+}
+
+/* -- item 6: no lookup in a handler -- */
+
+/* The interposed calls a handler makes (async-signal-safe ones). */
+static const char *const handler_calls[] = {
+	"sigpending", "sigprocmask", "pthread_sigmask", "sigaction", "poll", "ppoll",
+	"select", "pselect", "nanosleep", "clock_nanosleep", "close", "dup2", "dup3",
+	"signal", "sigsuspend", "siglongjmp", NULL,
+};
+
+/* [signal context] */
+static void
+on_many_calls(int sig)
+{
+	struct timespec zero = { 0, 0 };
+	struct sigaction sa;
+	struct timeval tv = { 0, 0 };
+	sigset_t s;
+
+	(void)sig;
+	(void)!write(2, "nsbt-handler-begin\n", 19);
+	sigpending(&s);
+	sigprocmask(SIG_BLOCK, NULL, &s);
+	pthread_sigmask(SIG_BLOCK, NULL, &s);
+	sigaction(SIGUSR2, NULL, &sa);
+	poll(NULL, 0, 0);
+	ppoll(NULL, 0, &zero, NULL);
+	select(0, NULL, NULL, NULL, &tv);
+	pselect(0, NULL, NULL, NULL, &zero, NULL);
+	nanosleep(&zero, NULL);
+	clock_nanosleep(CLOCK_MONOTONIC, 0, &zero, NULL);
+	close(-1);
+	dup2(-1, -1);
+	dup3(-1, -1, 0);
+	signal(SIGUSR2, SIG_IGN);
+	(void)!write(2, "nsbt-handler-end\n", 17);
+	siglongjmp(jump_env, 1);
+}
+
+static void
+body_handler_lookups_child(char **a)
+{
+	(void)a;
+	setup_library();
+	signal(SIGUSR1, on_many_calls);
+	if (sigsetjmp(jump_env, 1) == 0)
+		raise(SIGUSR1);
+	(void)!write(2, "nsbt-handler-out\n", 17);
+}
+
+/* Is line an LD_DEBUG=bindings line of a lookup that the library made
+ * of one of handler_calls (dlsym(RTLD_NEXT): to another object)? */
+static const char *
+library_lookup(const char *line)
+{
+	const char *from = strstr(line, "binding file "), *to, *sym;
+
+	if (!from || !(to = strstr(from, " to ")) || !(sym = strstr(to, "symbol `")))
+		return NULL;
+	if (!memmem(from, (size_t)(to - from), "libnosigbus", 11) ||
+	    memmem(to, (size_t)(sym - to), "libnosigbus", 11))
+		return NULL;
+	sym += 8;
+	for (const char *const *n = handler_calls; *n; n++)
+		if (strncmp(sym, *n, strlen(*n)) == 0 && sym[strlen(*n)] == '\'')
+			return *n;
+	return NULL;
+}
+
+/*
+ * A program's handler makes its first interposed calls: none may need a
+ * lookup (dlsym is not async-signal-safe; one that interrupts the same
+ * thread's lookup recursed into it).  The lookups are seen in the
+ * loader's own trace (LD_DEBUG=bindings) of a child running the handler.
+ */
+static void
+body_handler_lookups(char **a)
+{
+	char *argv[] = { (char *)"sigtest", (char *)"--body", (char *)"handler-lookups-child", NULL };
+	char line[1024];
+	bool in = false;
+	int p[2], status, found = 0, marks = 0;
+	FILE *f;
+	pid_t pid;
+
+	(void)a;
+	NSBT_CHECK(pipe(p) == 0, "pipe");
+	fflush(stdout);
+	pid = fork();
+	NSBT_CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		dup2(p[1], 2);
+		close(p[0]);
+		close(p[1]);
+		setenv("LD_DEBUG", "bindings", 1);
+		unsetenv("LD_DEBUG_OUTPUT");
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	close(p[1]);
+	f = fdopen(p[0], "r");
+	NSBT_CHECK(f != NULL, "fdopen");
+	while (fgets(line, sizeof(line), f)) {
+		const char *name;
+
+		if (strstr(line, "nsbt-handler-")) {
+			marks++;
+			in = strstr(line, "nsbt-handler-begin") != NULL;
+			continue;
+		}
+		if (in && (name = library_lookup(line))) {
+			found++;
+			fprintf(stderr, "looked up in a handler: %s\n", name);
+		}
+	}
+	fclose(f);
+	NSBT_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+	printf("child: %s, markers=%d, lookups in the handler=%d\n", nsbt_status_str(status), marks, found);
+}
+
+/* -- item 7: pidfd_spawn -- */
+
+static void
+body_pidfd_spawn(char **a)
+{
+	(void)a;
+#if defined(__GLIBC_PREREQ) && __GLIBC_PREREQ(2, 39)
+	char *argv[] = { (char *)"helper", (char *)"--body", (char *)"report", NULL };
+	posix_spawnattr_t attr;
+	pthread_t t;
+	sigset_t s;
+
+	preload_in_children();
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	sem_init(&park, 0, 0);
+	NSBT_CHECK(pthread_create(&t, NULL, parked, NULL) == 0, "pthread_create");
+	for (int round = 0; round < 4; round++) {
+		siginfo_t si;
+		int fd, r;
+
+		posix_spawnattr_init(&attr);
+		sigemptyset(&s);
+		sigaddset(&s, SIGBUS);
+		posix_spawnattr_setsigdefault(&attr, &s);
+		posix_spawnattr_setflags(&attr, round & 1 ? POSIX_SPAWN_SETSIGDEF : 0);
+		printf("via %s%s: ", round & 2 ? "pidfd_spawnp" : "pidfd_spawn",
+		       round & 1 ? " SETSIGDEF{BUS}" : "");
+		fflush(stdout);
+		if (round & 2) {
+			char *saved = strdup(getenv("PATH") ? getenv("PATH") : "");
+			char dir[PATH_MAX];
+
+			snprintf(dir, sizeof(dir), "%s", nolib_path());
+			*strrchr(dir, '/') = '\0';
+			setenv("PATH", dir, 1);
+			r = pidfd_spawnp(&fd, strrchr(nolib_path(), '/') + 1, NULL, &attr, argv, environ);
+			setenv("PATH", saved, 1);
+			free(saved);
+		} else {
+			r = pidfd_spawn(&fd, nolib_path(), NULL, &attr, argv, environ);
+		}
+		NSBT_CHECK(r == 0, "pidfd_spawn: %s", strerror(r));
+		NSBT_CHECK(waitid(P_PIDFD, (id_t)fd, &si, WEXITED) == 0, "waitid");
+		close(fd);
+		posix_spawnattr_destroy(&attr);
+	}
+	sem_post(&park);
+	pthread_join(t, NULL);
+	print_query("parent", SIGBUS);
+#else
+	fprintf(stderr, "SKIP: this C library has no pidfd_spawn (glibc 2.39)\n");
+	exit(77);
+#endif
+}
+
+/* ---- issue 20 items 5, 6, 8 ----------------------------------------- */
+
+/* -- item 5: no pthread key in signal context -- */
+
+static atomic_int keys_calls;
+static atomic_bool keys_stop;
+
+static void
+on_full_mask(int sig)
+{
+	(void)sig;
+	atomic_fetch_add(&keys_calls, 1);
+}
+
+/* Sizes above glibc's tcache: every call takes the arena's lock. */
+static void *
+malloc_loop(void *arg)
+{
+	unsigned n = (unsigned)(uintptr_t)arg;
+
+	while (!atomic_load(&keys_stop)) {
+		void *p = malloc(2048 + (n++ % 16) * 512);
+
+		NSBT_CHECK(p != NULL, "malloc");
+		*(volatile char *)p = 1;
+		free(p);
+	}
+	return NULL;
+}
+
+/*
+ * 40 pthread keys (the program's), then handlers with a full sa_mask sent
+ * to threads busy in malloc: the library must not allocate (a thread's
+ * first value of a key past the 32nd callocs) in signal context.
+ */
+static void
+body_keys_malloc(char **a)
+{
+	enum { THREADS = 6, ROUNDS = 40 };
+	pthread_t t[THREADS];
+	pthread_key_t keys[40];
+	struct sigaction sa;
+
+	(void)a;
+	setup_library();
+	for (int i = 0; i < 40; i++)
+		NSBT_CHECK(pthread_key_create(&keys[i], NULL) == 0, "pthread_key_create");
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_full_mask;
+	sigfillset(&sa.sa_mask);
+	NSBT_CHECK(sigaction(SIGUSR1, &sa, NULL) == 0, "sigaction");
+	for (int i = 0; i < THREADS; i++)
+		NSBT_CHECK(pthread_create(&t[i], NULL, malloc_loop, (void *)(uintptr_t)i) == 0,
+			   "pthread_create");
+	for (int r = 0; r < ROUNDS; r++) {
+		for (int i = 0; i < THREADS; i++) {
+			int want = atomic_load(&keys_calls) + 1;
+
+			pthread_kill(t[i], SIGUSR1);
+			while (atomic_load(&keys_calls) < want)
+				sched_yield();
+		}
+	}
+	atomic_store(&keys_stop, true);
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(t[i], NULL);
+	printf("handler calls=%d\n", atomic_load(&keys_calls));
+	rescue_check("after the handlers");
+}
+
+/* -- item 6: the kernel holds the program's own handlers -- */
+
+struct raw_ksa {
+	void *handler;
+	unsigned long flags;
+	void *restorer;
+	unsigned long mask;
+};
+
+static struct raw_ksa
+raw_action(int sig)
+{
+	struct raw_ksa k;
+
+	memset(&k, 0, sizeof(k));
+	NSBT_CHECK(syscall(SYS_rt_sigaction, sig, NULL, &k, 8) == 0, "rt_sigaction");
+	return k;
+}
+
+static void
+print_raw_kernel(const char *label, int sig, const struct raw_ksa *ref)
+{
+	struct raw_ksa k = raw_action(sig);
+
+	printf("%s %d: kernel handler=%s flags=%#lx mask=%#lx restorer=%s\n", label, sig,
+	       hname(k.handler), k.flags, k.mask, k.restorer == ref->restorer ? "glibc's" : "other");
+}
+
+static void
+body_handlers_raw(char **a)
+{
+	const int sigs[] = { SIGUSR1, SIGSEGV, SIGCHLD, SIGRTMIN, SIGPIPE };
+	struct raw_ksa ref;
+
+	(void)a;
+	install(SIGHUP, on_usr2, 0, NULL);	/* before the library: never touched */
+	ref = raw_action(SIGHUP);
+	install(SIGUSR1, on_usr1, SA_RESTART, NULL);
+	setup_library();
+	print_raw_kernel("installed before", SIGUSR1, &ref);
+	install(SIGSEGV, on_rt, SA_SIGINFO | SA_ONSTACK, (const int[]){ SIGUSR2, 0 });
+	install(SIGCHLD, on_usr1, SA_NOCLDSTOP | SA_RESTART, NULL);
+	install(SIGRTMIN, on_rt, SA_SIGINFO | SA_RESETHAND, NULL);
+	NSBT_CHECK(signal(SIGPIPE, on_usr2) != SIG_ERR, "signal");
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		print_raw_kernel("after", sigs[i], &ref);
+	/* SA_RESETHAND, reset by the kernel: sigaction reads it back. */
+	raise(SIGRTMIN);
+	print_raw_kernel("after one SIGRTMIN", SIGRTMIN, &ref);
+	print_query("query after one SIGRTMIN", SIGRTMIN);
+	raise(SIGUSR1);
+	printf("usr1_count=%d\n", usr1_count);
+	rescue_check("after the handlers");
+}
+
+/* -- issue 21 item 8: an interposer that chains to the handler it found -- */
+
+static struct raw_ksa chain_saved;
+static volatile sig_atomic_t chain_calls;
+
+/* [signal context] What libjsig does for the JVM: the handler that was in
+ * the kernel before the program's (read raw) is "the previous one", and
+ * called with the same arguments; SIG_DFL is re-raised. */
+static void
+on_chain(int sig, siginfo_t *si, void *uc)
+{
+	if (chain_calls++ > 3)
+		_exit(96);	/* the two handlers call each other */
+	if (chain_saved.handler != (void *)SIG_DFL && chain_saved.handler != (void *)SIG_IGN) {
+		((void (*)(int, siginfo_t *, void *))chain_saved.handler)(sig, si, uc);
+		return;
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void
+body_chain_back(char **a)
+{
+	(void)a;
+	setup_library();
+	chain_saved = raw_action(SIGBUS);
+	install(SIGBUS, on_chain, SA_SIGINFO, NULL);
+	rescue_check("with the chaining handler");
+	fflush(stdout);
+	raise(SIGBUS);
+	printf("survived a SIGBUS: calls=%d\n", (int)chain_calls);
+}
+
+/* -- item 8: the hand-off variable -- */
+
+/* The exec'd helper: is the hand-off variable in its environment? */
+static void
+body_envcheck(char **a)
+{
+	(void)a;
+	printf("%s, disp=%s\n", getenv("NOSIGBUS_INHERIT_IGNORED") ? "hand-off variable" : "no hand-off variable",
+	       disp_name((struct sigaction[]){ query(SIGBUS) }));
+}
+
+/* Spawns path (from this process, whose other threads are what makes
+ * the library hand over) with argv, prints its one line after label, and
+ * returns it in line. */
+static void
+run_envcheck(const char *label, const char *path, const char *body, char *line, size_t size)
+{
+	char *argv[] = { (char *)"helper", (char *)"--body", (char *)body, NULL };
+	posix_spawn_file_actions_t fa;
+	int p[2], status, r;
+	ssize_t n;
+	size_t len = 0;
+	pid_t pid;
+
+	NSBT_CHECK(pipe(p) == 0, "pipe");
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+	posix_spawn_file_actions_addclose(&fa, p[0]);
+	r = posix_spawn(&pid, path, &fa, NULL, body ? argv : (char *[]){ (char *)"static", NULL },
+			environ);
+	NSBT_CHECK(r == 0, "posix_spawn %s: %s", path, strerror(r));
+	posix_spawn_file_actions_destroy(&fa);
+	close(p[1]);
+	while (len + 1 < size && (n = read(p[0], line + len, size - len - 1)) > 0)
+		len += (size_t)n;
+	line[len] = '\0';
+	close(p[0]);
+	NSBT_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+	printf("%s: %s", label, line);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		printf("that helper: %s\n", nsbt_status_str(status));
+}
+
+/*
+ * Only the exact value the library writes is honoured, and the library
+ * removes the variable on arrival (checked here: the helper that loads
+ * the library is the one under test, in both runs); an exec that will not
+ * load the library (no preload, a static program) gets no variable.  The
+ * disposition a helper without the library starts with differs there
+ * (SIG_DFL with the library: libnosigbus(7)), so those helpers print only
+ * the variable.
+ */
+static void
+body_handoff_rules(char **a)
+{
+	static const char *const values[] = { "0", "1", "yes", "-1", "", "00" };
+	const char *stat_helper = getenv("NSBT_STATIC_ENVCHECK");
+	char line[256], label[64];
+	pthread_t t;
+
+	(void)a;
+	preload_in_children();
+	setup_library();
+	sem_init(&park, 0, 0);
+	NSBT_CHECK(pthread_create(&t, NULL, parked, NULL) == 0, "pthread_create");
+	for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+		setenv("NOSIGBUS_INHERIT_IGNORED", values[i], 1);
+		snprintf(label, sizeof(label), "preloaded, NOSIGBUS_INHERIT_IGNORED=%s", values[i]);
+		run_envcheck(label, nolib_path(), "envcheck", line, sizeof(line));
+		NSBT_CHECK(strcmp(line, "no hand-off variable, disp=dfl\n") == 0,
+			   "a hand-off the library did not write was taken, or kept: %s", line);
+	}
+	unsetenv("NOSIGBUS_INHERIT_IGNORED");
+	signal(SIGBUS, SIG_IGN);
+	run_envcheck("ignored, preloaded", nolib_path(), "envcheck", line, sizeof(line));
+	if (stat_helper)
+		run_envcheck("ignored, a static program", stat_helper, NULL, line, sizeof(line));
+	unsetenv("LD_PRELOAD");
+	run_envcheck("ignored, no preload", nolib_path(), "envcheck-var", line, sizeof(line));
+	sem_post(&park);
+	pthread_join(t, NULL);
+	print_query("parent", SIGBUS);
+}
+
+/* The same, the variable only (the disposition differs by design). */
+static void
+body_envcheck_var(char **a)
+{
+	(void)a;
+	printf("%s\n", getenv("NOSIGBUS_INHERIT_IGNORED") ? "hand-off variable" : "no hand-off variable");
+}
+
 struct scenario {
 	const char *name;
 	void (*body)(char **args);
@@ -4139,6 +4905,20 @@ static const struct scenario scenarios[] = {
 	{ "sent-during-sigaction", body_sent_during_sigaction, EXIT(0), NULL },
 	{ "wait-mask", body_wait_mask, EXIT(0), NULL },
 	{ "ucontext-mask", body_ucontext_mask, EXIT(0), NULL },
+	{ "siginterrupt", body_siginterrupt, EXIT(0), NULL },
+	{ "siglongjmp-view", body_siglongjmp_view, EXIT(0), NULL },
+	{ "plain-handler-args", body_plain_handler_args, EXIT(0), NULL },
+	{ "spawn-setsigdef-threads", body_spawn_setsigdef_threads, EXIT(0), NULL },
+	{ "system-rescue", body_system_rescue, EXIT(0), NULL },
+	{ "handler-lookups", body_handler_lookups, EXIT(0), NULL },
+	{ "handler-lookups-child", body_handler_lookups_child, EXIT(0), NULL },
+	{ "pidfd-spawn", body_pidfd_spawn, EXIT(0), NULL },
+	{ "keys-malloc", body_keys_malloc, EXIT(0), NULL },
+	{ "handlers-raw", body_handlers_raw, EXIT(0), NULL },
+	{ "handoff-rules", body_handoff_rules, EXIT(0), NULL },
+	{ "chain-back", body_chain_back, KILLED(SIGBUS), NULL },
+	{ "envcheck", body_envcheck, EXIT(0), NULL },
+	{ "envcheck-var", body_envcheck_var, EXIT(0), NULL },
 	{ "report", body_report, EXIT(0), NULL },
 	{ NULL, NULL, 0, NULL },
 };
