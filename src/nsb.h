@@ -466,11 +466,17 @@ struct nsb_vma {
 	const char *path;	/* NULL when absent or too long to keep */
 };
 /* Calls fn for each VMA overlapping [lo, hi), in address order, from
- * /proc/self/smaps when smaps is true (page sizes and keys), else maps.
+ * /proc/self/smaps when smaps is true (page sizes and keys), else maps
+ * (ioctl(PROCMAP_QUERY) on it where the kernel has it: a cost that does
+ * not grow with the VMAs outside [lo, hi)).
  * fn returns non-zero to stop.  Returns -1 with errno if the file could
  * not be read, else fn's last return value (0 when it never stopped). */
 int nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
 		  int (*fn)(const struct nsb_vma *vma, void *arg), void *arg);
+/* Test hook: always read the file (true), or query the kernel where it
+ * can (false, the default; NSB_TEST_MAPS=read in the environment makes it
+ * true at the first call). */
+void nsb_maps_force_read(bool read);
 /* [signal-safe] The VMA containing addr (path not kept). */
 bool nsb_maps_find(uintptr_t addr, struct nsb_vma *vma);
 
