@@ -265,6 +265,7 @@ _Static_assert(sizeof(struct nsb_procmap_query) == 104, "the kernel's layout");
 
 /* 0: not tried yet; else whether the query works here (or is forced off). */
 static _Atomic int query_state;
+static _Atomic int last_path;	/* test hook: which path the last call took */
 enum { QUERY_UNKNOWN, QUERY_WORKS, QUERY_NONE };
 #define QUERY_MISSING INT_MIN	/* query_each: the kernel lacks the call */
 
@@ -378,11 +379,21 @@ nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
 		err = errno;
 		syscall(SYS_close, fd);
 		errno = err;
-		if (ret != QUERY_MISSING)
+		if (ret != QUERY_MISSING) {
+			atomic_store_explicit(&last_path, 1, memory_order_relaxed);
 			return ret;
+		}
 		atomic_store_explicit(&query_state, QUERY_NONE, memory_order_relaxed);
 	}
+	atomic_store_explicit(&last_path, 0, memory_order_relaxed);
 	return walk_file(smaps ? "/proc/self/smaps" : "/proc/self/maps", buf, sizeof(buf), &w);
+}
+
+/* Test hook: did the last nsb_maps_each ask the kernel (true) or read? */
+bool
+nsb_maps_last_queried(void)
+{
+	return atomic_load(&last_path) == 1;
 }
 
 /* Test hook: read the file (true) or query where the kernel can (false). */

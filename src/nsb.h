@@ -477,6 +477,7 @@ int nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
  * can (false, the default; NSB_TEST_MAPS=read in the environment makes it
  * true at the first call). */
 void nsb_maps_force_read(bool read);
+bool nsb_maps_last_queried(void);	/* test hook: the last call queried */
 /* [signal-safe] The VMA containing addr (path not kept). */
 bool nsb_maps_find(uintptr_t addr, struct nsb_vma *vma);
 
