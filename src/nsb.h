@@ -220,6 +220,7 @@ struct nsb_config {
 	bool log;
 	size_t page_size;	/* sysconf(_SC_PAGESIZE), read outside signals */
 	bool inherit_ignored;	/* NSB_HANDOFF_VAR was set: see nsb_disp_start */
+	bool fill_set;		/* NOSIGBUS_FILL was given (not empty) */
 };
 
 /* Read by the constructor; read-only afterwards (defaults before it). */
@@ -294,11 +295,28 @@ void *nsb_memory_table(int which, size_t bytes);
 #define NSB_META_ANON		0x0010u		/* no file behind it */
 #define NSB_META_MEMFS		0x0020u		/* a file that lives in memory */
 #define NSB_META_ROOMY		0x0040u		/* ... whose writes cannot run out of room */
+#define NSB_META_POLICY		0x0080u		/* protected by the policy, not asked for */
 #define NSB_META_SHIFT(m)	(((m) >> 8) & 0x3fu)	/* log2 of the page size */
 #define NSB_META_MKSHIFT(s)	((uint32_t)(s) << 8)
 #define NSB_META_PKEY(m)	((int)(((m) >> 16) & 0x1fu) - 1) /* -1: none */
 #define NSB_META_MKPKEY(k)	((uint32_t)((k) + 1) << 16)
 #define NSB_META_PKEY_MASK	0x1f0000u
+
+/*
+ * [signal-safe] The fill of a record: NOSIGBUS_FILL where it is given;
+ * else range for a memory-backed file the policy protects (a compositor's
+ * view of a client's buffer: README "Which fill for a compositor"), page
+ * for everything else: what the program asked for (MAP_NOSIGBUS,
+ * nosigbus_protect: the kernel patch's semantics), and disk files under
+ * the files policy (which may grow back under a reader).
+ */
+static inline enum nsb_fill
+nsb_fill_of(uint32_t meta)
+{
+	if (nsb_config.fill_set || !(meta & NSB_META_POLICY) || !(meta & NSB_META_MEMFS))
+		return nsb_config.fill;
+	return NSB_FILL_RANGE;
+}
 
 struct nsb_range {
 	uintptr_t start;

@@ -327,5 +327,7 @@ slow:
 		   NSB_META_MKPKEY(-1);
 	if ((flags & MAP_TYPE) != MAP_PRIVATE)
 		d->meta |= NSB_META_SHARED;
+	if (!flagged)
+		d->meta |= NSB_META_POLICY;	/* its own default fill */
 	d->protect = true;
 }
