@@ -15,7 +15,10 @@
  * field; the query path must have been the one taken where the kernel
  * has the call (else the test says so and checks the fallback alone).
  * Then a failed mprotect next to a protected mapping, through the
- * interposed call, must leave the same records under both paths.
+ * interposed call, must leave the same records under both paths.  The
+ * descriptor the query path keeps must not be trusted once the program
+ * closed it and reused its number (the program's file stays open), nor in
+ * a fork child (whose own new mapping must show).
  *
  * Usage: unit-maps
  */
@@ -23,6 +26,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "nsb.h"
 #include "nsbtest.h"
@@ -220,6 +224,51 @@ main(void)
 		NSBT_CHECK(nosigbus_unprotect(p, 4 * ps) == 0, "unprotect: %s", strerror(errno));
 		NSBT_CHECK(mprotect(p, 4 * ps, PROT_READ | PROT_WRITE) == 0, "mprotect: %s",
 			   strerror(errno));
+	}
+	/* The kept descriptor, taken away: closed, its number reused. */
+	{
+		char link[64], target[256];
+		int kfd = -1, null_fd;
+		ssize_t n;
+
+		for (int fd = 3; fd < 4096 && kfd < 0; fd++) {
+			snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+			n = readlink(link, target, sizeof(target) - 1);
+			if (n > 0) {
+				target[n] = '\0';
+				if (strcmp(target + strlen(target) - 5, "/maps") == 0 &&
+				    strncmp(target, "/proc/", 6) == 0)
+					kfd = fd;
+			}
+		}
+		if (kfd >= 0) {
+			null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+			NSBT_CHECK(null_fd >= 0 && dup2(null_fd, kfd) == kfd, "dup2: %s", strerror(errno));
+			both(w0, w1, "the kept descriptor replaced by /dev/null");
+			NSBT_CHECK(fcntl(kfd, F_GETFD) >= 0, "the program's descriptor %d was closed", kfd);
+			snprintf(link, sizeof(link), "/proc/self/fd/%d", kfd);
+			n = readlink(link, target, sizeof(target) - 1);
+			NSBT_CHECK(n == 9 && memcmp(target, "/dev/null", 9) == 0,
+				   "the program's descriptor %d changed", kfd);
+			close(kfd);
+			close(null_fd);
+		} else {
+			printf("note: no kept descriptor of the maps (the read path alone)\n");
+		}
+	}
+	/* A fork child: its own mapping shows through the query path. */
+	{
+		pid_t pid = fork();
+		int status;
+
+		NSBT_CHECK(pid >= 0, "fork: %s", strerror(errno));
+		if (pid == 0) {
+			place(win, 22, 3, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			both(w0, w1, "a fork child's own mapping");
+			_exit(0);
+		}
+		NSBT_CHECK(waitpid(pid, &status, 0) == pid, "waitpid: %s", strerror(errno));
+		nsbt_expect_exit(status, 0, "the fork child");
 	}
 	cleanup();
 	printf("ok: PROCMAP_QUERY and /proc/self/maps give the same VMAs\n");
