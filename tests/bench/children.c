@@ -1041,7 +1041,8 @@ static void
 child_ops(const struct bench_params *bp)
 {
 	bool library = getenv("LD_PRELOAD") != NULL;
-	const char *only = getenv("NSB_BENCH_OPS");	/* one group only */
+	/* One group only: disk, mprotect, map, frame. */
+	const char *only = getenv("NSB_BENCH_OPS");
 	int mfd, dfd, sfd = -1;
 	char shm[64];
 
@@ -1062,24 +1063,27 @@ child_ops(const struct bench_params *bp)
 		if (only)
 			return;
 	}
-	snprintf(shm, sizeof(shm), "/dev/shm/nsb-bench-%d", (int)getpid());
-	sfd = open(shm, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (sfd >= 0) {
-		unlink(shm);
-		if (ftruncate(sfd, 1 << 20) < 0)
-			die("ftruncate %s: %s", shm, strerror(errno));
-	}
-	map_rows(bp, mfd, "memfd");
-	if (sfd >= 0)
-		map_rows(bp, sfd, "devshm");
-	{
-		struct hole h = hole_make(16);
-		struct map_ctx c = { -1, h.base + page, 16 * page };
+	if (!only || !strcmp(only, "map")) {
+		snprintf(shm, sizeof(shm), "/dev/shm/nsb-bench-%d", (int)getpid());
+		sfd = open(shm, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (sfd >= 0) {
+			unlink(shm);
+			if (ftruncate(sfd, 1 << 20) < 0)
+				die("ftruncate %s: %s", shm, strerror(errno));
+		}
+		map_rows(bp, mfd, "memfd");
+		if (sfd >= 0)
+			map_rows(bp, sfd, "devshm");
+		{
+			struct hole h = hole_make(16);
+			struct map_ctx c = { -1, h.base + page, 16 * page };
 
-		emit(best_of(bp, op_pool, &c), "ops.pool");
-		hole_drop(h);
+			emit(best_of(bp, op_pool, &c), "ops.pool");
+			hole_drop(h);
+		}
 	}
-	frame_rows(bp, library);
+	if (!only || !strcmp(only, "frame"))
+		frame_rows(bp, library);
 	close(mfd);
 	if (dfd >= 0)
 		close(dfd);
