@@ -199,6 +199,7 @@ nsb_config_read(void)
 	}
 	nsb_config.policy = (enum nsb_policy)read_value(&variables[VAR_POLICY], values[VAR_POLICY]);
 	nsb_config.fill = (enum nsb_fill)read_value(&variables[VAR_FILL], values[VAR_FILL]);
+	nsb_config.fill_set = values[VAR_FILL] && parse(&variables[VAR_FILL], values[VAR_FILL], &(int){ 0 });
 	nsb_config.errors = (enum nsb_errors)read_value(&variables[VAR_ERRORS], values[VAR_ERRORS]);
 	nsb_config.strict = read_value(&variables[VAR_STRICT], values[VAR_STRICT]);
 	nsb_config.log = read_value(&variables[VAR_LOG], values[VAR_LOG]);

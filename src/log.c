@@ -108,7 +108,7 @@ nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages, bool ver
 	put_num(&l, addr, 16);
 	put(&l, " in ");
 	put(&l, path ? path : (r->meta & NSB_META_ANON) ? "anonymous" : "unknown");
-	put(&l, fills[nsb_config.fill]);
+	put(&l, fills[nsb_fill_of(r->meta)]);
 	put_num(&l, pages, 10);
 	put(&l, pages == 1 ? " page" : " pages");
 	/* The file's size could not be learnt: perhaps not past its end. */

@@ -13,12 +13,28 @@
  * so no text inside a path can ever be read as a line of its own.  The
  * kernel escapes newlines in names (\012), so a line is a line.
  *
+ * nsb_maps_each asks the kernel only about the span it is given where it
+ * can: ioctl(PROCMAP_QUERY) on /proc/self/maps (Linux 6.11) returns the
+ * VMA at or above an address, so a span costs one call per VMA in it (and
+ * one more for what lies above), whatever is mapped below it.  Reading
+ * the file costs every line below the span, and is what happens when the
+ * kernel lacks the call, for smaps (page sizes and protection keys, which
+ * the call does not give), and when NSB_TEST_MAPS=read forces it (the
+ * test that both give the same VMAs, and the benchmark's row for the
+ * fallback).  Both report the same fields the same way: offset and inode 0
+ * without a file, paths with newlines escaped as the file has them.
+ *
  * Signal context: nsb_maps_find (and the parsing it shares).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -220,6 +236,201 @@ walk_file(const char *path, char *buf, size_t size, struct walk *w)
 	return ret == 2 ? 0 : ret;
 }
 
+/* ---- PROCMAP_QUERY ----------------------------------------------------- */
+
+/* linux/fs.h from Linux 6.11; defined here for the headers that lack it
+ * (Debian 12's), under our own names so that both can be included. */
+struct nsb_procmap_query {
+	uint64_t size;
+	uint64_t query_flags;
+	uint64_t query_addr;
+	uint64_t vma_start;
+	uint64_t vma_end;
+	uint64_t vma_flags;
+	uint64_t vma_page_size;
+	uint64_t vma_offset;
+	uint64_t inode;
+	uint32_t dev_major;
+	uint32_t dev_minor;
+	uint32_t vma_name_size;
+	uint32_t build_id_size;
+	uint64_t vma_name_addr;
+	uint64_t build_id_addr;
+};
+_Static_assert(sizeof(struct nsb_procmap_query) == 104, "the kernel's layout");
+#define NSB_PROCMAP_QUERY		_IOWR('f', 17, struct nsb_procmap_query)
+#define NSB_QUERY_VMA_READABLE		0x01
+#define NSB_QUERY_VMA_WRITABLE		0x02
+#define NSB_QUERY_VMA_EXECUTABLE	0x04
+#define NSB_QUERY_VMA_SHARED		0x08
+#define NSB_QUERY_COVERING_OR_NEXT_VMA	0x10
+
+/* 0: not tried yet; else whether the query works here (or is forced off). */
+static _Atomic int query_state;
+static _Atomic int last_path;	/* test hook: which path the last call took */
+enum { QUERY_UNKNOWN, QUERY_WORKS, QUERY_NONE };
+#define QUERY_MISSING INT_MIN	/* query_each: the kernel lacks the call */
+
+/* The newlines of a name escaped as /proc/self/maps shows them (\012), in
+ * place (size bytes); false if it does not fit. */
+static bool
+escape_newlines(char *name, size_t size)
+{
+	size_t len = strlen(name);
+
+	for (char *nl = strchr(name, '\n'); nl; nl = strchr(nl + 4, '\n')) {
+		size_t at = (size_t)(nl - name);
+
+		if (len + 3 >= size)
+			return false;
+		memmove(nl + 4, nl + 1, len - at);	/* with the NUL */
+		memcpy(nl, "\\012", 4);
+		len += 3;
+	}
+	return true;
+}
+
+/*
+ * The VMAs overlapping [lo, hi) from the kernel, one query each.  0 (or
+ * fn's non-zero), -1 with errno if a query failed, QUERY_MISSING if the
+ * kernel does not know the call.
+ */
+static int
+query_each(int fd, uintptr_t lo, uintptr_t hi,
+	   int (*fn)(const struct nsb_vma *vma, void *arg), void *arg)
+{
+	char name[PATH_MAX];
+	uintptr_t at = lo;
+	bool with_name = true;
+
+	while (at < hi) {
+		struct nsb_procmap_query q = {
+			.size = sizeof(q),
+			.query_flags = NSB_QUERY_COVERING_OR_NEXT_VMA,
+			.query_addr = at,
+			.vma_name_size = with_name ? sizeof(name) : 0,
+			.vma_name_addr = (uintptr_t)name,
+		};
+		struct nsb_vma vma;
+		int ret;
+
+		if (ioctl(fd, NSB_PROCMAP_QUERY, &q) < 0) {
+			if (errno == ENOENT)
+				return 0;	/* nothing at or above */
+			if (errno == EINTR)
+				continue;
+			if (errno == ENAMETOOLONG && with_name) {
+				with_name = false;	/* kept as "too long" */
+				continue;
+			}
+			/* Only the first query can find the call missing. */
+			return at == lo && (errno == ENOTTY || errno == EINVAL) ? QUERY_MISSING : -1;
+		}
+		if (q.vma_start >= hi)
+			return 0;
+		vma.start = (uintptr_t)q.vma_start;
+		vma.end = (uintptr_t)q.vma_end;
+		vma.off = q.vma_offset;
+		vma.dev = nsb_dev_of(q.dev_major, q.dev_minor);
+		vma.ino = q.inode;
+		vma.prot = (q.vma_flags & NSB_QUERY_VMA_READABLE ? PROT_READ : 0) |
+			   (q.vma_flags & NSB_QUERY_VMA_WRITABLE ? PROT_WRITE : 0) |
+			   (q.vma_flags & NSB_QUERY_VMA_EXECUTABLE ? PROT_EXEC : 0);
+		vma.shared = q.vma_flags & NSB_QUERY_VMA_SHARED;
+		vma.anon = vma.ino == 0;
+		vma.pkey = -1;
+		vma.page_size = 0;
+		vma.path = with_name && q.vma_name_size > 1 &&
+			   escape_newlines(name, sizeof(name)) ? name : NULL;
+		with_name = true;
+		if ((ret = fn(&vma, arg)) != 0)
+			return ret;
+		at = vma.end;
+	}
+	return 0;
+}
+
+/*
+ * The descriptor of /proc/self/maps the queries go to, kept: opening the
+ * file costs several times a query.  Callers hold the table lock (every
+ * caller of nsb_maps_each does).  It is numbered high (from 1008 where the
+ * limit allows, never changing the limit) so that the program's own
+ * descriptors are numbered as without the library, close-on-exec, and
+ * trusted only while it is still ours: the same process (a fork child's
+ * copy names the parent's memory) and the same file (device and inode:
+ * the program may have closed it and reused the number).  A number the
+ * program may have reused is left alone: never closed.  A vfork child, which shares our memory
+ * but not our descriptors, opens one of its own for each call.
+ */
+static struct {
+	int fd;
+	pid_t pid;
+	dev_t dev;
+	ino_t ino;
+} kept = { -1, 0, 0, 0 };
+
+static bool
+kept_is(int fd, const struct stat *st)
+{
+	return fd == kept.fd && st->st_dev == kept.dev && st->st_ino == kept.ino;
+}
+
+/* A descriptor to query, or -1; *temporary: the caller closes it. */
+static int
+maps_fd(bool *temporary)
+{
+	pid_t pid = getpid();
+	struct rlimit rl;
+	struct stat st;
+	int fd, high;
+
+	*temporary = false;
+	/* A fork child's copy (naming the parent's memory) is left open,
+	 * close-on-exec: the number might be the program's by now. */
+	if (kept.fd >= 0 && kept.pid == pid && fstat(kept.fd, &st) == 0 && kept_is(kept.fd, &st))
+		return kept.fd;
+	fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || nsb_in_vfork_child()) {
+		*temporary = true;
+		return fd;
+	}
+	kept.fd = -1;
+	high = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 16
+		       ? (int)((rl.rlim_cur < 1024 ? rl.rlim_cur : 1024) - 16) : 0;
+	if (high > fd) {
+		int moved = fcntl(fd, F_DUPFD_CLOEXEC, high);
+
+		if (moved >= 0) {
+			syscall(SYS_close, fd);
+			fd = moved;
+		}
+	}
+	if (fstat(fd, &st) < 0) {
+		*temporary = true;
+		return fd;
+	}
+	kept.fd = fd;
+	kept.pid = pid;
+	kept.dev = st.st_dev;
+	kept.ino = st.st_ino;
+	return fd;
+}
+
+/* Whether to try the query: not where it failed, nor when forced off. */
+static bool
+query_wanted(void)
+{
+	int state = atomic_load_explicit(&query_state, memory_order_relaxed);
+
+	if (state == QUERY_UNKNOWN) {
+		const char *force = getenv("NSB_TEST_MAPS");
+
+		state = force && strcmp(force, "read") == 0 ? QUERY_NONE : QUERY_WORKS;
+		atomic_store_explicit(&query_state, state, memory_order_relaxed);
+	}
+	return state == QUERY_WORKS;
+}
+
 int
 nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
 	      int (*fn)(const struct nsb_vma *vma, void *arg), void *arg)
@@ -227,7 +438,43 @@ nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
 	struct walk w = { .lo = lo, .hi = hi, .smaps = smaps, .fn = fn, .arg = arg };
 	char buf[8192];
 
+	if (!smaps && query_wanted()) {
+		bool temporary;
+		int fd = maps_fd(&temporary), ret, err;
+
+		if (fd < 0)
+			return -1;
+		ret = query_each(fd, lo, hi, fn, arg);
+		err = errno;
+		if (temporary)
+			syscall(SYS_close, fd);
+		errno = err;
+		if (ret != QUERY_MISSING) {
+			atomic_store_explicit(&last_path, 1, memory_order_relaxed);
+			return ret;
+		}
+		if (!temporary) {
+			syscall(SYS_close, fd);
+			kept.fd = -1;
+		}
+		atomic_store_explicit(&query_state, QUERY_NONE, memory_order_relaxed);
+	}
+	atomic_store_explicit(&last_path, 0, memory_order_relaxed);
 	return walk_file(smaps ? "/proc/self/smaps" : "/proc/self/maps", buf, sizeof(buf), &w);
+}
+
+/* Test hook: did the last nsb_maps_each ask the kernel (true) or read? */
+bool
+nsb_maps_last_queried(void)
+{
+	return atomic_load(&last_path) == 1;
+}
+
+/* Test hook: read the file (true) or query where the kernel can (false). */
+void
+nsb_maps_force_read(bool read)
+{
+	atomic_store(&query_state, read ? QUERY_NONE : QUERY_WORKS);
 }
 
 /* [signal-safe] */

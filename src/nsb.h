@@ -229,6 +229,7 @@ struct nsb_config {
 	bool handoff_seen;	/* NSB_HANDOFF_VAR is in the environment */
 	bool inherit_ignored;	/* ... with the value written for this process */
 	bool secure;		/* AT_SECURE: no variable read, nothing printed */
+	bool fill_set;		/* NOSIGBUS_FILL was given (not empty) */
 };
 
 /* Read by the constructor; read-only afterwards (defaults before it). */
@@ -319,11 +320,28 @@ void *nsb_memory_table(int which, size_t bytes);
 #define NSB_META_ANON		0x0010u		/* no file behind it */
 #define NSB_META_MEMFS		0x0020u		/* a file that lives in memory */
 #define NSB_META_ROOMY		0x0040u		/* ... whose writes cannot run out of room */
+#define NSB_META_POLICY		0x0080u		/* protected by the policy, not asked for */
 #define NSB_META_SHIFT(m)	(((m) >> 8) & 0x3fu)	/* log2 of the page size */
 #define NSB_META_MKSHIFT(s)	((uint32_t)(s) << 8)
 #define NSB_META_PKEY(m)	((int)(((m) >> 16) & 0x1fu) - 1) /* -1: none */
 #define NSB_META_MKPKEY(k)	((uint32_t)((k) + 1) << 16)
 #define NSB_META_PKEY_MASK	0x1f0000u
+
+/*
+ * [signal-safe] The fill of a record: NOSIGBUS_FILL where it is given;
+ * else range for a memory-backed file the policy protects (a compositor's
+ * view of a client's buffer: README "Which fill for a compositor"), page
+ * for everything else: what the program asked for (MAP_NOSIGBUS,
+ * nosigbus_protect: the kernel patch's semantics), and disk files under
+ * the files policy (which may grow back under a reader).
+ */
+static inline enum nsb_fill
+nsb_fill_of(uint32_t meta)
+{
+	if (nsb_config.fill_set || !(meta & NSB_META_POLICY) || !(meta & NSB_META_MEMFS))
+		return nsb_config.fill;
+	return NSB_FILL_RANGE;
+}
 
 struct nsb_range {
 	uintptr_t start;
@@ -497,11 +515,18 @@ struct nsb_vma {
 	const char *path;	/* NULL when absent or too long to keep */
 };
 /* Calls fn for each VMA overlapping [lo, hi), in address order, from
- * /proc/self/smaps when smaps is true (page sizes and keys), else maps.
+ * /proc/self/smaps when smaps is true (page sizes and keys), else maps
+ * (ioctl(PROCMAP_QUERY) on it where the kernel has it: a cost that does
+ * not grow with the VMAs outside [lo, hi)).
  * fn returns non-zero to stop.  Returns -1 with errno if the file could
  * not be read, else fn's last return value (0 when it never stopped). */
 int nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
 		  int (*fn)(const struct nsb_vma *vma, void *arg), void *arg);
+/* Test hook: always read the file (true), or query the kernel where it
+ * can (false, the default; NSB_TEST_MAPS=read in the environment makes it
+ * true at the first call). */
+void nsb_maps_force_read(bool read);
+bool nsb_maps_last_queried(void);	/* test hook: the last call queried */
 /* [signal-safe] The VMA containing addr (path not kept). */
 bool nsb_maps_find(uintptr_t addr, struct nsb_vma *vma);
 

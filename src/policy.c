@@ -2,19 +2,45 @@
 /*
  * policy.c - decides at mmap() time whether a mapping is protected.
  *
- * The decision is made from the file descriptor (fstatfs, fstat, fcntl),
- * never from a path, so a file cannot pretend to live in memory.  With
- * NOSIGBUS_POLICY=flag and no MAP_NOSIGBUS, this costs
- * nothing: no system call is made.  The file itself (its descriptor kept
- * for the end-of-file check) is looked up by mman.c under the table lock.
+ * The decision is made from the file descriptor, never from a path, so a
+ * file cannot pretend to live in memory.  With NOSIGBUS_POLICY=flag and no
+ * MAP_NOSIGBUS, this costs nothing: no system call is made.  The file
+ * itself (its descriptor kept for the end-of-file check) is looked up by
+ * mman.c under the table lock.
+ *
+ * Each system call here is a fifth of what mapping a page costs, so the
+ * decision takes as few as it exactly can (issue 24):
+ *  - fcntl(F_GET_SEALS) answers for every file: a memory-backed one
+ *    (tmpfs, hugetlbfs) gives its seals, any other EINVAL.  A disk file
+ *    under the default policy costs this one call.  (Linux 3.17 and
+ *    later; on older kernels, the old way below: fstatfs, fstat.)
+ *  - statx gives the identity and the mount.  A memfd lives on the
+ *    kernel's own tmpfs mount, which is never unmounted (its mount ID is
+ *    never anyone else's), never remounted and has no size limit: a
+ *    file there needs nothing more.  Its ID comes from a memfd of our
+ *    own, made once, when the program first maps a memory-backed file.  The type and block size of any
+ *    other mount are those of its superblock for as long as it exists:
+ *    they are kept by its unique mount ID (Linux 6.8: never reused), and
+ *    fstatfs asks only for a mount not seen before (or on a kernel
+ *    without unique IDs, every time).
+ *  - Only a memfd counts as "roomy" (a write can never be refused for
+ *    room): any other tmpfs may be remounted with a size limit after the
+ *    mapping is made, so its writes are checked against the file's size
+ *    at fault time.  (A tmpfs file other than a memfd cannot have seals:
+ *    the kernel creates it sealed against new ones.)
  *
  * Not used in signal context.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <stdatomic.h>
+#include <string.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/utsname.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -46,27 +72,146 @@ default_huge_shift(void)
 	return kb ? nsb_log2(kb * 1024) : 21;
 }
 
-/* A memfd that can never shrink cannot fault past its end. */
-static bool
-cannot_shrink(int fd)
-{
-	int seals = fcntl(fd, F_GET_SEALS);
+#ifndef STATX_MNT_ID
+#define STATX_MNT_ID 0x1000U
+#endif
+#ifndef STATX_MNT_ID_UNIQUE
+#define STATX_MNT_ID_UNIQUE 0x4000U
+#endif
 
-	return seals > 0 && (seals & F_SEAL_SHRINK);
+/*
+ * Whether F_GET_SEALS tells memory-backed files from others here: on
+ * Linux 3.17 and later (memfd_create), where every tmpfs and hugetlbfs
+ * file has seals.  Asked once, of uname.
+ */
+static _Atomic int seals_state;	/* 0 not asked; 1 usable; 2 not (the old way) */
+
+static bool
+seals_usable(void)
+{
+	int state = atomic_load_explicit(&seals_state, memory_order_relaxed);
+
+	if (state == 0) {
+		struct utsname u;
+		unsigned major = 0, minor = 0;
+
+		state = uname(&u) == 0 && sscanf(u.release, "%u.%u", &major, &minor) == 2 &&
+			(major > 3 || (major == 3 && minor >= 17)) ? 1 : 2;
+		atomic_store_explicit(&seals_state, state, memory_order_relaxed);
+	}
+	return state == 1;
 }
 
 /*
- * Can a write into this memory-backed file never be refused for room?  A
- * tmpfs without a size limit (memfds live on one) only refuses pages when
- * the kernel does not overcommit memory (vm.overcommit_memory=2).
+ * The mount memfds live on, from one memfd of our own, made the first time
+ * a memory-backed file is mapped (a program that maps none never has the
+ * library make one): its ID of the kind statx gives here (the unique one
+ * where the kernel has it), or mnt_mask 0 if statx cannot tell.
  */
+static struct {
+	_Atomic int state;	/* 0 not made; 1 known */
+	unsigned mnt_mask;	/* STATX_MNT_ID_UNIQUE, STATX_MNT_ID, or 0 */
+	uint64_t memfd_mnt;
+} probe;
+
+static unsigned
+memfd_mount(uint64_t *id)
+{
+	if (!atomic_load_explicit(&probe.state, memory_order_acquire)) {
+		struct statx sx;
+		int fd = memfd_create("nosigbus-probe", MFD_CLOEXEC);
+
+		if (fd >= 0) {
+			if (statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID_UNIQUE, &sx) == 0) {
+				probe.mnt_mask = sx.stx_mask & STATX_MNT_ID_UNIQUE;
+				if (!probe.mnt_mask &&
+				    statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, &sx) == 0)
+					probe.mnt_mask = sx.stx_mask & STATX_MNT_ID;
+				probe.memfd_mnt = sx.stx_mnt_id;
+			}
+			close(fd);
+		}
+		atomic_store_explicit(&probe.state, 1, memory_order_release);
+	}
+	*id = probe.memfd_mnt;
+	return probe.mnt_mask;
+}
+
+/* The type and block size of mounts seen before, by unique mount ID. */
+#define MOUNTS 16
+static struct mount_seen {
+	_Atomic uint64_t id;	/* 0: free; written last */
+	_Atomic long type;
+	_Atomic long bsize;
+} mounts[MOUNTS];
+static atomic_uint mounts_next;
+
 static bool
-roomy(const struct statfs *fs)
+mount_known(uint64_t id, long *type, long *bsize)
+{
+	for (unsigned i = 0; i < MOUNTS; i++)
+		if (atomic_load_explicit(&mounts[i].id, memory_order_acquire) == id) {
+			*type = mounts[i].type;
+			*bsize = mounts[i].bsize;
+			/* Still the same entry: not overwritten meanwhile. */
+			if (atomic_load_explicit(&mounts[i].id, memory_order_acquire) == id)
+				return true;
+		}
+	return false;
+}
+
+/* Racing writers may lose an entry: it is asked for again, never wrong
+ * (an entry is cleared before it changes, and set after). */
+static void
+mount_seen(uint64_t id, long type, long bsize)
+{
+	struct mount_seen *m = &mounts[atomic_fetch_add(&mounts_next, 1) % MOUNTS];
+
+	atomic_store_explicit(&m->id, 0, memory_order_release);
+	atomic_thread_fence(memory_order_seq_cst);
+	m->type = type;
+	m->bsize = bsize;
+	atomic_store_explicit(&m->id, id, memory_order_release);
+}
+
+/* The file system type and block size of the file's mount, or false. */
+static bool
+mount_of(int fd, const struct statx *sx, long *type, long *bsize)
+{
+	bool unique = (sx->stx_mask & STATX_MNT_ID_UNIQUE) != 0;
+	struct statfs fs;
+
+	if (unique && mount_known(sx->stx_mnt_id, type, bsize))
+		return true;
+	if (fstatfs(fd, &fs) < 0)
+		return false;
+	*type = (long)fs.f_type;
+	*bsize = (long)fs.f_bsize;
+	/* hugetlbfs's page size is the superblock's too, but keep it simple:
+	 * only tmpfs mounts are kept. */
+	if (unique && fs.f_type == TMPFS_MAGIC)
+		mount_seen(sx->stx_mnt_id, *type, *bsize);
+	return true;
+}
+
+static void
+stat_of(const struct statx *sx, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_dev = makedev(sx->stx_dev_major, sx->stx_dev_minor);
+	st->st_ino = (ino_t)sx->stx_ino;
+	st->st_mode = sx->stx_mode;
+	st->st_size = (off_t)sx->stx_size;
+	st->st_blksize = (blksize_t)sx->stx_blksize;
+}
+
+/* The kernel does not overcommit memory (vm.overcommit_memory=2): even a
+ * tmpfs without a size limit may refuse a page. */
+static bool
+strict_overcommit(void)
 {
 	static int strict = -1;
 
-	if (fs->f_type != TMPFS_MAGIC || fs->f_blocks != 0)
-		return false;
 	if (strict < 0) {
 		char c = '0';
 		int fd = open("/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC);
@@ -78,7 +223,23 @@ roomy(const struct statfs *fs)
 		}
 		strict = c == '2';
 	}
-	return !strict;
+	return strict;
+}
+
+/* The old way (no seals, no statx): a tmpfs without a size limit. */
+static bool
+roomy(const struct statfs *fs)
+{
+	return fs->f_type == TMPFS_MAGIC && fs->f_blocks == 0 && !strict_overcommit();
+}
+
+/* The old way: a memfd that can never shrink cannot fault past its end. */
+static bool
+cannot_shrink(int fd)
+{
+	int seals = fcntl(fd, F_GET_SEALS);
+
+	return seals > 0 && (seals & F_SEAL_SHRINK);
 }
 
 void
@@ -102,7 +263,45 @@ nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d)
 			shift = s ? s : default_huge_shift();
 		}
 		d->meta = NSB_META_ANON;
+	} else if (seals_usable()) {
+		int seals = fcntl(fd, F_GET_SEALS), err = errno;
+		struct statx sx;
+		long type = 0, bsize = 0;
+		unsigned mask = 0;	/* no mount needed: not memory-backed */
+		uint64_t memfd_mnt = 0;
+		bool memfd;
+
+		if (seals < 0 && err != EINVAL)
+			goto slow;	/* not a file we can map anyway */
+		d->memfs = seals >= 0;
+		if (!flagged && nsb_config.policy == NSB_POLICY_SHM && !d->memfs)
+			return;
+		if (d->memfs)
+			mask = memfd_mount(&memfd_mnt);
+		if (statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS | mask, &sx) < 0 ||
+		    (sx.stx_mask & STATX_BASIC_STATS) != STATX_BASIC_STATS)
+			goto slow;
+		stat_of(&sx, &d->st);
+		d->has_file = true;
+		memfd = mask && (sx.stx_mask & mask) && sx.stx_mnt_id == memfd_mnt;
+		if (d->memfs && !memfd && !mount_of(fd, &sx, &type, &bsize)) {
+			if (!flagged)
+				return;
+			type = 0;
+		}
+		if (type == HUGETLBFS_MAGIC)
+			shift = nsb_log2((size_t)bsize);
+		if (!flagged) {
+			if (!S_ISREG(d->st.st_mode))
+				return;
+			if (d->memfs && seals > 0 && (seals & F_SEAL_SHRINK))
+				return;	/* a memfd that can never shrink */
+		}
+		d->meta = d->memfs ? NSB_META_MEMFS : 0;
+		if (memfd && !strict_overcommit())
+			d->meta |= NSB_META_ROOMY;
 	} else {
+slow:
 		if (fstatfs(fd, &fs) < 0) {
 			if (!flagged)
 				return;
@@ -128,5 +327,7 @@ nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d)
 		   NSB_META_MKPKEY(-1);
 	if ((flags & MAP_TYPE) != MAP_PRIVATE)
 		d->meta |= NSB_META_SHARED;
+	if (!flagged)
+		d->meta |= NSB_META_POLICY;	/* its own default fill */
 	d->protect = true;
 }

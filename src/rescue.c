@@ -385,7 +385,7 @@ decide(const struct nsb_range *r, uintptr_t page, size_t unit, const void *uc)
 		   ((r->meta & NSB_META_MEMFS) &&
 		    (!(r->meta & NSB_META_SHARED) || (r->meta & NSB_META_ROOMY) ||
 		     fault_is_write(uc) == 0));
-	wants_size = !harmless || nsb_config.fill != NSB_FILL_PAGE;
+	wants_size = !harmless || nsb_fill_of(r->meta) != NSB_FILL_PAGE;
 	if (!wants_size)
 		return f;
 	if (!nsb_files_size(r->file, r->start, r->end, page, &size)) {
@@ -411,7 +411,7 @@ fill_end(uintptr_t start, size_t unit, const struct nsb_range *r, uintptr_t limi
 {
 	uintptr_t end = limit < r->end ? limit : r->end;
 
-	switch (nsb_config.fill) {
+	switch (nsb_fill_of(r->meta)) {
 	case NSB_FILL_PAGE:
 		return start + unit;
 	case NSB_FILL_AUTO: {
@@ -440,6 +440,7 @@ rescue(uintptr_t addr, const void *uc)
 	uintptr_t start, end, limit;
 	unsigned long version;
 	struct fate fate;
+	enum nsb_fill fill;
 	size_t unit;
 	bool ok, again;
 	int ticket, slot;
@@ -452,6 +453,7 @@ rescue(uintptr_t addr, const void *uc)
 	case NSB_LOOKUP_FOUND:
 		break;
 	}
+	fill = nsb_fill_of(r.meta);
 	/* A huge page cannot be split: replace the whole of it. */
 	unit = (size_t)1 << NSB_META_SHIFT(r.meta);
 	start = addr & ~(uintptr_t)(unit - 1);
@@ -460,7 +462,7 @@ rescue(uintptr_t addr, const void *uc)
 	again = again_page == start && again_gen == r.gen &&
 		nsb_ranges_version() - again_version < 2048;
 
-	slot = claim(nsb_config.fill == NSB_FILL_PAGE ? start : r.start);
+	slot = claim(fill == NSB_FILL_PAGE ? start : r.start);
 	if (slot < 0) {
 		nsb_ranges_leave(ticket);
 		return AGAIN;	/* the owner will be done */
@@ -474,7 +476,7 @@ rescue(uintptr_t addr, const void *uc)
 	 * nothing).  No call since this thread last looked: no new mapping.
 	 */
 	limit = r.end;
-	if (nsb_config.fill == NSB_FILL_RANGE) {
+	if (fill == NSB_FILL_RANGE) {
 		limit = floor_of(&r);
 		/* At or above the floor: replaced by another thread's fill
 		 * while this fault's signal was on its way, so fault again.
@@ -516,7 +518,7 @@ rescue(uintptr_t addr, const void *uc)
 	}
 	if (ok) {
 		remember(start, end, unit);
-		if (nsb_config.fill == NSB_FILL_RANGE)
+		if (fill == NSB_FILL_RANGE)
 			lower_floor(&r, start, end);
 	}
 	release(slot);

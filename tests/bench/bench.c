@@ -3,7 +3,7 @@
  * bench.c - the benchmark driver: runs every configuration in child
  * processes, round after round, and prints one table of medians.
  *
- *   nsb-bench [--quick] [--rounds N] [--size MIB] [--preload PATH]
+ *   nsb-bench [--quick] [--ops] [--rounds N] [--size MIB] [--preload PATH]
  *             [--empty PATH] [--true PATH]
  *
  * The library comes from --preload or $NSB_PRELOAD; the empty library and
@@ -57,6 +57,7 @@ enum child_id {
 	C_PAGE, C_RANGE, C_AUTO, C_ZERO, C_SCALE, C_FLOOR, C_STARTUP,
 	C_IP_LIB, C_IP_NOLIB, C_IP_LIB2, C_IP_NOLIB2,
 	C_PROTECT,
+	C_OPS_LIB, C_OPS_NOLIB, C_OPS_LIB2, C_OPS_NOLIB2, C_OPS_FILES, C_OPS_READ,
 	C_COUNT
 };
 
@@ -65,6 +66,7 @@ static const struct child_spec {
 	bool library;
 	const char *fill;	/* NOSIGBUS_FILL, or NULL */
 	const char *errors;	/* NOSIGBUS_ERRORS, or NULL */
+	const char *env[2];	/* more of the environment, or NULL */
 } specs[C_COUNT] = {
 	[C_PAGE] = { "rescue", true, "page", NULL },
 	[C_RANGE] = { "rescue", true, "range", NULL },
@@ -78,6 +80,16 @@ static const struct child_spec {
 	[C_IP_LIB2] = { "interpose", true, NULL, NULL },
 	[C_IP_NOLIB2] = { "interpose", false, NULL, NULL },
 	[C_PROTECT] = { "protect", true, NULL, NULL },
+	[C_OPS_LIB] = { "ops", true, NULL, NULL },
+	[C_OPS_NOLIB] = { "ops", false, NULL, NULL },
+	[C_OPS_LIB2] = { "ops", true, NULL, NULL },
+	[C_OPS_NOLIB2] = { "ops", false, NULL, NULL },
+	/* Disk files under NOSIGBUS_POLICY=files; failing mprotect through
+	 * the fallback that reads /proc/self/maps (maps.c's test switch). */
+	[C_OPS_FILES] = { "ops", true, NULL, NULL,
+			  { "NOSIGBUS_POLICY=files", "NSB_BENCH_OPS=disk" } },
+	[C_OPS_READ] = { "ops", true, NULL, NULL,
+			 { "NSB_TEST_MAPS=read", "NSB_BENCH_OPS=mprotect" } },
 };
 
 /* A measuring child gets this long; then it is killed (a failure, but for
@@ -118,15 +130,19 @@ child_env(const struct child_spec *c, char *buf_preload, char *buf_fill, char *b
 
 	while (environ[n])
 		n++;
-	env = calloc(n + 4, sizeof(*env));
+	env = calloc(n + 6, sizeof(*env));
 	if (!env) {
 		perror("nsb-bench: calloc");
 		exit(1);
 	}
 	for (size_t i = 0; i < n; i++)
 		if (strncmp(environ[i], "LD_PRELOAD=", 11) &&
-		    strncmp(environ[i], "NOSIGBUS_", 9))
+		    strncmp(environ[i], "NOSIGBUS_", 9) && strncmp(environ[i], "NSB_TEST_", 9) &&
+		    strncmp(environ[i], "NSB_BENCH_", 10))
 			env[k++] = environ[i];
+	for (int i = 0; i < 2; i++)
+		if (c->env[i])
+			env[k++] = (char *)c->env[i];
 	if (c->library) {
 		sprintf(buf_preload, "LD_PRELOAD=%s", preload);
 		env[k++] = buf_preload;
@@ -288,6 +304,7 @@ run_child(enum child_id id, int round, const char *self, int limit_s)
 }
 
 static bool protect_too_slow;
+static bool ops_only;	/* --ops: the mapping-call rows alone */
 
 static void
 run_rounds(const char *self)
@@ -305,13 +322,22 @@ run_rounds(const char *self)
 		double t0 = bench_now();
 
 		fprintf(stderr, "nsb-bench: round %d of %d ...", r + 1, rounds);
-		for (int k = 0; k < nmain; k++) {
+		for (int k = 0; k < nmain && !ops_only; k++) {
 			run_child(main_kinds[(k + r) % nmain], r, self, CHILD_LIMIT_S);
 			if (k < 4)
 				run_child(abba[r % 2][k], r, self, CHILD_LIMIT_S);
 		}
+		{
+			static const enum child_id ops[2][6] = {
+				{ C_OPS_NOLIB, C_OPS_LIB, C_OPS_FILES, C_OPS_READ, C_OPS_LIB2, C_OPS_NOLIB2 },
+				{ C_OPS_LIB, C_OPS_NOLIB, C_OPS_READ, C_OPS_FILES, C_OPS_NOLIB2, C_OPS_LIB2 },
+			};
+
+			for (int k = 0; k < 6; k++)
+				run_child(ops[r % 2][k], r, self, CHILD_LIMIT_S);
+		}
 		/* Once it has run out of time, later rounds would only wait. */
-		if (!protect_too_slow) {
+		if (!protect_too_slow && !ops_only) {
 			run_child(C_PROTECT, r, self, PROTECT_LIMIT_S);
 			protect_too_slow = results[r][C_PROTECT].timed_out;
 		}
@@ -752,6 +778,113 @@ print_interposition(void)
 		}
 }
 
+/* An ops figure of child a (or the two library children) over the two
+ * children without the library, per round. */
+static struct stat3
+ops_ratio(enum child_id a, const char *key, const char *base_key)
+{
+	double v[MAX_ROUNDS];
+
+	for (int r = 0; r < rounds; r++) {
+		double lib = a == C_OPS_LIB ? (get(r, C_OPS_LIB, key) + get(r, C_OPS_LIB2, key)) / 2
+					    : get(r, a, key);
+
+		v[r] = lib / ((get(r, C_OPS_NOLIB, base_key) + get(r, C_OPS_NOLIB2, base_key)) / 2);
+	}
+	return summarise(v);
+}
+
+static struct stat3
+ops_value(enum child_id a, const char *key)
+{
+	double v[MAX_ROUNDS];
+
+	for (int r = 0; r < rounds; r++)
+		v[r] = a == C_OPS_LIB ? (get(r, C_OPS_LIB, key) + get(r, C_OPS_LIB2, key)) / 2 :
+		       a == C_OPS_NOLIB ? (get(r, C_OPS_NOLIB, key) + get(r, C_OPS_NOLIB2, key)) / 2 :
+		       get(r, a, key);
+	return summarise(v);
+}
+
+static void
+ops_row(const char *label, enum child_id a, const char *key, double limit, const char *unit)
+{
+	char extra[96];
+
+	snprintf(extra, sizeof(extra), "no library: %.1f %s", ops_value(C_OPS_NOLIB, key).med, unit);
+	row(label, ops_value(a, key).med, unit, ops_ratio(a, key, key), "no library", limit, extra);
+}
+
+/* Issue 24: the price of everything around the rescue. */
+static void
+print_ops(void)
+{
+	static const char *const fail_labels[] = { "40", "1 000", "10 000" };
+	bool query = ops_value(C_OPS_LIB, "ops.procmap_query").med > 0.5;
+	char title[512];
+
+	snprintf(title, sizeof(title),
+		 "Mapping calls of protected mappings (default policy unless said), library vs none,\n"
+		 "in processes that alternate (ABBA) in each round; fastest of %d batches of %zu;\n"
+		 "a failed mprotect: over a protected memfd page and the free page above it (ENOMEM)",
+		 params.ops_batches, params.ops_pairs);
+	section(title);
+	ops_row("mmap+munmap memfd, 1 page", C_OPS_LIB, "ops.memfd.page", 1.3, "ns");
+	ops_row("mmap+munmap memfd, 1 MiB", C_OPS_LIB, "ops.memfd.mib", 1.3, "ns");
+	ops_row("mmap+munmap /dev/shm file, 1 page", C_OPS_LIB, "ops.devshm.page", 1.3, "ns");
+	ops_row("mmap+munmap /dev/shm file, 1 MiB", C_OPS_LIB, "ops.devshm.mib", 1.3, "ns");
+	ops_row("pool: memfd_create..close, 16 pages", C_OPS_LIB, "ops.pool", 1.15, "ns");
+	ops_row("mmap+munmap disk file, 1 page", C_OPS_LIB, "ops.disk.page", 1.05, "ns");
+	ops_row("  ... under NOSIGBUS_POLICY=files", C_OPS_FILES, "ops.disk.page", 1.5, "ns");
+	ops_row("mprotect x2 of a protected page", C_OPS_LIB, "ops.mprotect.ok", 1.3, "ns");
+	printf("  (failed mprotect: the library asks the kernel %s)\n",
+	       query ? "with ioctl(PROCMAP_QUERY) about the span only"
+		     : "nothing cheaper than reading /proc/self/maps: the kernel lacks PROCMAP_QUERY");
+	for (int i = 0; i < 3; i++) {
+		char key[32], vkey[32], label[64], extra[96];
+
+		snprintf(key, sizeof(key), "ops.fail.%d", i);
+		snprintf(vkey, sizeof(vkey), "ops.fail.%d.vmas", i);
+		snprintf(label, sizeof(label), "failed mprotect x2, %s VMAs below",
+			 params.quick ? "(quick)" : fail_labels[i]);
+		snprintf(extra, sizeof(extra), "%.0f VMAs below; no library: %.1f ns",
+			 ops_value(C_OPS_LIB, vkey).med, ops_value(C_OPS_NOLIB, key).med);
+		row(label, ops_value(C_OPS_LIB, key).med, "ns", ops_ratio(C_OPS_LIB, key, key),
+		    "no library", 2, extra);
+	}
+	for (int i = 0; i < 3; i++) {
+		char key[32], vkey[32], label[64], extra[96];
+
+		snprintf(key, sizeof(key), "ops.fail.%d", i);
+		snprintf(vkey, sizeof(vkey), "ops.fail.%d.vmas", i);
+		snprintf(label, sizeof(label), "  ... reading the maps (fallback), %s",
+			 params.quick ? "(quick)" : fail_labels[i]);
+		snprintf(extra, sizeof(extra), "NSB_TEST_MAPS=read; %.0f VMAs below",
+			 ops_value(C_OPS_READ, vkey).med);
+		row(label, ops_value(C_OPS_READ, key).med, "ns", ops_ratio(C_OPS_READ, key, key),
+		    "no library", 0, extra);
+	}
+	for (int i = 0; i < 2; i++) {
+		static const char *const names[] = { "4k", "clipped" };
+		static const char *const labels[] = { "hostile frame, 3840x2160 read whole",
+						      "hostile frame, 8192-wide clipped" };
+		char key[48], base[48], nkey[64], extra[128];
+		double v[MAX_ROUNDS];
+
+		snprintf(key, sizeof(key), "ops.frame.%s.hostile", names[i]);
+		snprintf(base, sizeof(base), "ops.frame.%s.legit", names[i]);
+		snprintf(nkey, sizeof(nkey), "n.%s", key);
+		for (int r = 0; r < rounds; r++)
+			v[r] = (get(r, C_OPS_LIB, key) + get(r, C_OPS_LIB2, key)) /
+			       (get(r, C_OPS_LIB, base) + get(r, C_OPS_LIB2, base));
+		snprintf(extra, sizeof(extra), "%.0f signals; not truncated %.2f ms, no library %.2f ms",
+			 ops_value(C_OPS_LIB, nkey).med, ops_value(C_OPS_LIB, base).med,
+			 ops_value(C_OPS_NOLIB, base).med);
+		row(labels[i], ops_value(C_OPS_LIB, key).med, "ms", summarise(v), "not truncated",
+		    1.2, extra);
+	}
+}
+
 /* Loading the library costs what loading an empty one costs (SPEC §9). */
 static void
 print_startup(void)
@@ -930,10 +1063,11 @@ static void
 usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: nsb-bench [--quick] [--rounds N] [--size MIB] [--preload PATH]\n"
+		"Usage: nsb-bench [--quick] [--ops] [--rounds N] [--size MIB] [--preload PATH]\n"
 		"                 [--empty PATH] [--true PATH]\n"
 		"Measures libnosigbus against the kernel's own page faults and prints a table.\n"
 		"  --quick         1 round, 1 MiB, small counts (a smoke test, not a measurement)\n"
+		"  --ops           only the mapping-call rows (issue 24: mmap, mprotect, frames)\n"
 		"  --rounds N      rounds of every measurement (default 7)\n"
 		"  --size MIB      size of each measured mapping (default 64; random page-by-page\n"
 		"                  rescues of more than ~120 MiB reach vm.max_map_count)\n"
@@ -965,6 +1099,7 @@ main(int argc, char **argv)
 	enum { OPT_CHILD = 256, OPT_SIZE_BYTES, OPT_ROUND, OPT_EMPTY, OPT_TRUE };
 	static const struct option longopts[] = {
 		{ "quick", no_argument, NULL, 'q' },
+		{ "ops", no_argument, NULL, 'o' },
 		{ "rounds", required_argument, NULL, 'r' },
 		{ "size", required_argument, NULL, 's' },
 		{ "preload", required_argument, NULL, 'p' },
@@ -982,8 +1117,11 @@ main(int argc, char **argv)
 	int opt;
 
 	page = (size_t)sysconf(_SC_PAGESIZE);
-	while ((opt = getopt_long(argc, argv, "qr:s:p:h", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "qor:s:p:h", longopts, NULL)) != -1) {
 		switch (opt) {
+		case 'o':
+			ops_only = true;
+			break;
 		case 'q':
 			quick = true;
 			break;
@@ -1052,6 +1190,10 @@ main(int argc, char **argv)
 
 	run_rounds(argv[0]);
 	print_header();
+	if (ops_only) {
+		print_ops();
+		goto done;
+	}
 	section("Baseline: first-touch faults on fresh anonymous private memory (madvise NOHUGEPAGE)");
 	{
 		static const char *const keys[] = { "base.read.seq", "base.write.seq",
@@ -1072,8 +1214,10 @@ main(int argc, char **argv)
 	print_interposition();
 	print_startup();
 	print_protect();
+	print_ops();
 	print_memory();
 	print_compositor();
+done:
 	printf("\ntargets (informational, never a failure): %d met, %d missed\n",
 	       targets_met, targets_missed);
 	if (failed)

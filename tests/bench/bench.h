@@ -30,6 +30,9 @@ struct bench_params {
 	int ip_batches;		/* timed batches per figure (the fastest counts) */
 	size_t startup_n;	/* processes per configuration, start-up figure */
 	size_t protect_vmas;	/* VMAs of the region nosigbus_protect() covers */
+	size_t ops_pairs;	/* operations per timed batch, ops child */
+	int ops_batches;	/* timed batches per figure (the fastest counts) */
+	int ops_frames;		/* timed frames per figure (the fastest counts) */
 	const char *library;	/* libnosigbus, for the start-up figure */
 	const char *empty;	/* the empty library (empty.c) */
 	const char *program;	/* the process that does nothing (true.c) */

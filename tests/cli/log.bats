@@ -80,12 +80,36 @@ pid_of_output() {
 	assert_equal "${stderr_lines[1]}" "$(summary_line "$pid" 1 3 0)"
 }
 
+# Issue 24: without NOSIGBUS_FILL, a memfd the policy protects gets range
+# fill (a compositor's hostile client costs one signal a frame), one mapped
+# with MAP_NOSIGBUS page fill (the kernel patch's semantics), and a given
+# NOSIGBUS_FILL applies to both.
+@test "the default fill: range for a memfd the policy protects, page for MAP_NOSIGBUS" {
+	local pid
+	run -0 --separate-stderr wrapper -v "$MAP" memfd 4 pid trunc=0 read=1 read=3
+	pid=$(pid_of_output)
+	assert_equal "${#stderr_lines[@]}" 2
+	[[ ${stderr_lines[0]} =~ $(rescue_re "$pid" '/memfd:nsb-cli \(deleted\)' range 3) ]] ||
+		fail "policy, default fill: ${stderr_lines[0]}"
+	run -0 --separate-stderr wrapper -v "$MAP" --flag memfd 4 pid trunc=0 read=1 read=3
+	pid=$(pid_of_output)
+	assert_equal "${#stderr_lines[@]}" 3
+	[[ ${stderr_lines[0]} =~ $(rescue_re "$pid" '/memfd:nsb-cli \(deleted\)' page 1) ]] ||
+		fail "MAP_NOSIGBUS, default fill: ${stderr_lines[0]}"
+	run -0 --separate-stderr wrapper -v -f page "$MAP" memfd 4 pid trunc=0 read=1 read=3
+	pid=$(pid_of_output)
+	assert_equal "${#stderr_lines[@]}" 3
+	[[ ${stderr_lines[1]} =~ $(rescue_re "$pid" '/memfd:nsb-cli \(deleted\)' page 1) ]] ||
+		fail "policy, NOSIGBUS_FILL=page: ${stderr_lines[1]}"
+}
+
 @test "NOSIGBUS_LOG accepts the boolean words, in any case" {
 	local v pid
 	for v in 1 yes true on YES On; do
 		NOSIGBUS_LOG=$v run -0 --separate-stderr "$MAP" memfd 1
 		[ "${#stderr_lines[@]}" = 0 ] || fail "NOSIGBUS_LOG=$v without the library"
-		NOSIGBUS_LOG=$v LD_PRELOAD=$NSB_PRELOAD run -0 --separate-stderr \
+		# Page fill: a memfd the policy protects has range fill by default.
+		NOSIGBUS_FILL=page NOSIGBUS_LOG=$v LD_PRELOAD=$NSB_PRELOAD run -0 --separate-stderr \
 			"$MAP" memfd 1 pid trunc=0 read=0
 		pid=$(pid_of_output)
 		assert_equal "${#stderr_lines[@]}" 2
@@ -118,7 +142,7 @@ pid_of_output() {
 # of a process tree add up.
 @test "-v: forked children report their own rescues, not their parent's" {
 	local pid
-	run -0 --separate-stderr wrapper -v "$MAP" memfd 3 pid trunc=0 read=0 read=1 \
+	run -0 --separate-stderr wrapper -v -f page "$MAP" memfd 3 pid trunc=0 read=0 read=1 \
 		fork fork-read=2 fork
 	pid=$(pid_of_output)
 	# The children's counters start from zero (nosigbus_get_stats too).
@@ -137,7 +161,7 @@ pid_of_output() {
 	assert_equal "${stderr_lines[3]}" "$(summary_line "$child" 1 1 0)"
 	assert_equal "${stderr_lines[4]}" "$(summary_line "$pid" 2 2 0)"
 	# The issue's case: 2 rescues, then 3 forks: one line of 2 rescues.
-	run -0 --separate-stderr wrapper -v "$MAP" memfd 2 pid trunc=0 read=0 read=1 fork fork fork
+	run -0 --separate-stderr wrapper -v -f page "$MAP" memfd 2 pid trunc=0 read=0 read=1 fork fork fork
 	run -0 printf '%s\n' "${stderr_lines[@]}"
 	assert_equal "$(grep -c ' rescues, ' <<<"$output")" 1
 	assert_line --index 2 --regexp '^nosigbus: nsb-cli-map\[[0-9]+\]: 2 rescues, 2 pages replaced, 0 failures$'

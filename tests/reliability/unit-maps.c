@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * unit-maps - nsb_maps_each() gives the same VMAs whether it asks the
+ * kernel with ioctl(PROCMAP_QUERY) or reads /proc/self/maps (issue 24):
+ * the records that mman.c rebuilds after a failed call come from one or
+ * the other, and must not depend on the kernel's version.
+ *
+ * A window of fake addresses holds one of each kind of VMA whose fields
+ * the two could report differently: a shared memfd (a deleted file), a
+ * private mapping of a file at an offset, a file whose name holds a
+ * newline (the file escapes it as \012), a deleted disk file, anonymous
+ * memory read-write, read-only and PROT_NONE, and holes.  For many spans
+ * (from a hole, from the middle of a VMA, ending inside one, empty, the
+ * whole user address space) both paths must give the same list, field by
+ * field; the query path must have been the one taken where the kernel
+ * has the call (else the test says so and checks the fallback alone).
+ * Then a failed mprotect next to a protected mapping, through the
+ * interposed call, must leave the same records under both paths.  The
+ * descriptor the query path keeps must not be trusted once the program
+ * closed it and reused its number (the program's file stays open), nor in
+ * a fork child (whose own new mapping must show).
+ *
+ * Usage: unit-maps
+ */
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "nsb.h"
+#include "nsbtest.h"
+
+#define MAXV 4096
+
+struct seen {
+	struct nsb_vma v;
+	char path[512];
+	bool has_path;
+};
+
+struct list {
+	size_t n;
+	struct seen s[MAXV];
+};
+
+static struct list a, b;	/* static: collecting must not map memory */
+static size_t ps;
+static char dir[] = "/tmp/nsb-unit-maps-XXXXXX";
+static char nl_path[256], del_path[256], off_path[256];
+
+static int
+collect(const struct nsb_vma *vma, void *arg)
+{
+	struct list *l = arg;
+	struct seen *s;
+
+	if (l->n == MAXV)
+		return -1;
+	s = &l->s[l->n++];
+	s->v = *vma;
+	s->has_path = vma->path && strlen(vma->path) < sizeof(s->path);
+	if (s->has_path)
+		strcpy(s->path, vma->path);
+	s->v.path = NULL;
+	return 0;
+}
+
+static void
+cleanup(void)
+{
+	unlink(nl_path);
+	unlink(off_path);
+	rmdir(dir);
+}
+
+static void
+both(uintptr_t lo, uintptr_t hi, const char *what)
+{
+	int ra, rb;
+	bool queried;
+
+	a.n = b.n = 0;
+	nsb_maps_force_read(false);
+	ra = nsb_maps_each(lo, hi, false, collect, &a);
+	queried = nsb_maps_last_queried();
+	nsb_maps_force_read(true);
+	rb = nsb_maps_each(lo, hi, false, collect, &b);
+	NSBT_CHECK(!nsb_maps_last_queried(), "%s: the forced read queried", what);
+	NSBT_CHECK(ra == 0 && rb == 0, "%s: query %d, read %d", what, ra, rb);
+	NSBT_CHECK(a.n == b.n, "%s: query gives %zu VMAs, read %zu", what, a.n, b.n);
+	for (size_t i = 0; i < a.n; i++) {
+		const struct nsb_vma *x = &a.s[i].v, *y = &b.s[i].v;
+
+		NSBT_CHECK(x->start == y->start && x->end == y->end && x->off == y->off &&
+			   x->dev == y->dev && x->ino == y->ino && x->prot == y->prot &&
+			   x->shared == y->shared && x->anon == y->anon && x->pkey == y->pkey &&
+			   x->page_size == y->page_size,
+			   "%s: VMA %zu: query %#lx-%#lx off %#llx ino %llu prot %d, "
+			   "read %#lx-%#lx off %#llx ino %llu prot %d", what, i,
+			   (unsigned long)x->start, (unsigned long)x->end, (unsigned long long)x->off,
+			   (unsigned long long)x->ino, x->prot, (unsigned long)y->start,
+			   (unsigned long)y->end, (unsigned long long)y->off,
+			   (unsigned long long)y->ino, y->prot);
+		NSBT_CHECK(a.s[i].has_path == b.s[i].has_path &&
+			   (!a.s[i].has_path || strcmp(a.s[i].path, b.s[i].path) == 0),
+			   "%s: VMA %zu at %#lx: query path '%s', read path '%s'", what, i,
+			   (unsigned long)x->start, a.s[i].has_path ? a.s[i].path : "(none)",
+			   b.s[i].has_path ? b.s[i].path : "(none)");
+	}
+	nsb_maps_force_read(false);
+	if (!queried)
+		printf("note: %s: the kernel lacks PROCMAP_QUERY; the read path alone\n", what);
+}
+
+static int
+file_in(const char *name, char *path, size_t size, size_t pages)
+{
+	int fd;
+
+	snprintf(path, size, "%s/%s", dir, name);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	NSBT_CHECK(fd >= 0, "open %s: %s", path, strerror(errno));
+	NSBT_CHECK(ftruncate(fd, (off_t)(pages * ps)) == 0, "ftruncate: %s", strerror(errno));
+	return fd;
+}
+
+/* Places a mapping at page `at` of the window. */
+static void
+place(char *win, size_t at, size_t pages, int prot, int flags, int fd, off_t off)
+{
+	void *p = mmap(win + at * ps, pages * ps, prot, flags | MAP_FIXED, fd, off);
+
+	NSBT_CHECK(p != MAP_FAILED, "mmap at page %zu: %s", at, strerror(errno));
+}
+
+int
+main(void)
+{
+	size_t W = 64;
+	char *win;
+	int mfd, nfd, dfd, ofd;
+	uintptr_t w0, w1;
+
+	ps = nsbt_page();
+	nsb_config_init();
+	NSBT_CHECK(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
+	nsbt_on_exit = cleanup;
+	win = mmap(NULL, W * ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	NSBT_CHECK(win != MAP_FAILED, "mmap: %s", strerror(errno));
+	w0 = (uintptr_t)win;
+	w1 = w0 + W * ps;
+
+	mfd = memfd_create("nsb unit", MFD_CLOEXEC);
+	NSBT_CHECK(mfd >= 0 && ftruncate(mfd, (off_t)(8 * ps)) == 0, "memfd: %s", strerror(errno));
+	nfd = file_in("new\nline 00400000-00401000 r-xp", nl_path, sizeof(nl_path), 4);
+	dfd = file_in("deleted", del_path, sizeof(del_path), 4);
+	ofd = file_in("offset", off_path, sizeof(off_path), 8);
+	unlink(del_path);
+
+	munmap(win + 1 * ps, 2 * ps);					/* hole 1-2 */
+	place(win, 3, 4, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);	/* memfd */
+	place(win, 7, 2, PROT_READ, MAP_PRIVATE, ofd, (off_t)(3 * ps));	/* offset */
+	place(win, 9, 2, PROT_READ | PROT_WRITE, MAP_SHARED, nfd, 0);	/* newline */
+	munmap(win + 11 * ps, ps);					/* hole 11 */
+	place(win, 12, 3, PROT_READ, MAP_SHARED, dfd, ps);		/* deleted */
+	place(win, 15, 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	place(win, 17, 1, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	place(win, 18, 2, PROT_READ | PROT_EXEC, MAP_PRIVATE, ofd, 0);
+	munmap(win + 20 * ps, 10 * ps);					/* hole 20-29 */
+	close(mfd);
+	close(nfd);
+	close(dfd);
+	close(ofd);
+
+	both(w0, w1, "the window");
+	for (size_t lo = 0; lo < 32; lo++)
+		for (size_t hi = lo + 1; hi <= 32; hi += 3)
+			both(w0 + lo * ps, w0 + hi * ps, nsbt_fmt("pages %zu-%zu", lo, hi));
+	both(w0 + 4 * ps + 1, w0 + 4 * ps + 2, "inside one page");
+	both(w1, w1, "an empty span");
+	/* Not above: x86's [vsyscall] page is the kernel's, not a VMA of the
+	 * process, and only the file shows it (nothing there is ever
+	 * recorded). */
+	both(0, (uintptr_t)1 << 56, "the whole user address space");
+
+	/* The records after a failed mprotect next to a protected mapping
+	 * (pages 3-6 protected, 7-10 other files, 11 a hole): the same under
+	 * both paths, and as the kernel shows them. */
+	for (int forced = 0; forced < 2; forced++) {
+		char *p = win + 3 * ps;
+		size_t before;
+
+		NSBT_CHECK(nosigbus_protect(p, 4 * ps) == 0, "nosigbus_protect: %s", strerror(errno));
+		before = nsb_ranges_count();
+		nsb_maps_force_read(forced);
+		errno = 0;
+		NSBT_CHECK(mprotect(p + 2 * ps, 9 * ps, PROT_READ) < 0 && errno == ENOMEM,
+			   "mprotect over the hole at page 11 did not fail with ENOMEM: %s",
+			   strerror(errno));
+		NSBT_CHECK(nsb_ranges_count() == before + 1,
+			   "%s: %zu records after the failed mprotect, %zu before (the protected "
+			   "mapping split at page 5)", forced ? "read" : "query",
+			   nsb_ranges_count(), before);
+		nsb_maps_force_read(false);
+		{
+			struct nsb_saved recs;
+
+			nsb_saved_init(&recs);
+			nsb_ranges_lock();
+			NSBT_CHECK(nsb_ranges_collect((uintptr_t)p, (uintptr_t)p + 4 * ps, &recs) == 0,
+				   "collect: %s", strerror(errno));
+			nsb_ranges_unlock();
+			NSBT_CHECK(recs.n == 2 && recs.r[0].end == (uintptr_t)p + 2 * ps &&
+				   (recs.r[0].meta & NSB_META_PROT) == (PROT_READ | PROT_WRITE) &&
+				   recs.r[1].start == recs.r[0].end &&
+				   recs.r[1].end == (uintptr_t)p + 4 * ps &&
+				   (recs.r[1].meta & NSB_META_PROT) == PROT_READ,
+				   "%s: the records are not read-write, then read-only from page 5",
+				   forced ? "read" : "query");
+			nsb_saved_free(&recs);
+		}
+		both(w0, w1, "after a failed mprotect");
+		NSBT_CHECK(nosigbus_unprotect(p, 4 * ps) == 0, "unprotect: %s", strerror(errno));
+		NSBT_CHECK(mprotect(p, 4 * ps, PROT_READ | PROT_WRITE) == 0, "mprotect: %s",
+			   strerror(errno));
+	}
+	/* The kept descriptor, taken away: closed, its number reused. */
+	{
+		char link[64], target[256];
+		int kfd = -1, null_fd;
+		ssize_t n;
+
+		for (int fd = 3; fd < 4096 && kfd < 0; fd++) {
+			snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+			n = readlink(link, target, sizeof(target) - 1);
+			if (n > 0) {
+				target[n] = '\0';
+				if (strcmp(target + strlen(target) - 5, "/maps") == 0 &&
+				    strncmp(target, "/proc/", 6) == 0)
+					kfd = fd;
+			}
+		}
+		if (kfd >= 0) {
+			null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+			NSBT_CHECK(null_fd >= 0 && dup2(null_fd, kfd) == kfd, "dup2: %s", strerror(errno));
+			both(w0, w1, "the kept descriptor replaced by /dev/null");
+			NSBT_CHECK(fcntl(kfd, F_GETFD) >= 0, "the program's descriptor %d was closed", kfd);
+			snprintf(link, sizeof(link), "/proc/self/fd/%d", kfd);
+			n = readlink(link, target, sizeof(target) - 1);
+			NSBT_CHECK(n == 9 && memcmp(target, "/dev/null", 9) == 0,
+				   "the program's descriptor %d changed", kfd);
+			close(kfd);
+			close(null_fd);
+		} else {
+			printf("note: no kept descriptor of the maps (the read path alone)\n");
+		}
+	}
+	/* A fork child: its own mapping shows through the query path. */
+	{
+		pid_t pid = fork();
+		int status;
+
+		NSBT_CHECK(pid >= 0, "fork: %s", strerror(errno));
+		if (pid == 0) {
+			place(win, 22, 3, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			both(w0, w1, "a fork child's own mapping");
+			_exit(0);
+		}
+		NSBT_CHECK(waitpid(pid, &status, 0) == pid, "waitpid: %s", strerror(errno));
+		nsbt_expect_exit(status, 0, "the fork child");
+	}
+	cleanup();
+	printf("ok: PROCMAP_QUERY and /proc/self/maps give the same VMAs\n");
+	return 0;
+}
