@@ -68,7 +68,7 @@ print("MAN=%s" % ("1" if o.get("man", True) else "0"))
 }
 
 @test "the header is the source header" {
-	cmp "$NSB_SOURCE_ROOT/src/nosigbus.h" "$STAGE$INCLUDEDIR/nosigbus.h"
+	cmp "$NSB_BUILD_ROOT/src/nosigbus.h" "$STAGE$INCLUDEDIR/nosigbus.h"
 	assert_equal "$(stat -c %a "$STAGE$INCLUDEDIR/nosigbus.h")" 644
 }
 
