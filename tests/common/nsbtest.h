@@ -343,6 +343,26 @@ nsbt_backing_name(enum nsbt_backing b)
 }
 
 /*
+ * Skips, saying why, unless a file can be made in /dev/shm, the tmpfs the
+ * tests use: a chroot that binds /dev without its submounts has a /dev/shm
+ * only root can write (schroot mounts one; issue 23).
+ */
+static inline void
+nsbt_require_tmpfs(void)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/dev/shm/nsbtest-%d-XXXXXX", (int)getpid());
+	fd = mkostemp(path, O_CLOEXEC);
+	if (fd < 0)
+		nsbt_skip("cannot create a file in /dev/shm (%s): these tests need a writable "
+			  "tmpfs there (in a chroot, mount one, as schroot does)", strerror(errno));
+	unlink(path);
+	close(fd);
+}
+
+/*
  * A file of size bytes filled with the pattern, already unlinked.
  * NSBT_DISK lives in the build tree (NSB_BUILD_ROOT or the working
  * directory), never in /tmp, which may be tmpfs.
@@ -357,6 +377,8 @@ nsbt_file(enum nsbt_backing b, size_t size)
 	if (b == NSBT_MEMFD) {
 		fd = memfd_create("nsbtest", MFD_CLOEXEC);
 	} else {
+		if (b == NSBT_TMPFS)
+			nsbt_require_tmpfs();
 		dir = b == NSBT_TMPFS ? "/dev/shm" : getenv("NSB_BUILD_ROOT");
 		if (!dir)
 			dir = ".";
