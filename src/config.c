@@ -63,7 +63,7 @@ struct variable {
 /* The order is that of enum var below. */
 static const struct variable variables[] = {
 	{ "POLICY", policy_words, "flag, shm or files", "shm", NSB_DEFAULT_POLICY },
-	{ "FILL", fill_words, "page, range or auto", "page", NSB_DEFAULT_FILL },
+	{ "FILL", fill_words, "page, range or auto", "the default", NSB_DEFAULT_FILL },
 	{ "ERRORS", errors_words, "pass or zero", "pass", NSB_DEFAULT_ERRORS },
 	{ "STRICT", bool_words, "0 or 1", "0", 0 },
 	{ "LOG", bool_words, "0 or 1", "0", 0 },

@@ -351,69 +351,16 @@ query_each(int fd, uintptr_t lo, uintptr_t hi,
 }
 
 /*
- * The descriptor of /proc/self/maps the queries go to, kept: opening the
- * file costs several times a query.  Callers hold the table lock (every
- * caller of nsb_maps_each does).  It is numbered high (from 1008 where the
- * limit allows, never changing the limit) so that the program's own
- * descriptors are numbered as without the library, close-on-exec, and
- * trusted only while it is still ours: the same process (a fork child's
- * copy names the parent's memory) and the same file (device and inode:
- * the program may have closed it and reused the number).  A number the
- * program may have reused is left alone: never closed.  A vfork child, which shares our memory
- * but not our descriptors, opens one of its own for each call.
+ * The descriptor of /proc/self/maps the queries go to: opened for the
+ * call and closed again, never kept (a descriptor that outlives the call
+ * would be one more thing a program listing /proc/self/fd sees, or closes
+ * with closefrom; libnosigbus(7), "What the library adds to a process").
+ * Only calls whose outcome must be checked with the kernel come here.
  */
-static struct {
-	int fd;
-	pid_t pid;
-	dev_t dev;
-	ino_t ino;
-} kept = { -1, 0, 0, 0 };
-
-static bool
-kept_is(int fd, const struct stat *st)
-{
-	return fd == kept.fd && st->st_dev == kept.dev && st->st_ino == kept.ino;
-}
-
-/* A descriptor to query, or -1; *temporary: the caller closes it. */
 static int
-maps_fd(bool *temporary)
+maps_fd(void)
 {
-	pid_t pid = getpid();
-	struct rlimit rl;
-	struct stat st;
-	int fd, high;
-
-	*temporary = false;
-	/* A fork child's copy (naming the parent's memory) is left open,
-	 * close-on-exec: the number might be the program's by now. */
-	if (kept.fd >= 0 && kept.pid == pid && fstat(kept.fd, &st) == 0 && kept_is(kept.fd, &st))
-		return kept.fd;
-	fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || nsb_in_vfork_child()) {
-		*temporary = true;
-		return fd;
-	}
-	kept.fd = -1;
-	high = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 16
-		       ? (int)((rl.rlim_cur < 1024 ? rl.rlim_cur : 1024) - 16) : 0;
-	if (high > fd) {
-		int moved = fcntl(fd, F_DUPFD_CLOEXEC, high);
-
-		if (moved >= 0) {
-			syscall(SYS_close, fd);
-			fd = moved;
-		}
-	}
-	if (fstat(fd, &st) < 0) {
-		*temporary = true;
-		return fd;
-	}
-	kept.fd = fd;
-	kept.pid = pid;
-	kept.dev = st.st_dev;
-	kept.ino = st.st_ino;
-	return fd;
+	return open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 }
 
 /* Whether to try the query: not where it failed, nor when forced off. */
@@ -439,23 +386,17 @@ nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
 	char buf[8192];
 
 	if (!smaps && query_wanted()) {
-		bool temporary;
-		int fd = maps_fd(&temporary), ret, err;
+		int fd = maps_fd(), ret, err;
 
 		if (fd < 0)
 			return -1;
 		ret = query_each(fd, lo, hi, fn, arg);
 		err = errno;
-		if (temporary)
-			syscall(SYS_close, fd);
+		syscall(SYS_close, fd);
 		errno = err;
 		if (ret != QUERY_MISSING) {
 			atomic_store_explicit(&last_path, 1, memory_order_relaxed);
 			return ret;
-		}
-		if (!temporary) {
-			syscall(SYS_close, fd);
-			kept.fd = -1;
 		}
 		atomic_store_explicit(&query_state, QUERY_NONE, memory_order_relaxed);
 	}

@@ -45,7 +45,8 @@ make_disk_dir() {
 make_shm_dir() {
 	[ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] ||
 		skip "/dev/shm is not a tmpfs"
-	SHM=$(mktemp -d /dev/shm/nsb-cli.XXXXXX)
+	SHM=$(mktemp -d /dev/shm/nsb-cli.XXXXXX 2>/dev/null) ||
+		skip "cannot create a directory in /dev/shm: a writable tmpfs is needed there (in a chroot, mount one, as schroot does)"
 }
 
 # For teardown(): removes what make_*_dir made.

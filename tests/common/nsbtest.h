@@ -23,6 +23,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "nosigbus.h"
@@ -84,6 +85,82 @@ nsbt_fmt(const char *fmt, ...)
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
 	return buf;
+}
+
+/*
+ * Time (issue 23).  A test is bounded by its work; wall-clock limits only
+ * catch a hang (no progress), and every one of them scales with
+ * NSB_TIMEOUT_MULTIPLIER (a number >= 1; tests/run-all sets it with
+ * meson test --timeout-multiplier, and README "Tests" names it), as
+ * meson's own timeouts scale with --timeout-multiplier.  A test whose work
+ * progresses but does not fit its budget is merely slow: it says "too slow
+ * under load (N of M done)" and skips (exit 77), never "hung", never that
+ * the code is wrong.
+ */
+static inline double
+nsbt_time_scale(void)
+{
+	static double scale;
+	const char *v;
+
+	if (scale == 0) {
+		v = getenv("NSB_TIMEOUT_MULTIPLIER");
+		scale = v ? strtod(v, NULL) : 1;
+		if (!(scale >= 1))
+			scale = 1;
+	}
+	return scale;
+}
+
+/* seconds, scaled by NSB_TIMEOUT_MULTIPLIER. */
+static inline int
+nsbt_scaled(int seconds)
+{
+	return (int)(seconds * nsbt_time_scale() + 0.5);
+}
+
+/* CLOCK_MONOTONIC, in seconds. */
+static inline double
+nsbt_now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* A budget of wall-clock time for some work: nsbt_budget_start(), then
+ * nsbt_budget_spent() between units of work. */
+struct nsbt_budget {
+	double start;
+	int seconds;		/* scaled */
+};
+
+static inline struct nsbt_budget
+nsbt_budget_start(int seconds)
+{
+	struct nsbt_budget b = { nsbt_now(), nsbt_scaled(seconds) };
+
+	return b;
+}
+
+static inline bool
+nsbt_budget_spent(const struct nsbt_budget *b)
+{
+	return nsbt_now() - b->start >= b->seconds;
+}
+
+/* The message of a merely slow run: on stdout, exit 77. */
+static inline void __attribute__((noreturn))
+nsbt_too_slow(const char *what, unsigned long done, unsigned long total, int seconds)
+{
+	printf("SKIP: %s: too slow under load (%lu of %lu done in %d s; "
+	       "NSB_TIMEOUT_MULTIPLIER=%g scales the budget)\n",
+	       what, done, total, seconds, nsbt_time_scale());
+	fflush(NULL);
+	if (nsbt_on_exit)
+		nsbt_on_exit();
+	exit(77);
 }
 
 static inline size_t
@@ -266,6 +343,26 @@ nsbt_backing_name(enum nsbt_backing b)
 }
 
 /*
+ * Skips, saying why, unless a file can be made in /dev/shm, the tmpfs the
+ * tests use: a chroot that binds /dev without its submounts has a /dev/shm
+ * only root can write (schroot mounts one; issue 23).
+ */
+static inline void
+nsbt_require_tmpfs(void)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/dev/shm/nsbtest-%d-XXXXXX", (int)getpid());
+	fd = mkostemp(path, O_CLOEXEC);
+	if (fd < 0)
+		nsbt_skip("cannot create a file in /dev/shm (%s): these tests need a writable "
+			  "tmpfs there (in a chroot, mount one, as schroot does)", strerror(errno));
+	unlink(path);
+	close(fd);
+}
+
+/*
  * A file of size bytes filled with the pattern, already unlinked.
  * NSBT_DISK lives in the build tree (NSB_BUILD_ROOT or the working
  * directory), never in /tmp, which may be tmpfs.
@@ -280,6 +377,8 @@ nsbt_file(enum nsbt_backing b, size_t size)
 	if (b == NSBT_MEMFD) {
 		fd = memfd_create("nsbtest", MFD_CLOEXEC);
 	} else {
+		if (b == NSBT_TMPFS)
+			nsbt_require_tmpfs();
 		dir = b == NSBT_TMPFS ? "/dev/shm" : getenv("NSB_BUILD_ROOT");
 		if (!dir)
 			dir = ".";

@@ -216,6 +216,7 @@ main(int argc, char **argv)
 	int zfd;
 
 	core_require_library();
+	nsbt_require_tmpfs();	/* a forked child maps a tmpfs file */
 	/* The unflagged memfd here must be unprotected: the default is shm. */
 	core_setenv_reexec(argv, "NOSIGBUS_POLICY", "flag");
 	if (argc > 1) {

@@ -81,6 +81,9 @@ make_stand_in() {
 	local d=$BATS_TEST_TMPDIR/ns
 	[ "$(id -u)" = 0 ] || skip "needs root, to install for real in a private mount namespace"
 	command -v unshare >/dev/null || skip "unshare (util-linux) is not installed"
+	# A chroot whose / is not a mount point, or no CAP_SYS_ADMIN (issue 23).
+	unshare -m true 2>"$BATS_TEST_TMPDIR/unshare.err" ||
+		skip "no private mount namespace here (a chroot, or no CAP_SYS_ADMIN): unshare -m: $(head -n 1 "$BATS_TEST_TMPDIR/unshare.err")"
 	SHIMS=$BATS_TEST_TMPDIR/shims
 	mkdir -p "$SHIMS" "$d/build" "$d/up" "$BATS_TEST_TMPDIR/home" "$BATS_TEST_TMPDIR/work"
 	make_stand_in weston

@@ -140,6 +140,8 @@ git_truncated_pack() {
 	# Safety bound only: git answers at once.
 	IFS= read -r -t 20 -u "$from_git" line || fail "git did not answer"
 	assert_equal "$line" "$FIRST blob $(stat -c %s "$REPO/f1")"
+	# git makes packs read-only; only root writes them anyway (issue 23).
+	chmod u+w "$PACK"
 	truncate -s 0 "$PACK"
 	echo "$SECOND" >&"$to_git"
 	exec {to_git}>&-

@@ -305,7 +305,9 @@ fuzz_one(int run, char vals[NVARS][131072], const bool set[NVARS])
 			if (starts(line, prefix)) {
 				char tail[128];
 
-				snprintf(tail, sizeof(tail), "; using %s", words[v][v < 2 ? defaults[v] : 4]);
+				/* The fill's default depends on the mapping: "the default". */
+				snprintf(tail, sizeof(tail), "; using %s",
+					 v == 1 ? "the default" : words[v][v < 2 ? defaults[v] : 4]);
 				if (!bad[v] || warnings[v]++ || !strstr(line, tail) || !strstr(line, " (expected ")) {
 					snprintf(why, sizeof(why), "an unexpected or second warning for %s",
 						 var_names[v]);

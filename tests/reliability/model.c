@@ -970,14 +970,14 @@ wait_watchdog(pid_t pid, int secs, int *status)
 static int
 wait_child(struct seq *s, pid_t pid)
 {
-	int status, r = wait_watchdog(pid, CHILD_SECS, &status);
+	int status, r = wait_watchdog(pid, nsbt_scaled(CHILD_SECS), &status);
 
 	if (r == -2)
 		fail(s, F_SETUP, "waitpid: %s", strerror(errno));
 	if (r == -1)
 		fail(s, F_DIED, "a child (an access, or the probe of the records) was still running "
 		     "after %d s and was killed: a hang (a rescue that never ends?); the model "
-		     "expects %s", CHILD_SECS, sh->expect[0] ? sh->expect : "it to finish");
+		     "expects %s", nsbt_scaled(CHILD_SECS), sh->expect[0] ? sh->expect : "it to finish");
 	return status;
 }
 
@@ -2745,7 +2745,7 @@ run_child(void)
 		fcntl(STDERR_FILENO, F_SETFL, O_APPEND);
 		run_sequence();
 	}
-	switch (wait_watchdog(pid, SEQ_SECS, &status)) {
+	switch (wait_watchdog(pid, nsbt_scaled(SEQ_SECS), &status)) {
 	case -2:
 		nsbt_fail("waitpid: %s", strerror(errno));
 	case -1:
@@ -2758,7 +2758,7 @@ run_child(void)
 			sh->fail_op = sh->cur;
 			sh->fail_type = sh->cur >= 0 && sh->cur < sh->nops ? sh->ops[sh->cur].type : -1;
 			snprintf(sh->msg, sizeof(sh->msg), "the sequence process was still running after "
-				 "%d s, at op %d (%s), and was killed: a hang", SEQ_SECS, sh->cur, b);
+				 "%d s, at op %d (%s), and was killed: a hang", nsbt_scaled(SEQ_SECS), sh->cur, b);
 		}
 		return sh->fail_class;
 	}
@@ -3118,6 +3118,8 @@ usage(void)
 		printf(" %s", configs[i].name);
 	printf("\n  --first K      start at sequence K of each configuration (to reproduce one)\n"
 	       "  --selftest     run config flag without the library: a divergence must be found\n"
+	       "  --budget S     skip, too slow under load, when S seconds (scaled by\n"
+	       "                 NSB_TIMEOUT_MULTIPLIER) are spent before the last configuration\n"
 	       "A long soak: model --sequences 100000\n");
 	exit(2);
 }
@@ -3129,7 +3131,8 @@ main(int argc, char **argv)
 	const char *only = NULL, *worker = NULL, *preload;
 	bool selftest = false, seed_given = false;
 	struct counts total = { 0 };
-	int report_fd = -1, nconf = 0, failed = 0;
+	int report_fd = -1, nconf = 0, failed = 0, budget_secs = 0;
+	struct nsbt_budget budget;
 	struct timespec t0, t1;
 
 	ps = nsbt_page();
@@ -3155,6 +3158,8 @@ main(int argc, char **argv)
 			sequences = parse_u64(v, a);
 		else if (strcmp(a, "--ops") == 0)
 			ops_per_seq = (int)parse_u64(v, a);
+		else if (strcmp(a, "--budget") == 0)
+			budget_secs = (int)parse_u64(v, a);
 		else if (strcmp(a, "--first") == 0)
 			first = parse_u64(v, a);
 		else if (strcmp(a, "--config") == 0)
@@ -3218,9 +3223,11 @@ main(int argc, char **argv)
 		printf("model: hugetlbfs: a window of %d huge pages of %zu bytes\n", HW, hs);
 	else
 		printf("model: no hugetlbfs here (memfd_create(MFD_HUGETLB) fails): no huge window\n");
+	nsbt_require_tmpfs();	/* the tmpfs backing: skip, saying why */
 	if (!selftest)
 		mount_full_tmpfs();
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	budget = nsbt_budget_start(budget_secs);
 	for (size_t i = 0, done = 0; i < NCONFIGS; i++) {
 		uint64_t share;
 		struct counts c;
@@ -3228,6 +3235,12 @@ main(int argc, char **argv)
 
 		if (only && strcmp(configs[i].name, only) != 0)
 			continue;
+		/* Work-bounded; the budget only tells a slow machine (issue 23). */
+		if (budget_secs && done > 0 && !failed && nsbt_budget_spent(&budget)) {
+			unmount_full_tmpfs();
+			nsbt_too_slow("model: configurations", done, (unsigned long)nconf,
+				      budget.seconds);
+		}
 		share = sequences / (uint64_t)nconf + (done < sequences % (uint64_t)nconf);
 		done++;
 		if (!share)
