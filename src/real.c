@@ -95,6 +95,8 @@ static const struct {
 	[NSB_REAL_EPOLL_PWAIT2] = { "epoll_pwait2", false, false },
 	[NSB_REAL_SETCONTEXT] = { "setcontext", true, false },
 	[NSB_REAL_SWAPCONTEXT] = { "swapcontext", true, false },
+	[NSB_REAL_MADVISE] = { "madvise", true, false },
+	[NSB_REAL_PROCESS_MADVISE] = { "process_madvise", false, false },
 };
 
 /*
