@@ -357,40 +357,61 @@ put_hex(char *p, uintptr_t v)
 	return p;
 }
 
+/* Where size_by_map_files works: not on the handler's stack (a small
+ * alternate stack has no room for a path), BSS until a handler uses it. */
+static struct map_files_space {
+	char link[64];
+	char path[4096];
+	struct nsb_vma vma;
+} map_files_space[NSB_SIGNAL_SLOTS];
+static atomic_uint map_files_busy;
+
+/* [signal-safe] stat() of /proc/self/map_files/START-END, or of the path
+ * it names, if that is the recorded file. */
+static bool
+stat_map_files(struct map_files_space *sp, uint32_t file, uintptr_t start, uintptr_t end,
+	       struct stat *st)
+{
+	char *p = put_hex(sp->link + strlen("/proc/self/map_files/"), start);
+	ssize_t n;
+
+	*p++ = '-';
+	p = put_hex(p, end);
+	*p = '\0';
+	if (stat(sp->link, st) == 0 && same_file(file, st))
+		return true;
+	n = readlink(sp->link, sp->path, sizeof(sp->path) - 1);
+	if (n <= 0)
+		return false;
+	sp->path[n] = '\0';
+	return stat(sp->path, st) == 0 && same_file(file, st);
+}
+
 /*
  * [signal-safe] Without a kept descriptor (no room above the limit): the
  * file through /proc/self/map_files of the VMA at addr - following the
  * link needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE; reading it does not,
  * and its path is as good while the file has one.  Slow (the maps are
  * read), and checked against the recorded inode like the descriptor.
+ * False also when every slot is in use by other handlers.
  */
 static bool
 size_by_map_files(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, struct stat *st)
 {
-	char link[64] = "/proc/self/map_files/", path[4096], *p, *name = link + strlen(link);
-	struct nsb_vma vma;
-	ssize_t n;
+	int slot = nsb_slot_take(&map_files_busy, NSB_SIGNAL_SLOTS);
+	struct map_files_space *sp;
+	bool ok;
 
+	if (slot < 0)
+		return false;
+	sp = &map_files_space[slot];
+	memcpy(sp->link, "/proc/self/map_files/", sizeof("/proc/self/map_files/"));
 	/* The record is the VMA until rescues split it: try it first. */
-	p = put_hex(name, start);
-	*p++ = '-';
-	p = put_hex(p, end);
-	*p = '\0';
-	if (stat(link, st) == 0 && same_file(file, st))
-		return true;
-	if (!nsb_maps_find(addr, &vma))
-		return false;
-	p = put_hex(name, vma.start);
-	*p++ = '-';
-	p = put_hex(p, vma.end);
-	*p = '\0';
-	if (stat(link, st) == 0 && same_file(file, st))
-		return true;
-	n = readlink(link, path, sizeof(path) - 1);
-	if (n <= 0)
-		return false;
-	path[n] = '\0';
-	return stat(path, st) == 0 && same_file(file, st);
+	ok = stat_map_files(sp, file, start, end, st) ||
+	     (nsb_maps_find(addr, &sp->vma) &&
+	      stat_map_files(sp, file, sp->vma.start, sp->vma.end, st));
+	nsb_slot_give(&map_files_busy, slot);
+	return ok;
 }
 
 /* [signal-safe] */

@@ -293,6 +293,28 @@ sigset_t *nsb_outer_mask(void);
 bool nsb_other_threads(void);
 bool nsb_read_word(const void *user, void *out);	/* [signal-safe] */
 
+/*
+ * [signal-safe] Buffers for signal context, so that no path buffer is on
+ * the handler's stack (it may be a small alternate stack): one of n slots
+ * of a pool (a bit each in *busy), taken without waiting, or -1 when every
+ * one is in use (the caller then cannot tell, and says so).
+ */
+static inline int
+nsb_slot_take(atomic_uint *busy, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (!(atomic_fetch_or(busy, 1u << i) & (1u << i)))
+			return (int)i;
+	return -1;
+}
+
+static inline void
+nsb_slot_give(atomic_uint *busy, int slot)
+{
+	atomic_fetch_and(busy, ~(1u << slot));
+}
+#define NSB_SIGNAL_SLOTS 8
+
 /* ---- memory.c: the library's own memory -------------------------------- */
 
 void *nsb_memory(size_t bytes);	/* zeroed, never freed; NULL with ENOMEM */

@@ -244,9 +244,11 @@ first_again(uintptr_t start, const struct nsb_range *r)
 
 /*
  * [signal-safe] Reads straight down: the record, the claim of the unit in
- * its account, the size, the replacement, the log.
+ * its account, the size, the replacement, the log.  Not inlined: its frame
+ * is gone before a fault it passes on reaches the program's handler (at
+ * most 512 bytes of stack may be used before that).
  */
-static enum verdict
+__attribute__((noinline)) static enum verdict
 rescue(uintptr_t addr)
 {
 	struct nsb_range r;
