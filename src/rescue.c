@@ -81,14 +81,17 @@ busy_enter(const struct nsb_account *acct, uintptr_t start, uintptr_t end)
 	return -1;
 }
 
-/* [signal-safe] Is another rescue in acct under way? */
+/* [signal-safe] Is another rescue in acct that may replace the unit at
+ * addr under way?  (A slot being taken counts: it may be one.) */
 static bool
-busy_other(const struct nsb_account *acct, int mine)
+busy_other(const struct nsb_account *acct, uintptr_t addr, int mine)
 {
 	for (int i = 0; i < BUSY_SLOTS; i++) {
 		uintptr_t a = atomic_load(&busy[i].acct);
 
-		if (i != mine && (a == (uintptr_t)acct || a == 1))
+		if (i == mine || (a != (uintptr_t)acct && a != 1))
+			continue;
+		if (a == 1 || (atomic_load(&busy[i].start) <= addr && addr < atomic_load(&busy[i].end)))
 			return true;
 	}
 	return false;
@@ -285,7 +288,7 @@ rescue(uintptr_t addr)
 		/* Replaced, or being replaced.  Done, and the fault comes
 		 * back: the page there is not the replacement (only a huge
 		 * page of anonymous memory faults). */
-		bool wait = busy_other(r.acct, slot);
+		bool wait = busy_other(r.acct, start, slot);
 
 		busy_leave(slot);
 		nsb_ranges_leave(ticket);
