@@ -814,6 +814,7 @@ map_file_over(const struct nsb_range *r)
 {
 	int prot = (int)(r->meta & NSB_META_PROT), pkey = NSB_META_PKEY(r->meta);
 	bool shared = r->meta & NSB_META_SHARED, done = false;
+	int best = -1, best_rank = 0, nfd = -1;
 	uint64_t dev, ino;
 	struct dirent *e;
 	DIR *d;
@@ -821,24 +822,39 @@ map_file_over(const struct nsb_range *r)
 	if ((r->meta & NSB_META_ANON) || !nsb_files_identity(r->file, &dev, &ino) ||
 	    !(d = opendir("/proc/self/fd")))
 		return false;
-	while (!done && (e = readdir(d))) {
-		char path[64];
+	/* A shared mapping may be made writable later only if its file was
+	 * opened for writing: the widest descriptor of the file decides
+	 * (O_RDWR, then one that only names it, then O_RDONLY). */
+	while ((e = readdir(d))) {
 		struct stat st;
-		int fd = atoi(e->d_name), nfd;
+		int fd = atoi(e->d_name), fl, rank;
 
 		if (e->d_name[0] == '.' || fd == dirfd(d) || fstat(fd, &st) < 0 ||
-		    (uint64_t)st.st_dev != dev || (uint64_t)st.st_ino != ino)
+		    (uint64_t)st.st_dev != dev || (uint64_t)st.st_ino != ino ||
+		    (fl = fcntl(fd, F_GETFL)) < 0)
 			continue;
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-		nfd = open(path, ((shared && (prot & PROT_WRITE)) ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-		if (nfd < 0)
-			continue;
-		done = nsb_sys_mmap((void *)r->start, r->end - r->start, prot,
-				    MAP_FIXED | (shared ? MAP_SHARED : MAP_PRIVATE), nfd,
-				    (off_t)r->off) != MAP_FAILED;
-		syscall(SYS_close, nfd);
+		rank = (fl & O_ACCMODE) == O_RDWR ? 3 : (fl & O_PATH) ? 2 : 1;
+		if (rank > best_rank) {
+			best = fd;
+			best_rank = rank;
+		}
+	}
+	if (best >= 0) {
+		char path[64];
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", best);
+		if (shared && best_rank >= 2)
+			nfd = open(path, O_RDWR | O_CLOEXEC);
+		if (nfd < 0 && (!shared || !(prot & PROT_WRITE) || best_rank == 1))
+			nfd = open(path, O_RDONLY | O_CLOEXEC);
 	}
 	closedir(d);
+	if (nfd < 0)
+		return false;
+	done = nsb_sys_mmap((void *)r->start, r->end - r->start, prot,
+			    MAP_FIXED | (shared ? MAP_SHARED : MAP_PRIVATE), nfd,
+			    (off_t)r->off) != MAP_FAILED;
+	syscall(SYS_close, nfd);
 	if (done && pkey >= 0)
 		(void)nsb_sys_pkey_mprotect((void *)r->start, r->end - r->start, prot, pkey);
 	if (done && (r->meta & NSB_META_DONTFORK))
@@ -1008,6 +1024,37 @@ resync_failed_move(uintptr_t old, uintptr_t old_end, uintptr_t dest, uintptr_t d
 	nsb_saved_free(&cands);
 }
 
+/*
+ * After a failed MREMAP_DONTUNMAP: what moved is in both places, and its
+ * records at the destination (resync_failed_move) name the source's
+ * accounts.  They get copies, so that the two go on apart.  (Out of
+ * memory: they keep sharing, and a unit replaced on one side is not
+ * replaced on the other.)
+ */
+static void
+separate_accounts(uintptr_t start, uintptr_t end)
+{
+	struct nsb_saved recs;
+
+	nsb_saved_init(&recs);
+	if (nsb_ranges_collect(start, end, &recs) == 0 && recs.n) {
+		bool ok = true;
+
+		for (size_t i = 0; ok && i < recs.n; i++) {
+			struct nsb_range *r = &recs.r[i];
+
+			r->acct = nsb_account_copy(r->acct, r->off, r->end - r->start);
+			ok = r->acct != NULL;
+		}
+		if (ok) {
+			nsb_ranges_cut(start, end);
+			for (size_t i = 0; i < recs.n; i++)
+				(void)nsb_ranges_insert(&recs.r[i]);
+		}
+	}
+	nsb_saved_free(&recs);
+}
+
 NSB_EXPORT void *
 mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 {
@@ -1116,8 +1163,11 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 		 * the call failed (and only those) are looked for at the
 		 * destination, beside what was recorded there. */
 		resync(old, old_end, &from, false);
-		if ((flags & MREMAP_FIXED) && old_len)
+		if ((flags & MREMAP_FIXED) && old_len) {
 			resync_failed_move(old, old_end, dest, dest_end, flags, &from, &over, &src, &dst);
+			if (flags & MREMAP_DONTUNMAP)
+				separate_accounts(dest, dest_end);
+		}
 		goto out;
 	}
 
