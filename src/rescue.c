@@ -2,7 +2,8 @@
 /*
  * rescue.c - the SIGBUS handler.
  *
- * Everything in this file runs in signal context.  It finds the record,
+ * Everything in this file runs in signal context but nsb_rescue_prepare
+ * and nsb_rescue_after_fork_child.  The handler finds the record,
  * decides whether the fault is one to rescue (a page at or past the end
  * of its file, SPEC §5), maps zero-filled private memory over the
  * faulting page (or more, by NOSIGBUS_FILL), and returns so that the
@@ -104,43 +105,52 @@ busy_leave(int slot)
 	atomic_store(&busy[slot].acct, 0);
 }
 
-/* Is [start, end) a file's mapping still (not the anonymous memory of a
- * replacement)? */
+/* A rescue that was under way in another thread at the fork. */
+struct lost_rescue {
+	uintptr_t acct, start, end;
+};
+
+/* Units it claimed that the child has as the file's pages were never
+ * replaced here: their claims are given back. */
 static int
-vma_is_file(const struct nsb_vma *vma, void *arg)
+give_back(const struct nsb_vma *vma, void *arg)
 {
-	(void)arg;
-	return vma->anon ? 0 : 1;
+	const struct lost_rescue *l = arg;
+	uintptr_t s = vma->start > l->start ? vma->start : l->start;
+	uintptr_t e = vma->end < l->end ? vma->end : l->end;
+
+	if (vma->anon)
+		return 0;	/* the replacement happened before the fork */
+	for (uintptr_t a = s; a < e; a += nsb_config.page_size) {
+		struct nsb_range r;
+		int ticket;
+
+		if (nsb_ranges_enter(a, &r, &ticket) != NSB_LOOKUP_FOUND)
+			continue;
+		if ((uintptr_t)r.acct == l->acct && nsb_account_test(r.acct, r.off + (a - r.start)))
+			nsb_account_unclaim(r.acct, r.off + (a - r.start), 1);
+		nsb_ranges_leave(ticket);
+	}
+	return 0;
 }
 
 /*
  * The child has one thread: rescues that were under way in others at the
  * fork are gone with them.  A claimed unit whose page the child has from
  * the file (the replacement came after the fork, or never) is given back;
- * one whose page is anonymous memory was replaced.
+ * one whose page is anonymous memory was replaced.  One read of the maps
+ * per such rescue, in the rare child forked while one was under way.
  */
 void
 nsb_rescue_after_fork_child(void)
 {
-	size_t ps = nsb_config.page_size;
-
 	for (int i = 0; busy && i < BUSY_SLOTS; i++) {
-		uintptr_t acct = atomic_load(&busy[i].acct);
-		uintptr_t s = atomic_load(&busy[i].start), e = atomic_load(&busy[i].end);
-		struct nsb_range r;
-		int ticket;
+		struct lost_rescue l = { atomic_load(&busy[i].acct), atomic_load(&busy[i].start),
+					 atomic_load(&busy[i].end) };
 
 		atomic_store(&busy[i].acct, 0);
-		if (acct <= 1)
-			continue;
-		for (uintptr_t a = s; a < e; a += ps) {
-			if (nsb_ranges_enter(a, &r, &ticket) != NSB_LOOKUP_FOUND)
-				continue;
-			if ((uintptr_t)r.acct == acct && nsb_account_test(r.acct, r.off + (a - r.start)) &&
-			    nsb_maps_each(a, a + 1, false, vma_is_file, NULL) == 1)
-				nsb_account_unclaim(r.acct, r.off + (a - r.start), 1);
-			nsb_ranges_leave(ticket);
-		}
+		if (l.acct > 1 && l.start < l.end)
+			(void)nsb_maps_each(l.start, l.end, false, give_back, &l);
 	}
 }
 
