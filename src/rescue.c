@@ -309,7 +309,9 @@ rescue(uintptr_t addr)
 	 * program mapped something there with a raw system call, and took
 	 * the record's protection with it): once it comes back, it is
 	 * rescued like a huge page. */
-	c = check(&r, start, unit);
+	c = nsb_config.errors == NSB_ERRORS_ZERO && units == 1
+		    ? INSIDE	/* rescued either way, alone: no size needed */
+		    : check(&r, start, unit);
 	if ((r.meta & NSB_META_ANON) && unit == nsb_config.page_size && first_again(start, &r)) {
 		nsb_account_unclaim(r.acct, off, 1);
 		busy_leave(slot);
