@@ -56,6 +56,11 @@ struct nsb_account {
 /* Free lists by size class, up to a page. */
 #define CLASSES 32
 static struct nsb_account *free_list[CLASSES];
+/* Pages carved at a time, per class: doubling up to 1 MiB, so that a
+ * process with tens of thousands of mappings spends a few VMAs of its
+ * vm.max_map_count on accounts, and one with a few spends a page. */
+static size_t chunk_pages[CLASSES];
+#define MAX_CHUNK ((size_t)1 << 20)
 static struct nsb_account *release_list;
 static uint64_t next_id = 1;
 
@@ -95,11 +100,16 @@ allocate(size_t bytes)
 	while (((size_t)1 << class) < bytes)
 		class++;
 	if (!free_list[class]) {
-		/* A page of them at a time. */
-		chunk = nsb_memory(page);
+		size_t len;
+
+		chunk_pages[class] = chunk_pages[class] ? chunk_pages[class] * 2 : 1;
+		if (chunk_pages[class] * page > MAX_CHUNK)
+			chunk_pages[class] = MAX_CHUNK / page ? MAX_CHUNK / page : 1;
+		len = chunk_pages[class] * page;
+		chunk = nsb_memory(len);
 		if (!chunk)
 			return NULL;
-		for (size_t at = 0; at + ((size_t)1 << class) <= page; at += (size_t)1 << class) {
+		for (size_t at = 0; at + ((size_t)1 << class) <= len; at += (size_t)1 << class) {
 			struct nsb_account *f = (struct nsb_account *)(void *)(chunk + at);
 
 			f->next = free_list[class];
