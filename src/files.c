@@ -358,12 +358,13 @@ put_hex(char *p, uintptr_t v)
 }
 
 /* Where size_by_map_files works: not on the handler's stack (a small
- * alternate stack has no room for a path), BSS until a handler uses it. */
-static struct map_files_space {
+ * alternate stack has no room for a path). */
+struct map_files_space {
 	char link[64];
 	char path[4096];
 	struct nsb_vma vma;
-} map_files_space[NSB_SIGNAL_SLOTS];
+};
+_Static_assert(sizeof(struct map_files_space) <= NSB_SIGNAL_SPACE, "signal space");
 static atomic_uint map_files_busy;
 
 /* [signal-safe] stat() of /proc/self/map_files/START-END, or of the path
@@ -404,7 +405,11 @@ size_by_map_files(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr,
 
 	if (slot < 0)
 		return false;
-	sp = &map_files_space[slot];
+	sp = nsb_signal_space(NSB_SPACE_FILES, slot);
+	if (!sp) {
+		nsb_slot_give(&map_files_busy, slot);
+		return false;
+	}
 	memcpy(sp->link, "/proc/self/map_files/", sizeof("/proc/self/map_files/"));
 	/* The record is the VMA until rescues split it: try it first. */
 	ok = stat_map_files(sp, file, start, end, st) ||

@@ -241,12 +241,12 @@ found(const struct nsb_vma *vma, void *arg)
 	return 1;
 }
 
-/* What nsb_maps_find works in: not on the handler's stack (BSS, which
- * costs nothing until a handler uses it). */
-static struct find_space {
+/* What nsb_maps_find works in: not on the handler's stack. */
+struct find_space {
 	struct walk w;
 	char buf[512];
-} find_space[NSB_SIGNAL_SLOTS];
+};
+_Static_assert(sizeof(struct find_space) <= NSB_SIGNAL_SPACE, "signal space");
 static atomic_uint find_busy;
 
 /* [signal-safe] The VMA that contains addr; false also when every slot
@@ -260,7 +260,11 @@ nsb_maps_find(uintptr_t addr, struct nsb_vma *vma)
 
 	if (slot < 0)
 		return false;
-	fs = &find_space[slot];
+	fs = nsb_signal_space(NSB_SPACE_MAPS, slot);
+	if (!fs) {
+		nsb_slot_give(&find_busy, slot);
+		return false;
+	}
 	memset(&fs->w, 0, sizeof(fs->w));
 	fs->w.lo = addr;
 	fs->w.hi = addr + 1;

@@ -26,7 +26,13 @@
  * thread 8 KiB); no buffer here is bigger than a few words.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "nsb.h"
 
@@ -52,12 +58,69 @@ struct busy {
 /* Made when the handler is installed (a process that never installs it
  * pays nothing for it at start-up), from memory.c. */
 static struct busy *busy;
+static char *signal_space;	/* nsb_signal_space() */
+
+/* [signal-safe] */
+void *
+nsb_signal_space(enum nsb_space_user user, int slot)
+{
+	if (!signal_space)
+		return NULL;
+	return signal_space + ((size_t)user * NSB_SIGNAL_SLOTS + (size_t)slot) * NSB_SIGNAL_SPACE;
+}
+
+/*
+ * The C library's functions that the handler's paths call, bound now: with
+ * lazy binding, a first call from the handler would run the dynamic
+ * loader's resolver on the handler's stack, which takes several KiB (it
+ * saves every vector register) of what may be an 8 KiB alternate stack.
+ * (Binding everything at load, -z now, would cost every process at
+ * start-up.)  Each call fails harmlessly; errno is kept.
+ */
+static void
+bind_now(void)
+{
+	int saved_errno = errno;
+	volatile size_t one = 1;
+	char c = 0, d = 0;
+	struct stat st;
+	sigset_t set;
+
+	(void)fstat(-1, &st);
+	(void)stat("", &st);
+	(void)readlink("", &c, one);
+	(void)open("", O_RDONLY | O_CLOEXEC);
+	(void)read(-1, &c, one);
+	(void)write(-1, &c, one);
+	(void)getpid();
+	(void)syscall(SYS_getppid);
+	memset(&c, 0, one);
+	memcpy(&c, &d, one);
+	memmove(&c, &d, one);
+	(void)memchr(&c, 1, one);
+	(void)memcmp(&c, &d, one);
+	(void)strlen(&c);
+	(void)strnlen(&c, one);
+	sigemptyset(&set);
+	sigfillset(&set);
+	sigaddset(&set, SIGBUS);
+	sigdelset(&set, SIGBUS);
+	(void)sigismember(&set, SIGBUS);
+	sigorset(&set, &set, &set);
+	(void)SIGRTMIN;
+	errno = saved_errno;
+}
 
 int
 nsb_rescue_prepare(void)
 {
-	if (!busy)
+	if (!busy) {
+		bind_now();
+		signal_space = nsb_memory((size_t)NSB_SPACE_USERS * NSB_SIGNAL_SLOTS * NSB_SIGNAL_SPACE);
+		if (!signal_space)
+			return -1;
 		busy = nsb_memory(BUSY_SLOTS * sizeof(*busy));
+	}
 	return busy ? 0 : -1;
 }
 
