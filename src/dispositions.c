@@ -851,6 +851,23 @@ default_ignores(int sig)
  * `set_mask`: the kernel has not set the handler's mask (our SIGBUS
  * handler runs with every signal blocked).
  */
+/*
+ * [signal-safe] What arrived while the program's handler ran is delivered
+ * once we return, as the kernel would: pending until sigreturn restores
+ * the mask, not nested in this frame (a flood would overflow the stack).
+ * Not inlined: its set is not on the stack while the program's handler
+ * runs (the handler may run on a small alternate stack).
+ */
+__attribute__((noinline)) static void
+resend_held(void)
+{
+	sigset_t bus;
+
+	sigbus_only(&bus);
+	kernel_mask(SIG_BLOCK, &bus, NULL);
+	take_held(resend);
+}
+
 static void
 run_handler(int sig, siginfo_t *si, ucontext_t *uc, const struct sigaction *act, bool set_mask)
 {
@@ -894,16 +911,8 @@ run_handler(int sig, siginfo_t *si, ucontext_t *uc, const struct sigaction *act,
 	} else {
 		set_blocked(was);
 	}
-	if (!blocked && held()) {
-		/* What arrived meanwhile is delivered once we return, as the
-		 * kernel would: pending until sigreturn restores the mask, not
-		 * nested in this frame (a flood would overflow the stack). */
-		sigset_t bus;
-
-		sigbus_only(&bus);
-		kernel_mask(SIG_BLOCK, &bus, NULL);
-		take_held(resend);
-	}
+	if (!blocked && held())
+		resend_held();
 }
 
 /* [signal-safe] Every program handler of a signal other than SIGBUS. */

@@ -15,10 +15,10 @@
  *    CAP_SYS_ADMIN, and a memfd or a deleted file has no path to stat;
  *  - a descriptor of the file, kept by the library: one fstat() per fault
  *    that needs the size (about 0.1 us), for every kind of file.
- * The descriptor wins, where one is needed at all: a file whose faults
- * never need the size (a memfd, a tmpfs without a size limit: policy.c's
- * NSB_META_ROOMY) gets none.  It must be invisible (libnosigbus(7),
- * "Descriptors"):
+ * The descriptor wins, for every protected file (a memfd's faults need
+ * the size too: userfaultfd in SIGBUS mode, SPEC §5), except under
+ * NOSIGBUS_ERRORS=zero, where no rescue needs it.  It must be invisible
+ * (libnosigbus(7), "Descriptors"):
  *  - O_PATH, opened through /proc/self/fd/N (or by path), close-on-exec.
  *    Closing an ordinary descriptor of a file releases every POSIX lock
  *    the process holds on it; closing an O_PATH one does not: Linux's
@@ -387,12 +387,13 @@ add(uint64_t dev, uint64_t ino, const char *path)
 	return i;
 }
 
-/* Does a rescue of this file need its size?  Not if nothing can refuse
- * a page of it (rescue.c's decide()), nor under NOSIGBUS_ERRORS=zero. */
+/* Does a rescue of this file need its size?  Always (rescue.c's
+ * check()), but under NOSIGBUS_ERRORS=zero. */
 static bool
 wants_descriptor(uint32_t meta)
 {
-	return nsb_config.errors == NSB_ERRORS_PASS && !(meta & NSB_META_ROOMY);
+	(void)meta;
+	return nsb_config.errors == NSB_ERRORS_PASS;
 }
 
 uint32_t
@@ -547,40 +548,66 @@ put_hex(char *p, uintptr_t v)
 	return p;
 }
 
+/* Where size_by_map_files works: not on the handler's stack (a small
+ * alternate stack has no room for a path). */
+struct map_files_space {
+	char link[64];
+	char path[4096];
+	struct nsb_vma vma;
+};
+_Static_assert(sizeof(struct map_files_space) <= NSB_SIGNAL_SPACE, "signal space");
+static atomic_uint map_files_busy;
+
+/* [signal-safe] stat() of /proc/self/map_files/START-END, or of the path
+ * it names, if that is the recorded file. */
+static bool
+stat_map_files(struct map_files_space *sp, uint32_t file, uintptr_t start, uintptr_t end,
+	       struct stat *st)
+{
+	char *p = put_hex(sp->link + strlen("/proc/self/map_files/"), start);
+	ssize_t n;
+
+	*p++ = '-';
+	p = put_hex(p, end);
+	*p = '\0';
+	if (stat(sp->link, st) == 0 && same_file(file, st))
+		return true;
+	n = readlink(sp->link, sp->path, sizeof(sp->path) - 1);
+	if (n <= 0)
+		return false;
+	sp->path[n] = '\0';
+	return stat(sp->path, st) == 0 && same_file(file, st);
+}
+
 /*
  * [signal-safe] Without a kept descriptor (no room above the limit): the
  * file through /proc/self/map_files of the VMA at addr - following the
  * link needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE; reading it does not,
  * and its path is as good while the file has one.  Slow (the maps are
  * read), and checked against the recorded inode like the descriptor.
+ * False also when every slot is in use by other handlers.
  */
 static bool
 size_by_map_files(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, struct stat *st)
 {
-	char link[64] = "/proc/self/map_files/", path[4096], *p, *name = link + strlen(link);
-	struct nsb_vma vma;
-	ssize_t n;
+	int slot = nsb_slot_take(&map_files_busy, NSB_SIGNAL_SLOTS);
+	struct map_files_space *sp;
+	bool ok;
 
+	if (slot < 0)
+		return false;
+	sp = nsb_signal_space(NSB_SPACE_FILES, slot);
+	if (!sp) {
+		nsb_slot_give(&map_files_busy, slot);
+		return false;
+	}
+	memcpy(sp->link, "/proc/self/map_files/", sizeof("/proc/self/map_files/"));
 	/* The record is the VMA until rescues split it: try it first. */
-	p = put_hex(name, start);
-	*p++ = '-';
-	p = put_hex(p, end);
-	*p = '\0';
-	if (stat(link, st) == 0 && same_file(file, st))
-		return true;
-	if (!nsb_maps_find(addr, &vma))
-		return false;
-	p = put_hex(name, vma.start);
-	*p++ = '-';
-	p = put_hex(p, vma.end);
-	*p = '\0';
-	if (stat(link, st) == 0 && same_file(file, st))
-		return true;
-	n = readlink(link, path, sizeof(path) - 1);
-	if (n <= 0)
-		return false;
-	path[n] = '\0';
-	return stat(path, st) == 0 && same_file(file, st);
+	ok = stat_map_files(sp, file, start, end, st) ||
+	     (nsb_maps_find(addr, &sp->vma) &&
+	      stat_map_files(sp, file, sp->vma.start, sp->vma.end, st));
+	nsb_slot_give(&map_files_busy, slot);
+	return ok;
 }
 
 /*

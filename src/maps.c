@@ -429,15 +429,37 @@ found(const struct nsb_vma *vma, void *arg)
 	return 1;
 }
 
-/* [signal-safe] The VMA that contains addr. */
+/* What nsb_maps_find works in: not on the handler's stack. */
+struct find_space {
+	struct walk w;
+	char buf[512];
+};
+_Static_assert(sizeof(struct find_space) <= NSB_SIGNAL_SPACE, "signal space");
+static atomic_uint find_busy;
+
+/* [signal-safe] The VMA that contains addr; false also when every slot
+ * is in use by other handlers. */
 bool
 nsb_maps_find(uintptr_t addr, struct nsb_vma *vma)
 {
-	struct walk w = { .lo = addr, .hi = addr + 1, .fn = found, .arg = vma };
-	char buf[512];
-	int saved_errno = errno;
-	bool ok = walk_file("/proc/self/maps", buf, sizeof(buf), &w) == 1;
+	int saved_errno = errno, slot = nsb_slot_take(&find_busy, NSB_SIGNAL_SLOTS);
+	struct find_space *fs;
+	bool ok;
 
+	if (slot < 0)
+		return false;
+	fs = nsb_signal_space(NSB_SPACE_MAPS, slot);
+	if (!fs) {
+		nsb_slot_give(&find_busy, slot);
+		return false;
+	}
+	memset(&fs->w, 0, sizeof(fs->w));
+	fs->w.lo = addr;
+	fs->w.hi = addr + 1;
+	fs->w.fn = found;
+	fs->w.arg = vma;
+	ok = walk_file("/proc/self/maps", fs->buf, sizeof(fs->buf), &fs->w) == 1;
+	nsb_slot_give(&find_busy, slot);
 	errno = saved_errno;
 	return ok;
 }

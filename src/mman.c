@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * mman.c - the interposed mmap, mmap64, munmap, mremap, mprotect and
- * pkey_mprotect.
+ * mman.c - the interposed mmap, mmap64, munmap, mremap, mprotect,
+ * pkey_mprotect, madvise and process_madvise.
  *
  * Each keeps libc's contract exactly (MAP_FAILED/-1 and errno) and, for a
  * call that touches no protected mapping and makes none, costs one
@@ -22,11 +22,16 @@
 /* Meson builds with _FILE_OFFSET_BITS=64, which makes glibc's headers
  * rename mmap to mmap64; we define both names ourselves. */
 #undef _FILE_OFFSET_BITS
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 #include <linux/magic.h>
@@ -78,6 +83,10 @@ nsb_record(struct nsb_range *r)
 	gen = (uint16_t)((gen + 1) & 0x7ff);	/* the table keeps 11 bits */
 	r->gen = gen;
 	if (nsb_disp_install() < 0)
+		return -1;
+	/* The account first: once recorded, a fault may need it. */
+	r->acct = nsb_account_new(r->off, r->end - r->start, unit_of(r->meta));
+	if (!r->acct)
 		return -1;
 	return nsb_ranges_insert(r);
 }
@@ -449,6 +458,181 @@ pkey_mprotect(void *addr, size_t len, int prot, int pkey)
 	return do_mprotect(addr, len, prot, pkey, true);
 }
 
+/* ---- madvise ----------------------------------------------------------- */
+
+#ifndef MADV_WIPEONFORK
+#define MADV_WIPEONFORK 18
+#define MADV_KEEPONFORK 19
+#endif
+
+/* The meta bits an advice sets and clears; false if it changes none. */
+static bool
+fork_advice(int advice, uint32_t *set, uint32_t *clear)
+{
+	*set = *clear = 0;
+	switch (advice) {
+	case MADV_DONTFORK:
+		*set = NSB_META_DONTFORK;
+		return true;
+	case MADV_DOFORK:
+		*clear = NSB_META_DONTFORK;
+		return true;
+	case MADV_WIPEONFORK:
+		*set = NSB_META_WIPEONFORK;
+		return true;
+	case MADV_KEEPONFORK:
+		*clear = NSB_META_WIPEONFORK;
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* The first VMA that MADV_WIPEONFORK refuses (a file's, or shared). */
+static int
+refuses_wipe(const struct nsb_vma *vma, void *arg)
+{
+	uintptr_t *at = arg;
+
+	if (!vma->anon || vma->shared) {
+		*at = vma->start;
+		return 1;
+	}
+	return 0;
+}
+
+/* After the advice over [start, end): the kernel applies it to every VMA
+ * there and reports a hole with ENOMEM; another error stops it at the
+ * first VMA that refuses (for MADV_WIPEONFORK, a file's or a shared one),
+ * the VMAs below it changed. */
+static void
+follow_advice(uintptr_t start, uintptr_t end, int advice, int ret, int err)
+{
+	uint32_t set, clear;
+
+	if (!fork_advice(advice, &set, &clear))
+		return;
+	if (ret < 0 && err != ENOMEM) {
+		uintptr_t at = start;
+
+		if (advice != MADV_WIPEONFORK ||
+		    nsb_maps_each(start, end, false, refuses_wipe, &at) != 1)
+			return;
+		end = at > start ? at : start;
+	}
+	if (start < end)
+		(void)nsb_ranges_set_flags(start, end, set, clear);
+}
+
+NSB_EXPORT int
+madvise(void *addr, size_t len, int advice)
+{
+	uintptr_t start, end, wstart, wend;
+	struct nsb_saved before;
+	uint32_t set, clear;
+	int ret, err;
+
+	/* Only what fork does with a mapping is recorded. */
+	if (!fork_advice(advice, &set, &clear) || nsb_ranges_count() == 0)
+		return real_madvise(addr, len, advice);
+	nsb_init();
+	if (!len || !page_aligned((uintptr_t)addr) ||
+	    !span_of(addr, len, nsb_config.page_size, &start, &end) ||
+	    !nsb_ranges_overlap(start, end))
+		return real_madvise(addr, len, advice);
+
+	nsb_saved_init(&before);
+	nsb_ranges_lock();
+	wstart = start;
+	wend = end;
+	if (nsb_ranges_reserve(2) < 0 || collect_whole(&wstart, &wend, &before) < 0) {
+		nsb_ranges_unlock();
+		nsb_saved_free(&before);
+		errno = ENOMEM;
+		return -1;
+	}
+	/* No rescue in the span until the records say it: a page replaced
+	 * meanwhile would miss the advice. */
+	nsb_ranges_flux(wstart, wend, 0, 0);
+	ret = real_madvise(addr, len, advice);
+	err = errno;
+	follow_advice(start, end, advice, ret, err);
+	nsb_ranges_flux_end();
+	nsb_ranges_unlock();
+	nsb_saved_free(&before);
+	errno = err;
+	return ret;
+}
+
+#ifndef SYS_process_madvise
+#define SYS_process_madvise 440
+#endif
+
+/* Does pidfd name this process?  Its fdinfo says which pid it names. */
+static bool
+pidfd_is_self(int pidfd)
+{
+	char path[64], buf[512], *p;
+	ssize_t len;
+	long pid = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	len = read(fd, buf, sizeof(buf) - 1);
+	syscall(SYS_close, fd);
+	if (len <= 0)
+		return false;
+	buf[len] = '\0';
+	p = strstr(buf, "\nPid:");
+	if (!p)
+		return false;
+	for (p += 5; *p == ' ' || *p == '\t'; p++)
+		;
+	while (*p >= '0' && *p <= '9')
+		pid = pid * 10 + (*p++ - '0');
+	return pid == (long)getpid();
+}
+
+/* The kernel takes only advices about memory use here (MADV_COLD,
+ * MADV_PAGEOUT ...), none of which the records keep; a kernel that takes
+ * the fork ones too is followed, for the own process's pidfd. */
+NSB_EXPORT ssize_t
+process_madvise(int pidfd, const struct iovec *iov, size_t n, int advice, unsigned flags)
+{
+	ssize_t (*f)(int, const void *, size_t, int, unsigned) = real_process_madvise;
+	uint32_t set, clear;
+	ssize_t ret;
+	int err;
+
+	if (!fork_advice(advice, &set, &clear) || nsb_ranges_count() == 0)
+		return f ? f(pidfd, iov, n, advice, flags)
+			 : syscall(SYS_process_madvise, pidfd, iov, n, advice, flags);
+	nsb_ranges_lock();
+	ret = f ? f(pidfd, iov, n, advice, flags)
+		: syscall(SYS_process_madvise, pidfd, iov, n, advice, flags);
+	err = errno;
+	if (ret > 0 && pidfd_is_self(pidfd)) {
+		size_t left = (size_t)ret;
+
+		/* It advises the vectors in order, and says how far it got. */
+		for (size_t i = 0; i < n && left; i++) {
+			size_t l = iov[i].iov_len < left ? iov[i].iov_len : left;
+			uintptr_t s, e;
+
+			left -= l;
+			if (l && page_aligned((uintptr_t)iov[i].iov_base) &&
+			    span_of(iov[i].iov_base, l, nsb_config.page_size, &s, &e))
+				follow_advice(s, e, advice, 0, 0);
+		}
+	}
+	nsb_ranges_unlock();
+	errno = err;
+	return ret;
+}
+
 /* ---- mremap ------------------------------------------------------------ */
 
 /*
@@ -491,14 +675,17 @@ collect_piece(const struct nsb_vma *vma, void *arg)
 	return nsb_saved_push(&pc->vmas, &r) < 0 ? -1 : 0;
 }
 
-/* Moves one piece; on failure, moves back the `done` ones before it. */
+/* Moves one piece; on failure, moves back the `done` ones before it.
+ * With MREMAP_DONTUNMAP the source stays mapped, and a piece moved back
+ * replaces what the kernel left there. */
 static bool
-move_piece(struct piece *pcs, size_t i, int *err)
+move_piece(struct piece *pcs, size_t i, int flags, int *err)
 {
 	struct piece *p = &pcs[i];
 
 	if (nsb_sys_mremap((void *)p->from, p->len, p->now,
-			   MREMAP_MAYMOVE | MREMAP_FIXED, (void *)p->to) != MAP_FAILED)
+			   MREMAP_MAYMOVE | MREMAP_FIXED | (flags & MREMAP_DONTUNMAP),
+			   (void *)p->to) != MAP_FAILED)
 		return true;
 	*err = errno;
 	while (i-- > 0) {
@@ -527,7 +714,7 @@ remap_pieces(uintptr_t old, size_t old_len, size_t new_len, int flags, uintptr_t
 		goto out;
 	n = pc.vmas.n;
 
-	if (!(flags & MREMAP_FIXED) && new_len <= old_len) {
+	if (!(flags & (MREMAP_FIXED | MREMAP_DONTUNMAP)) && new_len <= old_len) {
 		if (new_len < old_len && nsb_sys_munmap((void *)(old + new_len), old_len - new_len) < 0) {
 			err = errno;
 			goto out;
@@ -536,11 +723,13 @@ remap_pieces(uintptr_t old, size_t old_len, size_t new_len, int flags, uintptr_t
 		goto out;
 	}
 	if (!(flags & MREMAP_FIXED)) {
-		/* Grow in place by growing the last piece. */
+		/* Grow in place by growing the last piece (mremap() makes the
+		 * part it adds the file again if that piece is a rescue's). */
 		struct nsb_range *last = &pc.vmas.r[n - 1];
 		size_t len = last->end - last->start;
 
-		if (nsb_sys_mremap((void *)last->start, len, len + new_len - old_len, 0, NULL) != MAP_FAILED) {
+		if (!(flags & MREMAP_DONTUNMAP) &&
+		    nsb_sys_mremap((void *)last->start, len, len + new_len - old_len, 0, NULL) != MAP_FAILED) {
 			ret = (void *)old;
 			goto out;
 		}
@@ -594,10 +783,10 @@ remap_pieces(uintptr_t old, size_t old_len, size_t new_len, int flags, uintptr_t
 		if (resized.len)
 			pcs[k++] = resized;
 		for (i = 0; i < k; i++)
-			if (!move_piece(pcs, i, &err))
+			if (!move_piece(pcs, i, flags, &err))
 				goto out_unreserve;
 	}
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n && !(flags & MREMAP_DONTUNMAP); i++) {
 		struct nsb_range *v = &pc.vmas.r[i];
 
 		if (v->start - old >= new_len)
@@ -614,6 +803,67 @@ out:
 	if (ret == MAP_FAILED)
 		errno = err;
 	return ret;
+}
+
+/*
+ * The file of record r mapped over r's span, at r's offset and protection:
+ * the part an mremap adds to a mapping whose last unit was replaced, which
+ * the kernel grows as that anonymous memory - with the kernel's own flag
+ * it would be the file.  Through a descriptor of the file this process
+ * has (the program's or the library's, opened anew through /proc so that
+ * its access mode is the mapping's).  False if there is none.
+ */
+static bool
+map_file_over(const struct nsb_range *r)
+{
+	int prot = (int)(r->meta & NSB_META_PROT), pkey = NSB_META_PKEY(r->meta);
+	bool shared = r->meta & NSB_META_SHARED, done = false;
+	int best = -1, best_rank = 0, nfd = -1;
+	uint64_t dev, ino;
+	struct dirent *e;
+	DIR *d;
+
+	if ((r->meta & NSB_META_ANON) || !nsb_files_identity(r->file, &dev, &ino) ||
+	    !(d = opendir("/proc/self/fd")))
+		return false;
+	/* A shared mapping may be made writable later only if its file was
+	 * opened for writing: the widest descriptor of the file decides
+	 * (O_RDWR, then one that only names it, then O_RDONLY). */
+	while ((e = readdir(d))) {
+		struct stat st;
+		int fd = atoi(e->d_name), fl, rank;
+
+		if (e->d_name[0] == '.' || fd == dirfd(d) || fstat(fd, &st) < 0 ||
+		    (uint64_t)st.st_dev != dev || (uint64_t)st.st_ino != ino ||
+		    (fl = fcntl(fd, F_GETFL)) < 0)
+			continue;
+		rank = (fl & O_ACCMODE) == O_RDWR ? 3 : (fl & O_PATH) ? 2 : 1;
+		if (rank > best_rank) {
+			best = fd;
+			best_rank = rank;
+		}
+	}
+	if (best >= 0) {
+		char path[64];
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", best);
+		if (shared && best_rank >= 2)
+			nfd = open(path, O_RDWR | O_CLOEXEC);
+		if (nfd < 0 && (!shared || !(prot & PROT_WRITE) || best_rank == 1))
+			nfd = open(path, O_RDONLY | O_CLOEXEC);
+	}
+	closedir(d);
+	if (nfd < 0)
+		return false;
+	done = nsb_sys_mmap((void *)r->start, r->end - r->start, prot,
+			    MAP_FIXED | (shared ? MAP_SHARED : MAP_PRIVATE), nfd,
+			    (off_t)r->off) != MAP_FAILED;
+	syscall(SYS_close, nfd);
+	if (done && pkey >= 0)
+		(void)nsb_sys_pkey_mprotect((void *)r->start, r->end - r->start, prot, pkey);
+	if (done && (r->meta & NSB_META_DONTFORK))
+		(void)nsb_sys_madvise((void *)r->start, r->end - r->start, MADV_DONTFORK);
+	return done;
 }
 
 /*
@@ -778,12 +1028,44 @@ resync_failed_move(uintptr_t old, uintptr_t old_end, uintptr_t dest, uintptr_t d
 	nsb_saved_free(&cands);
 }
 
+/*
+ * After a failed MREMAP_DONTUNMAP: what moved is in both places, and its
+ * records at the destination (resync_failed_move) name the source's
+ * accounts.  They get copies, so that the two go on apart.  (Out of
+ * memory: they keep sharing, and a unit replaced on one side is not
+ * replaced on the other.)
+ */
+static void
+separate_accounts(uintptr_t start, uintptr_t end)
+{
+	struct nsb_saved recs;
+
+	nsb_saved_init(&recs);
+	if (nsb_ranges_collect(start, end, &recs) == 0 && recs.n) {
+		bool ok = true;
+
+		for (size_t i = 0; ok && i < recs.n; i++) {
+			struct nsb_range *r = &recs.r[i];
+
+			r->acct = nsb_account_copy(r->acct, r->off, r->end - r->start);
+			ok = r->acct != NULL;
+		}
+		if (ok) {
+			nsb_ranges_cut(start, end);
+			for (size_t i = 0; i < recs.n; i++)
+				(void)nsb_ranges_insert(&recs.r[i]);
+		}
+	}
+	nsb_saved_free(&recs);
+}
+
 NSB_EXPORT void *
 mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 {
 	uintptr_t old = (uintptr_t)old_addr, old_end, dest = 0, dest_end = 0, base;
-	struct nsb_saved from, over, cands, src, dst;
+	struct nsb_saved from, over, cands, src, dst, stay;
 	bool moves_old, covers_dest = false, has_tail = false;
+	struct nsb_account *grown = NULL, *dup = NULL;
 	struct nsb_range tail = { 0 };
 	size_t unit, old_len_r, new_len_r, keep;
 	void *new_addr = NULL, *p;
@@ -816,6 +1098,7 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 	nsb_saved_init(&cands);
 	nsb_saved_init(&src);
 	nsb_saved_init(&dst);
+	nsb_saved_init(&stay);
 	nsb_ranges_lock();
 	if (nsb_ranges_collect(old, old_end, &from) < 0)
 		goto nomem;
@@ -839,6 +1122,26 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 		has_tail = true;
 		tail = from.r[from.n - 1];
 	}
+	/* The accounts of what the kernel will map anew, made first: the
+	 * part a growth adds, a duplicate, and the source MREMAP_DONTUNMAP
+	 * leaves (what was replaced there stays anonymous memory, and its
+	 * account goes on apart from the moved one's). */
+	if (!old_len && from.n) {
+		dup = nsb_account_new(from.r[0].off, new_len_r, unit);
+		if (!dup)
+			goto nomem;
+	} else if (has_tail && new_len_r > old_len_r) {
+		grown = nsb_account_new(tail.off + (tail.end - tail.start), new_len_r - old_len_r, unit);
+		if (!grown)
+			goto nomem;
+	}
+	for (size_t i = 0; old_len && (flags & MREMAP_DONTUNMAP) && i < from.n; i++) {
+		struct nsb_range r = from.r[i];
+
+		r.acct = nsb_account_copy(r.acct, r.off, r.end - r.start);
+		if (!r.acct || nsb_saved_push(&stay, &r) < 0)
+			goto nomem;
+	}
 
 	/* The source's VMAs: a move replaces the destination only opposite
 	 * them (a kernel that moves several VMAs at once leaves what is
@@ -853,7 +1156,7 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 	nsb_ranges_flux(old, old_len ? old_end : old, dest, dest_end);
 	p = nsb_sys_mremap(old_addr, old_len, new_len, flags, new_addr);
 	err = errno;
-	if (p == MAP_FAILED && err == EFAULT && moves_old && from.n &&
+	if (p == MAP_FAILED && err == EFAULT && old_len && from.n &&
 	    from.r[0].start == old && has_tail) {
 		p = remap_pieces(old, old_len_r, new_len_r, flags, dest);
 		err = errno;
@@ -864,8 +1167,11 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 		 * the call failed (and only those) are looked for at the
 		 * destination, beside what was recorded there. */
 		resync(old, old_end, &from, false);
-		if ((flags & MREMAP_FIXED) && old_len)
+		if ((flags & MREMAP_FIXED) && old_len) {
 			resync_failed_move(old, old_end, dest, dest_end, flags, &from, &over, &src, &dst);
+			if (flags & MREMAP_DONTUNMAP)
+				separate_accounts(dest, dest_end);
+		}
 		goto out;
 	}
 
@@ -893,12 +1199,26 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 		nsb_ranges_cut(base, base + new_len_r);
 	}
 	moved_records(&from, old, keep, base, &cands);
-	for (size_t i = 0; i < cands.n; i++)
+	for (size_t i = 0; i < cands.n; i++) {
+		if (dup)
+			cands.r[i].acct = dup;
 		(void)nsb_ranges_insert(&cands.r[i]);
+	}
+	if (stay.n) {
+		nsb_ranges_cut(old, old_end);
+		for (size_t i = 0; i < stay.n; i++)
+			(void)nsb_ranges_insert(&stay.r[i]);
+	}
 	if (has_tail && new_len_r > old_len_r) {
+		/* The kernel grows a rescued last unit as anonymous memory. */
+		bool anon = old_len && nsb_account_test(tail.acct, tail.off + (tail.end - tail.start) - unit);
+
 		tail.off += tail.end - tail.start;
 		tail.start = base + old_len_r;
 		tail.end = base + new_len_r;
+		tail.acct = dup ? dup : grown;
+		if (anon && !map_file_over(&tail))
+			(void)nsb_account_claim_run(tail.acct, tail.off, (tail.end - tail.start) / unit);
 		(void)nsb_ranges_insert(&tail);
 	}
 	err = saved_errno;
@@ -918,6 +1238,7 @@ done:
 	nsb_saved_free(&cands);
 	nsb_saved_free(&src);
 	nsb_saved_free(&dst);
+	nsb_saved_free(&stay);
 	errno = err;
 	return p;
 }

@@ -16,7 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #define NSB_INTERNAL __attribute__((visibility("hidden")))
 #define NSB_EXPORT __attribute__((visibility("default")))
@@ -49,6 +51,12 @@ int nsb_sys_mprotect(void *addr, size_t len, int prot); /* [signal-safe] */
 int nsb_sys_pkey_mprotect(void *addr, size_t len, int prot, int pkey); /* [signal-safe] */
 int nsb_sys_sigaction(int sig, const struct sigaction *act, struct sigaction *old); /* [signal-safe] */
 int nsb_sys_sigmask(int how, const sigset_t *set, sigset_t *old); /* [signal-safe] */
+/* [signal-safe] madvise() without our interposition (the kernel's own). */
+static inline int
+nsb_sys_madvise(void *addr, size_t len, int advice)
+{
+	return (int)syscall(SYS_madvise, addr, len, advice);
+}
 
 /* The other real functions, by name: real_execve(path, argv, envp) calls
  * the next execve, looking it up the first time.  Optional ones
@@ -108,6 +116,8 @@ enum nsb_real_fn {
 	NSB_REAL___SIGSETJMP,
 	NSB_REAL_PIDFD_SPAWN,
 	NSB_REAL_PIDFD_SPAWNP,
+	NSB_REAL_MADVISE,
+	NSB_REAL_PROCESS_MADVISE,
 	NSB_REAL_COUNT
 };
 
@@ -185,6 +195,10 @@ struct timeval;
 #define real_pause ((int (*)(void))nsb_real(NSB_REAL_PAUSE))
 #define real_setcontext ((int (*)(const void *))nsb_real(NSB_REAL_SETCONTEXT))
 #define real_swapcontext ((int (*)(void *, const void *))nsb_real(NSB_REAL_SWAPCONTEXT))
+#define real_madvise ((int (*)(void *, size_t, int))nsb_real(NSB_REAL_MADVISE))
+/* Optional (glibc 2.36 and later): NULL, and a system call instead. */
+#define real_process_madvise \
+	((ssize_t (*)(int, const void *, size_t, int, unsigned))nsb_real(NSB_REAL_PROCESS_MADVISE))
 #define real_nanosleep \
 	((int (*)(const struct timespec *, struct timespec *))nsb_real(NSB_REAL_NANOSLEEP))
 #define real_clock_nanosleep \
@@ -290,6 +304,35 @@ sigset_t *nsb_outer_mask(void);
 bool nsb_other_threads(void);
 bool nsb_read_word(const void *user, void *out);	/* [signal-safe] */
 
+/*
+ * [signal-safe] Buffers for signal context, so that no path buffer is on
+ * the handler's stack (it may be a small alternate stack): one of n slots
+ * of a pool (a bit each in *busy), taken without waiting, or -1 when every
+ * one is in use (the caller then cannot tell, and says so).
+ */
+static inline int
+nsb_slot_take(atomic_uint *busy, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (!(atomic_fetch_or(busy, 1u << i) & (1u << i)))
+			return (int)i;
+	return -1;
+}
+
+static inline void
+nsb_slot_give(atomic_uint *busy, int slot)
+{
+	atomic_fetch_and(busy, ~(1u << slot));
+}
+#define NSB_SIGNAL_SLOTS 8
+/* [signal-safe] Slot `slot` of the space a user of the pool above has
+ * (NSB_SIGNAL_SPACE bytes), made with the handler's memory before it is
+ * installed (rescue.c: not in the library's .bss, which every process
+ * would pay for at start-up); NULL before. */
+enum nsb_space_user { NSB_SPACE_FILES, NSB_SPACE_MAPS, NSB_SPACE_USERS };
+#define NSB_SIGNAL_SPACE 4608
+void *nsb_signal_space(enum nsb_space_user user, int slot);
+
 /* ---- memory.c: the library's own memory -------------------------------- */
 
 /* The areas of the library's arena: each at a fixed address, mapped as
@@ -319,13 +362,16 @@ void *nsb_memory_table(int which, size_t bytes);
 #define NSB_META_SHARED		0x0008u
 #define NSB_META_ANON		0x0010u		/* no file behind it */
 #define NSB_META_MEMFS		0x0020u		/* a file that lives in memory */
-#define NSB_META_ROOMY		0x0040u		/* ... whose writes cannot run out of room */
-#define NSB_META_POLICY		0x0080u		/* protected by the policy, not asked for */
+#define NSB_META_POLICY		0x8000u		/* protected by the policy, not asked for */
 #define NSB_META_SHIFT(m)	(((m) >> 8) & 0x3fu)	/* log2 of the page size */
 #define NSB_META_MKSHIFT(s)	((uint32_t)(s) << 8)
 #define NSB_META_PKEY(m)	((int)(((m) >> 16) & 0x1fu) - 1) /* -1: none */
 #define NSB_META_MKPKEY(k)	((uint32_t)((k) + 1) << 16)
 #define NSB_META_PKEY_MASK	0x1f0000u
+#define NSB_META_DONTFORK	0x0080u		/* MADV_DONTFORK: not in a fork child */
+#define NSB_META_WIPEONFORK	0x4000u		/* MADV_WIPEONFORK: fresh in a fork child */
+
+struct nsb_account;
 
 /*
  * [signal-safe] The fill of a record: NOSIGBUS_FILL where it is given;
@@ -351,6 +397,7 @@ struct nsb_range {
 	uint16_t file;		/* files.c index, 0: none */
 	uint16_t gen;		/* which mapping made it (wraps): tells a new
 				 * mapping at the same address from the old */
+	struct nsb_account *acct;	/* what was replaced (account.c) */
 };
 
 /* Writers: every function below except the lock-free ones must be called
@@ -409,8 +456,36 @@ enum nsb_lookup { NSB_LOOKUP_NONE, NSB_LOOKUP_FOUND, NSB_LOOKUP_BUSY };
 enum nsb_lookup nsb_ranges_enter(uintptr_t addr, struct nsb_range *out, int *ticket);
 void nsb_ranges_leave(int ticket);	/* [signal-safe] */
 
+/* Sets (set) or clears (clear) meta bits of the recorded parts of
+ * [start, end): madvise(MADV_DONTFORK ...). */
+int nsb_ranges_set_flags(uintptr_t start, uintptr_t end, uint32_t set, uint32_t clear);
+/* Replaced units in the records of [start, end) (tests). */
+size_t nsb_ranges_replaced(uintptr_t start, uintptr_t end);
+
 void nsb_ranges_fail_next_alloc(void);	/* test hook */
 void nsb_ranges_after_fork_child(void);
+
+/* ---- account.c: which units the library replaced ---------------------- */
+
+/*
+ * A bit per unit of a mapping, indexed by file offset (see account.c).
+ * Made, counted and released under the table lock; claimed and tested in
+ * the handler.
+ */
+struct nsb_account *nsb_account_new(uint64_t off, size_t len, size_t unit);
+/* A new account for [off, off + len) with the bits from's has there. */
+struct nsb_account *nsb_account_copy(const struct nsb_account *from, uint64_t off, size_t len);
+void nsb_account_ref(struct nsb_account *a, int delta);
+void nsb_account_release_unused(void);
+uint64_t nsb_account_id(const struct nsb_account *a);	/* [signal-safe] */
+bool nsb_account_claim(struct nsb_account *a, uint64_t off);	/* [signal-safe] */
+size_t nsb_account_claim_run(struct nsb_account *a, uint64_t off, size_t max); /* [signal-safe] */
+void nsb_account_unclaim(struct nsb_account *a, uint64_t off, size_t n); /* [signal-safe] */
+bool nsb_account_test(const struct nsb_account *a, uint64_t off);	/* [signal-safe] */
+void nsb_account_clear(struct nsb_account *a, uint64_t off, size_t len);
+size_t nsb_account_count(const struct nsb_account *a, uint64_t off, size_t len);
+/* The memory an account of a mapping of len bytes takes. */
+size_t nsb_account_bytes(size_t len, size_t unit);
 
 /* ---- files.c: the files behind protected mappings ---------------------- */
 
@@ -440,8 +515,6 @@ uint64_t nsb_dev_of(unsigned major, unsigned minor);
 void nsb_rescue_handler(int sig, siginfo_t *si, void *uc); /* [signal-safe] */
 void nsb_rescue_after_fork_child(void);
 int nsb_rescue_prepare(void);	/* its memory, before the handler is installed */
-/* Records of [start, end) were removed: forget the rescues done there. */
-void nsb_rescue_forget(uintptr_t start, uintptr_t end);
 
 /* ---- dispositions.c: the program's view of signals --------------------- */
 
@@ -564,8 +637,8 @@ void nsb_log_after_fork_child(void);
 
 /* ---- mman.c: shared with api.c ----------------------------------------- */
 
-/* Records r, a new mapping (the library's handler is installed first).
- * Table lock held. */
+/* Records r, a new mapping (the library's handler is installed first),
+ * with a new account of what will be replaced in it.  Table lock held. */
 int nsb_record(struct nsb_range *r);
 
 #endif /* NSB_H */

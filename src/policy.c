@@ -23,11 +23,11 @@
  *    they are kept by its unique mount ID (Linux 6.8: never reused), and
  *    fstatfs asks only for a mount not seen before (or on a kernel
  *    without unique IDs, every time).
- *  - Only a memfd counts as "roomy" (a write can never be refused for
- *    room): any other tmpfs may be remounted with a size limit after the
- *    mapping is made, so its writes are checked against the file's size
- *    at fault time.  (A tmpfs file other than a memfd cannot have seals:
- *    the kernel creates it sealed against new ones.)
+ *  - Every protected file's faults are checked against its size at
+ *    fault time (SPEC §5), a memfd's too (userfaultfd in SIGBUS mode, a
+ *    swap read error and hugetlbfs fault inside the size): nothing here
+ *    lets a rescue skip that.  (A tmpfs file other than a memfd cannot
+ *    have seals: the kernel creates it sealed against new ones.)
  *
  * Not used in signal context.
  */
@@ -205,34 +205,6 @@ stat_of(const struct statx *sx, struct stat *st)
 	st->st_blksize = (blksize_t)sx->stx_blksize;
 }
 
-/* The kernel does not overcommit memory (vm.overcommit_memory=2): even a
- * tmpfs without a size limit may refuse a page. */
-static bool
-strict_overcommit(void)
-{
-	static int strict = -1;
-
-	if (strict < 0) {
-		char c = '0';
-		int fd = open("/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC);
-
-		if (fd >= 0) {
-			if (read(fd, &c, 1) != 1)
-				c = '2';
-			close(fd);
-		}
-		strict = c == '2';
-	}
-	return strict;
-}
-
-/* The old way (no seals, no statx): a tmpfs without a size limit. */
-static bool
-roomy(const struct statfs *fs)
-{
-	return fs->f_type == TMPFS_MAGIC && fs->f_blocks == 0 && !strict_overcommit();
-}
-
 /* The old way: a memfd that can never shrink cannot fault past its end. */
 static bool
 cannot_shrink(int fd)
@@ -298,8 +270,6 @@ nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d)
 				return;	/* a memfd that can never shrink */
 		}
 		d->meta = d->memfs ? NSB_META_MEMFS : 0;
-		if (memfd && !strict_overcommit())
-			d->meta |= NSB_META_ROOMY;
 	} else {
 slow:
 		if (fstatfs(fd, &fs) < 0) {
@@ -320,8 +290,6 @@ slow:
 				return;
 		}
 		d->meta = d->memfs ? NSB_META_MEMFS : 0;
-		if (roomy(&fs))
-			d->meta |= NSB_META_ROOMY;
 	}
 	d->meta |= ((uint32_t)prot & NSB_META_PROT) | NSB_META_MKSHIFT(shift) |
 		   NSB_META_MKPKEY(-1);

@@ -34,7 +34,8 @@
  *
  * Signal context: nsb_ranges_enter, nsb_ranges_leave, nsb_ranges_count,
  * nsb_ranges_version.  Everything else runs with the table lock held,
- * except nsb_ranges_overlap.
+ * except nsb_ranges_overlap (and nsb_ranges_after_fork_child, in a child
+ * whose parent held it).
  */
 #include <errno.h>
 #include <sched.h>
@@ -44,16 +45,19 @@
 #include "nsb.h"
 
 /*
- * A record as the table keeps it: 24 bytes, not the 32 of struct
+ * A record as the table keeps it: 32 bytes, not the 40 of struct
  * nsb_range (the table is the library's one big memory cost, SPEC §9).
  * Lengths and file offsets are in pages; a longer record than 2^32 pages
- * is kept as several.
+ * is kept as several.  The pieces of one mapping name one account
+ * (account.c), which finds their units by file offset: a split or a move
+ * carries every bit exactly.
  */
 struct slot {
 	uintptr_t start;
 	uint64_t off_file;	/* file offset in pages << 16 | file */
 	uint32_t pages;
 	uint32_t meta_gen;	/* meta (21 bits) | gen << 21 */
+	struct nsb_account *acct;
 };
 #define META_BITS	21
 #define META_MASK	((1u << META_BITS) - 1)
@@ -74,6 +78,7 @@ unpack(const struct slot *s, struct nsb_range *r)
 	r->file = (uint16_t)(s->off_file & 0xffff);
 	r->meta = s->meta_gen & META_MASK;
 	r->gen = (uint16_t)(s->meta_gen >> META_BITS);
+	r->acct = s->acct;
 }
 
 /* r must fit one slot (nsb_ranges_insert splits it). */
@@ -84,6 +89,7 @@ pack(const struct nsb_range *r, struct slot *s)
 	s->pages = (uint32_t)((r->end - r->start) / nsb_config.page_size);
 	s->off_file = (r->off / nsb_config.page_size) << 16 | r->file;
 	s->meta_gen = (r->meta & META_MASK) | (uint32_t)r->gen << META_BITS;
+	s->acct = r->acct;
 }
 
 static inline uint16_t
@@ -389,8 +395,10 @@ split_at(struct table *t, uintptr_t addr, bool count)
 	upper.off_file += below << 16;
 	t->r[i].pages = (uint32_t)below;
 	insert_at(t, i, &upper);
-	if (count)
+	if (count) {
 		nsb_files_ref(slot_file(&upper), 1);
+		nsb_account_ref(upper.acct, 1);
+	}
 }
 
 /* Indexes [*lo, *hi) of the records inside [start, end) after splitting. */
@@ -406,11 +414,12 @@ span(const struct table *t, uintptr_t start, uintptr_t end, size_t *lo, size_t *
 }
 
 struct op {
-	enum { OP_INSERT, OP_CUT, OP_PROT } kind;
+	enum { OP_INSERT, OP_CUT, OP_PROT, OP_FLAGS } kind;
 	struct nsb_range r;
 	struct slot s;		/* OP_INSERT: r packed */
 	int prot;
 	int pkey;
+	uint32_t set, clear;	/* OP_FLAGS */
 };
 
 static void
@@ -421,20 +430,30 @@ apply(struct table *t, const struct op *op, bool count)
 	switch (op->kind) {
 	case OP_INSERT:
 		insert_at(t, first_at_or_below(t->r, t->n, op->s.start), &op->s);
-		if (count)
+		if (count) {
 			nsb_files_ref(slot_file(&op->s), 1);
+			nsb_account_ref(op->s.acct, 1);
+		}
 		return;
 	case OP_CUT:
 	case OP_PROT:
+	case OP_FLAGS:
 		split_at(t, op->r.start, count);
 		split_at(t, op->r.end, count);
 		span(t, op->r.start, op->r.end, &lo, &hi);
 		if (op->kind == OP_CUT) {
 			if (count)
-				for (size_t i = lo; i < hi; i++)
+				for (size_t i = lo; i < hi; i++) {
 					nsb_files_ref(slot_file(&t->r[i]), -1);
+					nsb_account_ref(t->r[i].acct, -1);
+				}
 			memmove(&t->r[lo], &t->r[hi], (t->n - hi) * sizeof(t->r[0]));
 			t->n -= hi - lo;
+			return;
+		}
+		if (op->kind == OP_FLAGS) {
+			for (size_t i = lo; i < hi; i++)
+				t->r[i].meta_gen = (t->r[i].meta_gen & ~op->clear) | op->set;
 			return;
 		}
 		for (size_t i = lo; i < hi; i++) {
@@ -465,9 +484,6 @@ update(const struct op *op)
 	switch_copies();
 	apply(&copies[inactive ^ 1], op, false);
 	atomic_fetch_add(&version, 1);
-	/* No handler can hold a removed record now. */
-	if (op->kind == OP_CUT)
-		nsb_rescue_forget(op->r.start, op->r.end);
 	return 0;
 }
 
@@ -484,6 +500,7 @@ void
 nsb_ranges_unlock(void)
 {
 	nsb_files_release_unused();
+	nsb_account_release_unused();
 	nsb_scratch_reset();
 	nsb_unlock(&nsb_table_lock);
 }
@@ -543,6 +560,40 @@ nsb_ranges_set_prot(uintptr_t start, uintptr_t end, int prot, int pkey)
 	if (!overlap_locked(start, end))
 		return 0;
 	return update(&op);
+}
+
+int
+nsb_ranges_set_flags(uintptr_t start, uintptr_t end, uint32_t set, uint32_t clear)
+{
+	struct op op = { .kind = OP_FLAGS, .r = { .start = start, .end = end },
+			 .set = set, .clear = clear };
+
+	if (!overlap_locked(start, end))
+		return 0;
+	return update(&op);
+}
+
+size_t
+nsb_ranges_replaced(uintptr_t start, uintptr_t end)
+{
+	const struct table *t = &copies[atomic_load(&active)];
+	size_t n = 0;
+
+	for (size_t i = 0; i < t->n; i++) {
+		struct nsb_range r;
+
+		unpack(&t->r[i], &r);
+		if (r.end <= start || r.start >= end)
+			continue;
+		if (r.start < start) {
+			r.off += start - r.start;
+			r.start = start;
+		}
+		if (r.end > end)
+			r.end = end;
+		n += nsb_account_count(r.acct, r.off, r.end - r.start);
+	}
+	return n;
 }
 
 void
@@ -630,7 +681,25 @@ nsb_ranges_fail_next_alloc(void)
 void
 nsb_ranges_after_fork_child(void)
 {
+	const struct table *t = &copies[atomic_load(&active)];
+
 	atomic_store(&readers[0], 0);
 	atomic_store(&readers[1], 0);
 	nsb_ranges_flux_end();
+	/* The fork took the table lock: the records are ours to change.
+	 * MADV_DONTFORK mappings are not in the child; MADV_WIPEONFORK ones
+	 * are fresh memory, nothing of it replaced. */
+	for (size_t i = t->n; i-- > 0;) {
+		struct nsb_range r;
+
+		unpack(&t->r[i], &r);
+		if (r.meta & NSB_META_DONTFORK) {
+			(void)nsb_ranges_cut(r.start, r.end);
+			t = &copies[atomic_load(&active)];
+			if (i > t->n)
+				i = t->n;
+		} else if (r.meta & NSB_META_WIPEONFORK) {
+			nsb_account_clear(r.acct, r.off, r.end - r.start);
+		}
+	}
 }

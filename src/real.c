@@ -110,6 +110,8 @@ static const struct {
 	[NSB_REAL___SIGSETJMP] = { "__sigsetjmp", true, true },
 	[NSB_REAL_PIDFD_SPAWN] = { "pidfd_spawn", false, false },
 	[NSB_REAL_PIDFD_SPAWNP] = { "pidfd_spawnp", false, false },
+	[NSB_REAL_MADVISE] = { "madvise", true, false },
+	[NSB_REAL_PROCESS_MADVISE] = { "process_madvise", false, false },
 };
 
 /*

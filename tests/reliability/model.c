@@ -175,6 +175,7 @@ struct mpage {
 	uint8_t cow;		/* private file page written: holds val */
 	uint8_t val;		/* K_ANON contents, or the private copy */
 	uint8_t rescued;	/* K_ANON made by a rescue */
+	uint8_t rfile;		/* ... of a file page: 1 private, 2 shared (file, pgoff kept) */
 	int pgoff;
 };
 
@@ -794,6 +795,7 @@ policy_covers(const struct seq *s, int file)
 static uint8_t
 model_rescue(struct seq *s, struct mpage *p, bool write, uint8_t val)
 {
+	p->rfile = p->kind == K_FILE ? (uint8_t)(1 + !!p->shared) : 0;
 	p->kind = K_ANON;
 	p->shared = 0;
 	p->cow = 0;
@@ -840,22 +842,17 @@ model_access(struct seq *s, int i, bool write, uint8_t val, uint8_t *out, char *
 				 "unprotected)", what, p->file, p->pgoff);
 			return A_BUS;
 		}
-		if (write && p->shared && !s->errors_zero) {
-			snprintf(why, wlen, "SIGBUS (shared write to a hole of file%d page %d on a full "
-				 "tmpfs: an error inside the file's size reaches the program)",
+		/* Inside the size: the program's, read or write, shared or
+		 * private (issue 19 withdrew the "hole" exception). */
+		if (!s->errors_zero) {
+			snprintf(why, wlen, "SIGBUS (%s of a hole of file%d page %d on a full tmpfs: "
+				 "an error inside the file's size reaches the program)", what,
 				 p->file, p->pgoff);
 			return A_BUS;
 		}
-		if (write && !s->errors_zero) {
-			/* Nothing reaches the file either way: may be rescued. */
-			*out = val;
-			snprintf(why, wlen, "0x%02x (rescued) or SIGBUS (private write to a hole of file%d "
-				 "page %d on a full tmpfs)", val, p->file, p->pgoff);
-			return A_EITHER;
-		}
 		*out = model_rescue(s, p, write, val);
-		snprintf(why, wlen, "0x%02x (rescue: %s of a hole of file%d page %d on a full tmpfs%s)",
-			 *out, what, p->file, p->pgoff, write ? ", NOSIGBUS_ERRORS=zero" : "");
+		snprintf(why, wlen, "0x%02x (rescue: %s of a hole of file%d page %d on a full tmpfs, "
+			 "NOSIGBUS_ERRORS=zero)", *out, what, p->file, p->pgoff);
 		return A_OK;
 	}
 	if (p->pgoff < f->size) {
@@ -1384,12 +1381,19 @@ model_mremap(struct mpage *pg, int nwin, const struct op *op)
 			*p = src[j];
 			continue;
 		}
-		/* The grown part extends the last VMA. */
+		/* The grown part extends the last VMA; after a rescue of the
+		 * last page of a file's mapping it is the file again (issue
+		 * 19), as with the kernel's own flag - while it is protected. */
 		*p = last;
 		p->cow = 0;
 		p->val = 0;
 		p->rescued = 0;
-		if (last.kind == K_FILE)
+		p->rfile = 0;
+		if (last.rescued && last.rfile && last.prot_d) {
+			p->kind = K_FILE;
+			p->shared = last.rfile == 2;
+		}
+		if (p->kind == K_FILE)
 			p->pgoff = last.pgoff + (j - op->o + 1);
 	}
 }
@@ -1563,8 +1567,12 @@ run_protect(struct seq *s, const struct op *op)
 	expect_result(s, err == 0, err, ret, errno);
 	if (err)
 		return;
-	for (int i = op->a; i < op->a + op->n; i++)
+	/* New records, with a new account: nothing replaced in them yet. */
+	for (int i = op->a; i < op->a + op->n; i++) {
 		s->m.pg[i].prot_d = 1;
+		s->m.pg[i].rescued = 0;
+		s->m.pg[i].rfile = 0;
+	}
 }
 
 /* The full tmpfs stays full: whatever a truncation freed, the filler takes. */
@@ -1959,14 +1967,25 @@ probe_expect(const struct seq *s, const struct mpage *p, bool huge, bool *natura
 	if (p->kind == K_FILE && (p->prot & PROT_READ) && !(p->cow && !p->shared)) {
 		const struct mfile *f = huge ? NULL : &s->m.f[p->file];
 
-		if (huge || p->pgoff >= f->size ||
-		    (f->backing == B_FULL && !f->alloc[p->pgoff])) {
+		if (huge || p->pgoff >= f->size) {
 			*natural = true;
 			return p->prot_d ? P_RESCUE : P_BUS;
+		}
+		/* A hole of the full tmpfs is inside the size: the program's. */
+		if (f->backing == B_FULL && !f->alloc[p->pgoff]) {
+			*natural = true;
+			return p->prot_d && s->errors_zero ? P_RESCUE : P_BUS;
 		}
 	}
 	if (!p->prot_d)
 		return P_BUS;
+	/* A unit is replaced at most once while its mapping lives (issue
+	 * 19): an empty file mapped over a replaced one behind the library's
+	 * back faults as without it. */
+	if (p->rescued)
+		/* (fill=range replaces more than the model follows, and a
+		 * page it replaced may take its write without a fault.) */
+		return s->no_regrow ? P_ANY : P_BUS;
 	/*
 	 * An empty file under a record.  With NOSIGBUS_ERRORS=pass the library
 	 * may judge the fault by the file it recorded (inside that file's end:

@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * account.c - what the library replaced, exactly.
+ *
+ * One account per mapping the library records: a bit per unit (page, or
+ * huge page) of the mapping, set while the library replaces that unit and
+ * kept set for as long as the mapping lives.  A unit is replaced at most
+ * once: a rescue claims its units by setting their bits, and a fault on a
+ * unit whose bit is set is never rescued again, whatever mincore() says
+ * (a written page in swap is not "in memory"), however many threads and
+ * mappings there are.  Nothing here is a cache that forgets.
+ *
+ * Bits are indexed by file offset (for anonymous memory: the offset the
+ * records keep, 0 at the start of the mapping), so the records of one
+ * mapping - split by munmap, mprotect or madvise, or moved by mremap -
+ * all name the same account and keep finding their bits.  A mapping the
+ * kernel makes anew (mmap, the part an mremap adds, the source that
+ * MREMAP_DONTUNMAP leaves) gets a new account.  Clearing bits is kept
+ * separate (nsb_account_clear), for a fork child's wiped memory and for a
+ * later refresh that maps the file back over units that are in the file
+ * again.
+ *
+ * Memory: a header and one bit per unit, from size classes carved out of
+ * the library's own memory (memory.c), or a mapping of its own for an
+ * account bigger than a page (a mapping of more than 128 MiB of 4 KiB
+ * pages).  Accounts are counted by the records that name them, like the
+ * files (files.c), and let go only when the table lock is released, after
+ * every handler that could still hold one has left (ranges.c).
+ *
+ * Signal context: nsb_account_claim, nsb_account_claim_run,
+ * nsb_account_unclaim, nsb_account_test.  The rest runs under the table
+ * lock.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "nsb.h"
+
+#define WORD_BITS	64u
+#define MIN_CLASS	6u	/* 64 bytes: the header and 128 units */
+
+struct nsb_account {
+	uint64_t id;		/* never reused: tells accounts apart */
+	uint64_t off0;		/* offset of bit 0, in bytes */
+	uint64_t units;
+	unsigned shift;		/* log2 of the unit */
+	unsigned class;		/* log2 of the allocation, or 0: own mapping */
+	size_t bytes;		/* the allocation */
+	long refs;		/* records naming it */
+	bool pending;		/* on the release list */
+	struct nsb_account *next;	/* release list or free list */
+	atomic_ulong bits[];
+};
+
+/* Free lists by size class, up to a page. */
+#define CLASSES 32
+static struct nsb_account *free_list[CLASSES];
+/* Pages carved at a time, per class: doubling up to 1 MiB, so that a
+ * process with tens of thousands of mappings spends a few VMAs of its
+ * vm.max_map_count on accounts, and one with a few spends a page. */
+static size_t chunk_pages[CLASSES];
+#define MAX_CHUNK ((size_t)1 << 20)
+static struct nsb_account *release_list;
+static uint64_t next_id = 1;
+
+static size_t
+bytes_for(uint64_t units)
+{
+	return sizeof(struct nsb_account) + (size_t)((units + WORD_BITS - 1) / WORD_BITS) * 8;
+}
+
+size_t
+nsb_account_bytes(size_t len, size_t unit)
+{
+	return bytes_for((len + unit - 1) / unit);
+}
+
+static struct nsb_account *
+allocate(size_t bytes)
+{
+	size_t page = nsb_config.page_size;
+	struct nsb_account *a;
+	unsigned class = MIN_CLASS;
+	char *chunk;
+
+	if (bytes > page / 2) {
+		size_t len = (bytes + page - 1) & ~(page - 1);
+
+		a = nsb_sys_mmap(NULL, len, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (a == MAP_FAILED) {
+			errno = ENOMEM;
+			return NULL;
+		}
+		a->class = 0;
+		a->bytes = len;
+		return a;
+	}
+	while (((size_t)1 << class) < bytes)
+		class++;
+	if (!free_list[class]) {
+		size_t len;
+
+		chunk_pages[class] = chunk_pages[class] ? chunk_pages[class] * 2 : 1;
+		if (chunk_pages[class] * page > MAX_CHUNK)
+			chunk_pages[class] = MAX_CHUNK / page ? MAX_CHUNK / page : 1;
+		len = chunk_pages[class] * page;
+		chunk = nsb_memory(len);
+		if (!chunk)
+			return NULL;
+		for (size_t at = 0; at + ((size_t)1 << class) <= len; at += (size_t)1 << class) {
+			struct nsb_account *f = (struct nsb_account *)(void *)(chunk + at);
+
+			f->next = free_list[class];
+			free_list[class] = f;
+		}
+	}
+	a = free_list[class];
+	free_list[class] = a->next;
+	memset(a, 0, (size_t)1 << class);
+	a->class = class;
+	a->bytes = (size_t)1 << class;
+	return a;
+}
+
+struct nsb_account *
+nsb_account_new(uint64_t off, size_t len, size_t unit)
+{
+	uint64_t units = (len + unit - 1) / unit;
+	struct nsb_account *a = allocate(bytes_for(units));
+
+	if (!a)
+		return NULL;
+	a->id = next_id++;
+	a->off0 = off;
+	a->units = units;
+	a->shift = nsb_log2(unit);
+	a->refs = 0;
+	a->pending = false;
+	/* Released at the next unlock unless a record names it by then. */
+	a->next = release_list;
+	a->pending = true;
+	release_list = a;
+	return a;
+}
+
+/* [signal-safe] The bit of the unit at file offset off, or false if the
+ * account does not cover it. */
+static bool
+index_of(const struct nsb_account *a, uint64_t off, uint64_t *bit)
+{
+	if (!a || off < a->off0)
+		return false;
+	*bit = (off - a->off0) >> a->shift;
+	return *bit < a->units;
+}
+
+struct nsb_account *
+nsb_account_copy(const struct nsb_account *from, uint64_t off, size_t len)
+{
+	size_t unit = from ? (size_t)1 << from->shift : nsb_config.page_size;
+	struct nsb_account *a = nsb_account_new(off, len, unit);
+	uint64_t bit;
+
+	if (!a || !from)
+		return a;
+	for (uint64_t i = 0; i < a->units; i++)
+		if (nsb_account_test(from, off + (i << a->shift)) && index_of(a, off + (i << a->shift), &bit))
+			atomic_fetch_or(&a->bits[bit / WORD_BITS], 1ul << (bit % WORD_BITS));
+	return a;
+}
+
+uint64_t
+nsb_account_id(const struct nsb_account *a)
+{
+	return a ? a->id : 0;
+}
+
+void
+nsb_account_ref(struct nsb_account *a, int delta)
+{
+	if (!a)
+		return;
+	a->refs += delta;
+	if (a->refs == 0 && !a->pending) {
+		a->pending = true;
+		a->next = release_list;
+		release_list = a;
+	}
+}
+
+/* Table lock held, no handler on the table's old contents (see ranges.c). */
+void
+nsb_account_release_unused(void)
+{
+	struct nsb_account *a = release_list;
+
+	release_list = NULL;
+	while (a) {
+		struct nsb_account *next = a->next;
+
+		a->pending = false;
+		if (a->refs == 0) {
+			if (a->class == 0) {
+				nsb_sys_munmap(a, a->bytes);
+			} else {
+				a->next = free_list[a->class];
+				free_list[a->class] = a;
+			}
+		}
+		a = next;
+	}
+}
+
+/* [signal-safe] */
+bool
+nsb_account_test(const struct nsb_account *a, uint64_t off)
+{
+	uint64_t bit;
+
+	if (!index_of(a, off, &bit))
+		return false;
+	return (atomic_load(&a->bits[bit / WORD_BITS]) >> (bit % WORD_BITS)) & 1;
+}
+
+/* [signal-safe] Sets the unit's bit: true if this call set it (the unit
+ * is the caller's to replace), false if it was set already, or if the
+ * account does not cover the unit. */
+bool
+nsb_account_claim(struct nsb_account *a, uint64_t off)
+{
+	uint64_t bit;
+	unsigned long m;
+
+	if (!index_of(a, off, &bit))
+		return false;
+	m = 1ul << (bit % WORD_BITS);
+	return !(atomic_fetch_or(&a->bits[bit / WORD_BITS], m) & m);
+}
+
+/* [signal-safe] Claims the units from off on while their bits are clear,
+ * at most max of them; returns how many it claimed (the run stops at the
+ * first unit replaced, or being replaced, by someone else). */
+size_t
+nsb_account_claim_run(struct nsb_account *a, uint64_t off, size_t max)
+{
+	uint64_t bit;
+	size_t done = 0;
+
+	if (!index_of(a, off, &bit))
+		return 0;
+	if (max > a->units - bit)
+		max = (size_t)(a->units - bit);
+	while (done < max) {
+		atomic_ulong *w = &a->bits[bit / WORD_BITS];
+		unsigned b = (unsigned)(bit % WORD_BITS);
+		unsigned n = WORD_BITS - b;
+		unsigned long old = atomic_load(w), want;
+		unsigned free_bits;
+
+		if (n > max - done)
+			n = (unsigned)(max - done);
+		do {
+			unsigned long above = old >> b;
+
+			/* The clear bits from b up, at most n. */
+			free_bits = above ? (unsigned)__builtin_ctzl(above) : WORD_BITS - b;
+			if (free_bits > n)
+				free_bits = n;
+			if (free_bits == 0)
+				return done;
+			want = old | ((free_bits == WORD_BITS ? ~0ul : ((1ul << free_bits) - 1)) << b);
+		} while (!atomic_compare_exchange_weak(w, &old, want));
+		done += free_bits;
+		bit += free_bits;
+		if (free_bits < n)
+			return done;
+	}
+	return done;
+}
+
+/* [signal-safe] Clears the bits of n units from off: a claim given back
+ * (nothing was replaced). */
+void
+nsb_account_unclaim(struct nsb_account *a, uint64_t off, size_t n)
+{
+	uint64_t bit;
+
+	if (!index_of(a, off, &bit))
+		return;
+	for (size_t i = 0; i < n && bit < a->units; i++, bit++)
+		atomic_fetch_and(&a->bits[bit / WORD_BITS], ~(1ul << (bit % WORD_BITS)));
+}
+
+/* The units of [off, off + len) are the file's (or fresh memory) again. */
+void
+nsb_account_clear(struct nsb_account *a, uint64_t off, size_t len)
+{
+	if (a)
+		nsb_account_unclaim(a, off, (size_t)((len + ((size_t)1 << a->shift) - 1) >> a->shift));
+}
+
+/* How many units of [off, off + len) are replaced (tests, statistics). */
+size_t
+nsb_account_count(const struct nsb_account *a, uint64_t off, size_t len)
+{
+	size_t n = 0;
+
+	if (!a)
+		return 0;
+	for (uint64_t o = off; o < off + len; o += (uint64_t)1 << a->shift)
+		n += nsb_account_test(a, o);
+	return n;
+}
