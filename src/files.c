@@ -580,34 +580,21 @@ stat_map_files(struct map_files_space *sp, uint32_t file, uintptr_t start, uintp
 }
 
 /*
- * [signal-safe] Without a kept descriptor (no room above the limit): the
- * file through /proc/self/map_files of the VMA at addr - following the
- * link needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE; reading it does not,
+ * [signal-safe] Without a kept descriptor (it was let go): the file
+ * through /proc/self/map_files of the VMA at addr - following the link
+ * needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE; reading it does not,
  * and its path is as good while the file has one.  Slow (the maps are
  * read), and checked against the recorded inode like the descriptor.
- * False also when every slot is in use by other handlers.
  */
 static bool
-size_by_map_files(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, struct stat *st)
+size_by_map_files(struct map_files_space *sp, uint32_t file, uintptr_t start, uintptr_t end,
+		  uintptr_t addr, struct stat *st)
 {
-	int slot = nsb_slot_take(&map_files_busy, NSB_SIGNAL_SLOTS);
-	struct map_files_space *sp;
-	bool ok;
-
-	if (slot < 0)
-		return false;
-	sp = nsb_signal_space(NSB_SPACE_FILES, slot);
-	if (!sp) {
-		nsb_slot_give(&map_files_busy, slot);
-		return false;
-	}
 	memcpy(sp->link, "/proc/self/map_files/", sizeof("/proc/self/map_files/"));
 	/* The record is the VMA until rescues split it: try it first. */
-	ok = stat_map_files(sp, file, start, end, st) ||
-	     (nsb_maps_find(addr, &sp->vma) &&
-	      stat_map_files(sp, file, sp->vma.start, sp->vma.end, st));
-	nsb_slot_give(&map_files_busy, slot);
-	return ok;
+	return stat_map_files(sp, file, start, end, st) ||
+	       (nsb_maps_find(addr, &sp->vma) &&
+		stat_map_files(sp, file, sp->vma.start, sp->vma.end, st));
 }
 
 /*
@@ -615,12 +602,14 @@ size_by_map_files(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr,
  * the file, if it holds one (a compositor that keeps a client's pool
  * open, a database its file).  fstat() of each number in /proc/self/fd:
  * a number closed or reused meanwhile is simply not the file.  Slow, and
- * only for a file whose own descriptor the library let go.
+ * only for a file whose own descriptor the library let go.  The
+ * directory's entries are read into the slot's path buffer (the handler's
+ * stack may be small).
  */
 static bool
-size_by_program_fds(uint32_t file, struct stat *st)
+size_by_program_fds(struct map_files_space *sp, uint32_t file, struct stat *st)
 {
-	char buf[512];
+	char *buf = sp->path;
 	bool found = false;
 	long n;
 	int dir;
@@ -629,7 +618,7 @@ size_by_program_fds(uint32_t file, struct stat *st)
 			   O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dir < 0)
 		return false;
-	while (!found && (n = syscall(SYS_getdents64, dir, buf, sizeof(buf))) > 0) {
+	while (!found && (n = syscall(SYS_getdents64, dir, buf, sizeof(sp->path))) > 0) {
 		for (long off = 0; off < n && !found;) {
 			/* struct linux_dirent64: ino, off, reclen, type, name */
 			unsigned short reclen;
@@ -649,6 +638,25 @@ size_by_program_fds(uint32_t file, struct stat *st)
 	return found;
 }
 
+/* [signal-safe] The two slow ways, in one slot of the signal space; false
+ * also when every slot is in use by other handlers. */
+static bool
+size_without_descriptor(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr,
+			struct stat *st)
+{
+	int slot = nsb_slot_take(&map_files_busy, NSB_SIGNAL_SLOTS);
+	struct map_files_space *sp;
+	bool ok;
+
+	if (slot < 0)
+		return false;
+	sp = nsb_signal_space(NSB_SPACE_FILES, slot);
+	ok = sp && (size_by_map_files(sp, file, start, end, addr, st) ||
+		    size_by_program_fds(sp, file, st));
+	nsb_slot_give(&map_files_busy, slot);
+	return ok;
+}
+
 /* [signal-safe] */
 bool
 nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, uint64_t *size)
@@ -663,8 +671,7 @@ nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, ui
 	/* A number the program reused behind our back is not our file. */
 	ok = fd >= 0 && fstat(fd, &st) == 0 && same_file(file, &st);
 	if (!ok)
-		ok = size_by_map_files(file, start, end, addr, &st) ||
-		     size_by_program_fds(file, &st);
+		ok = size_without_descriptor(file, start, end, addr, &st);
 	errno = saved_errno;
 	if (ok)
 		*size = (uint64_t)st.st_size;
