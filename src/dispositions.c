@@ -571,12 +571,13 @@ unblocked_thread(void)
 /*
  * [signal-safe] A SIGBUS sent to the process arrived at a thread whose
  * view blocks it: it goes to one that does not, as the kernel would have
- * chosen.  The kernel lets us resend a siginfo exactly only when its
+ * chosen.  (Not inlined, nor is die_of: their frames must not be on the
+ * stack when nsb_disp_chain runs the program's handler.)  The kernel lets us resend a siginfo exactly only when its
  * si_code is negative (sigqueue), or to the whole process from the main
  * thread; otherwise (kill's SI_USER, from another thread) the copy says
  * SI_QUEUE, with the sender's pid and uid.  Keeps errno.
  */
-static void
+__attribute__((noinline)) static void
 hold(const siginfo_t *si)
 {
 	int expected = HELD_NONE, saved_errno = errno;
@@ -825,7 +826,7 @@ nsb_disp_wait_end(struct nsb_wait *w)
 
 /* [signal-safe] Dies of si as the kernel would kill with it: default
  * action, delivered once we return (the signal is blocked while we run). */
-static void
+__attribute__((noinline)) static void
 die_of(int sig, const siginfo_t *si)
 {
 	int saved_errno = errno;

@@ -101,6 +101,8 @@ bind_now(void)
 	(void)memcmp(&c, &d, one);
 	(void)strlen(&c);
 	(void)strnlen(&c, one);
+	(void)strstr(&c, &d);
+	(void)strspn(&c, &d);
 	sigemptyset(&set);
 	sigfillset(&set);
 	sigaddset(&set, SIGBUS);
