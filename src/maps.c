@@ -303,6 +303,9 @@ query_each(int fd, uintptr_t lo, uintptr_t hi,
 	uintptr_t at = lo;
 	bool with_name = true;
 
+	/* Defined before the kernel writes it (valgrind cannot see an ioctl
+	 * it does not know writing memory). */
+	memset(name, 0, sizeof(name));
 	while (at < hi) {
 		struct nsb_procmap_query q = {
 			.size = sizeof(q),
