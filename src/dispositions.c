@@ -488,19 +488,31 @@ resend(const siginfo_t *si)
 	errno = saved_errno;
 }
 
+/* Buffers for finding a thread to resend to, in the signal space (the
+ * handler's stack may be a small alternate stack: SPEC §5). */
+struct resend_space {
+	char dir[2048];		/* /proc/self/task entries */
+	char status[1024];	/* one thread's status */
+	char path[64];
+};
+_Static_assert(sizeof(struct resend_space) <= NSB_SIGNAL_SPACE, "signal space");
+static atomic_uint resend_busy;
+
 /* [signal-safe] Does thread tid really block SIGBUS (the kernel's mask,
  * as for a thread the C library started with every signal blocked), or is
  * it gone? */
 static bool
-kernel_blocks(pid_t tid)
+kernel_blocks(struct resend_space *sp, pid_t tid)
 {
-	char path[64] = "/proc/self/task/", buf[1024], *p;
+	char *path = sp->path, *buf = sp->status, *p;
 	ssize_t n;
-	int fd, len = (int)strlen(path);
+	int fd, len;
 	pid_t t = tid;
 	char digits[16];
 	int k = 0;
 
+	memcpy(path, "/proc/self/task/", sizeof("/proc/self/task/"));
+	len = (int)strlen(path);
 	do
 		digits[k++] = (char)('0' + t % 10);
 	while ((t /= 10) && k < 15);
@@ -510,7 +522,7 @@ kernel_blocks(pid_t tid)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return true;	/* gone: not a candidate */
-	n = read(fd, buf, sizeof(buf) - 1);
+	n = read(fd, buf, sizeof(sp->status) - 1);
 	syscall(SYS_close, fd);
 	if (n <= 0)
 		return true;
@@ -539,32 +551,40 @@ kernel_blocks(pid_t tid)
 
 /* [signal-safe] Another thread of ours that does not block SIGBUS, in its
  * view or in the kernel, from /proc/self/task (open and getdents64 are
- * async-signal-safe). */
+ * async-signal-safe); 0 if none, or if every buffer is in use. */
 static pid_t
 unblocked_thread(void)
 {
-	char buf[2048];
+	int slot = nsb_slot_take(&resend_busy, NSB_SIGNAL_SLOTS);
+	struct resend_space *sp;
 	pid_t self = nsb_gettid(), found = 0;
 	long n;
-	int fd;
+	int fd = -1;
 
-	fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
+	if (slot < 0)
 		return 0;
-	while (!found && (n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
+	sp = nsb_signal_space(NSB_SPACE_DISP, slot);
+	if (sp)
+		fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		nsb_slot_give(&resend_busy, slot);
+		return 0;
+	}
+	while (!found && (n = syscall(SYS_getdents64, fd, sp->dir, sizeof(sp->dir))) > 0) {
 		for (long off = 0; off < n && !found;) {
 			struct { uint64_t ino; int64_t off; unsigned short reclen;
-				 unsigned char type; char name[]; } *d = (void *)(buf + off);
+				 unsigned char type; char name[]; } *d = (void *)(sp->dir + off);
 			pid_t tid = 0;
 
 			for (const char *c = d->name; *c >= '0' && *c <= '9'; c++)
 				tid = tid * 10 + (*c - '0');
-			if (tid > 0 && tid != self && !is_blocker(tid) && !kernel_blocks(tid))
+			if (tid > 0 && tid != self && !is_blocker(tid) && !kernel_blocks(sp, tid))
 				found = tid;
 			off += d->reclen;
 		}
 	}
 	syscall(SYS_close, fd);
+	nsb_slot_give(&resend_busy, slot);
 	return found;
 }
 

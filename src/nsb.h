@@ -329,7 +329,7 @@ nsb_slot_give(atomic_uint *busy, int slot)
  * (NSB_SIGNAL_SPACE bytes), made with the handler's memory before it is
  * installed (rescue.c: not in the library's .bss, which every process
  * would pay for at start-up); NULL before. */
-enum nsb_space_user { NSB_SPACE_FILES, NSB_SPACE_MAPS, NSB_SPACE_USERS };
+enum nsb_space_user { NSB_SPACE_FILES, NSB_SPACE_MAPS, NSB_SPACE_DISP, NSB_SPACE_USERS };
 #define NSB_SIGNAL_SPACE 4608
 void *nsb_signal_space(enum nsb_space_user user, int slot);
 
