@@ -18,6 +18,8 @@
  *  - pass: a fault the library passes on to the program's handler (a
  *    mapping it does not protect), where the program's handler measures
  *    how much was used before it was entered;
+ *  - hold: a SIGBUS sent to the process while the main thread blocks it,
+ *    which the library's handler sends on to a thread that does not;
  *  - rust: the same on an 8 KiB alternate stack whose handler itself uses
  *    all but 512 bytes of what the kernel's frame leaves.
  * The kernel's frame is measured with a signal the library hands straight
@@ -110,10 +112,16 @@ use_stack(size_t n)
 	__asm__ volatile("" : : "r"(v) : "memory");
 }
 
+static volatile pid_t sent_to;	/* the thread a sent SIGBUS reached */
+
 static void
 program_handler(int sig, siginfo_t *si, void *uc)
 {
 	(void)si;
+	if (sig == SIGBUS && si->si_code != BUS_ADRERR) {
+		sent_to = (pid_t)syscall(SYS_gettid);
+		return;
+	}
 	handler_frame = (uintptr_t)__builtin_frame_address(0);
 	if (rust_use)
 		use_stack(rust_use);
@@ -291,6 +299,55 @@ pass_child(void *arg)
 		   "than %d", what, before_handler, CHAIN_MAX);
 }
 
+/* A thread whose view of SIGBUS is open, for hold_child's signal. */
+static void *
+open_thread(void *arg)
+{
+	*(volatile pid_t *)arg = (pid_t)syscall(SYS_gettid);
+	while (!sent_to)
+		sched_yield();
+	return NULL;
+}
+
+/*
+ * A SIGBUS sent to the process while the main thread blocks it (in the
+ * program's view; the kernel's mask never holds it): the library's handler
+ * runs on the main thread's alternate stack and sends it on to a thread
+ * that does not block it, as the kernel would have chosen.
+ */
+static void
+hold_child(void *arg)
+{
+	const char *what = arg;
+	volatile pid_t other = 0;
+	size_t frame, own;
+	pthread_t t;
+	sigset_t bus;
+
+	make_alt(min_stack() + extra());
+	install();
+	frame = kernel_frame();
+	(void)truncated(on_disk);	/* the library's handler is in place */
+	sent_to = 0;
+	NSBT_CHECK(pthread_create(&t, NULL, open_thread, (void *)&other) == 0, "pthread_create");
+	while (!other)
+		sched_yield();
+	sigemptyset(&bus);
+	sigaddset(&bus, SIGBUS);
+	NSBT_CHECK(sigprocmask(SIG_BLOCK, &bus, NULL) == 0, "sigprocmask: %s", strerror(errno));
+	repaint();
+	NSBT_CHECK(kill(getpid(), SIGBUS) == 0, "kill: %s", strerror(errno));
+	NSBT_CHECK(pthread_join(t, NULL) == 0, "pthread_join");
+	NSBT_CHECK(sent_to == other, "%s: the sent SIGBUS reached thread %d, not the open one %d",
+		   what, (int)sent_to, (int)other);
+	own = (uintptr_t)alt + alt_size - frame - deepest();
+	printf("%s: kernel frame %zu bytes, the library's own %zu bytes\n", what, frame, own);
+	NSBT_CHECK(deepest() < (uintptr_t)alt + alt_size, "%s: the signal did not run on the "
+		   "alternate stack", what);
+	NSBT_CHECK(own <= OWN_MAX, "%s: the handler used %zu bytes of its own, more than %d", what,
+		   own, OWN_MAX);
+}
+
 /* Rust's 8 KiB: the program's handler takes all that the library may
  * leave it (the frame, 512 bytes, and some for its own frames). */
 static void
@@ -370,6 +427,9 @@ main(int argc, char **argv)
 	snprintf(what, sizeof(what), "policy %s, %s: a fault passed on, AT_MINSIGSTKSZ + 1 KiB",
 		 policy, kept ? "kept descriptor" : "no descriptor");
 	run(pass_child, strdup(what));
+	snprintf(what, sizeof(what), "policy %s, %s: a sent SIGBUS held and sent on, "
+		 "AT_MINSIGSTKSZ + 1 KiB", policy, kept ? "kept descriptor" : "no descriptor");
+	run(hold_child, strdup(what));
 	snprintf(what, sizeof(what), "policy %s, %s: a Rust-style 8 KiB stack", policy,
 		 kept ? "kept descriptor" : "no descriptor");
 	run(rust_child, strdup(what));
