@@ -396,6 +396,42 @@ wants_descriptor(uint32_t meta)
 	return nsb_config.errors == NSB_ERRORS_PASS;
 }
 
+#ifndef SYS_open_tree
+#define SYS_open_tree 428	/* the same on every architecture */
+#endif
+#ifndef AT_EMPTY_PATH
+#define AT_EMPTY_PATH 0x1000
+#endif
+
+/*
+ * An O_PATH descriptor of the file open as fd (the program's), or -1.
+ * open_tree(fd, "", AT_EMPTY_PATH) gives one (Linux 5.2; O_PATH, unless
+ * OPEN_TREE_CLONE, which needs privilege), at half the cost of opening
+ * /proc/self/fd/N, whose path walk through /proc is the slow part of a
+ * memfd's first mapping (issue 24).  Where the kernel lacks it or a
+ * seccomp filter refuses it, /proc/self/fd/N, once and for all.
+ */
+static int
+path_descriptor(int fd)
+{
+	static atomic_bool no_open_tree;
+	char link[32];
+	int pfd;
+
+	if (!atomic_load_explicit(&no_open_tree, memory_order_relaxed)) {
+		pfd = (int)syscall(SYS_open_tree, fd, "", AT_EMPTY_PATH | O_CLOEXEC);
+		if (pfd >= 0 && (fcntl(pfd, F_GETFL) & O_PATH))
+			return pfd;
+		if (pfd >= 0)
+			syscall(SYS_close, pfd);	/* never: not O_PATH */
+		else if (errno == EBADF)
+			return -1;
+		atomic_store_explicit(&no_open_tree, true, memory_order_relaxed);
+	}
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	return open(link, O_PATH | O_CLOEXEC);
+}
+
 uint32_t
 nsb_files_get(int fd, const struct stat *st, const char *path, uint32_t meta)
 {
@@ -411,11 +447,8 @@ nsb_files_get(int fd, const struct stat *st, const char *path, uint32_t meta)
 	if (atomic_load(&files[i].fd) >= 0) {
 		touch(i);
 	} else {
-		char link[32];
-		int pfd;
+		int pfd = path_descriptor(fd);
 
-		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-		pfd = open(link, O_PATH | O_CLOEXEC);
 		if (pfd >= 0) {
 			keep(i, pfd);
 			syscall(SYS_close, pfd);
