@@ -140,7 +140,7 @@ static const struct config configs[] = {
 
 enum op_type {
 	OP_READ, OP_WRITE, OP_MMAP, OP_MUNMAP, OP_MPROTECT, OP_MREMAP,
-	OP_TRUNCATE, OP_PWRITE, OP_PROTECT, OP_UNPROTECT, OP_LIMIT,
+	OP_TRUNCATE, OP_PWRITE, OP_PROTECT, OP_UNPROTECT, OP_LIMIT, OP_MADVISE,
 	/* the huge window: a, n, o, t count huge pages */
 	OP_HMMAP, OP_HMUNMAP, OP_HMPROTECT, OP_HMREMAP, OP_HREAD, OP_HPROTECT, OP_HUNPROTECT,
 };
@@ -150,6 +150,16 @@ enum { MM_FIXED, MM_NOREPLACE, MM_HINT, MM_BADOFF };
 /* op.mode for OP_MREMAP; MR_DUP is old_len 0 (a second mapping of the
  * same shared pages), MR_DONTUNMAP moves and leaves the old range mapped. */
 enum { MR_SHRINK, MR_GROW, MR_MOVE, MR_DONTUNMAP, MR_DUP };
+/* op.mode for OP_MADVISE: the advices that decide what a fork child gets. */
+enum { MA_DONTFORK, MA_DOFORK, MA_WIPEONFORK, MA_KEEPONFORK };
+#ifndef MADV_WIPEONFORK
+#define MADV_WIPEONFORK 18
+#define MADV_KEEPONFORK 19
+#endif
+static const int madv_advice[] = { MADV_DONTFORK, MADV_DOFORK, MADV_WIPEONFORK, MADV_KEEPONFORK };
+static const char *const madv_names[] = {
+	"MADV_DONTFORK", "MADV_DOFORK", "MADV_WIPEONFORK", "MADV_KEEPONFORK",
+};
 
 struct op {
 	uint8_t type;
@@ -182,6 +192,8 @@ struct mpage {
 	uint8_t rescued;	/* K_ANON made by a rescue */
 	uint8_t rfile;		/* ... of a file page: 1 private, 2 shared (file, pgoff kept) */
 	int pgoff;
+	uint8_t dontfork;	/* MADV_DONTFORK: not in a fork child */
+	uint8_t wipe;		/* MADV_WIPEONFORK: zeros in a fork child */
 };
 
 struct mfile {
@@ -365,6 +377,10 @@ op_str(const struct op *op, char *buf, size_t len)
 	case OP_WRITE:
 		snprintf(buf, len, "write page %d = 0x%02x%s", op->a, op->val,
 			 op->alt ? " in a forked child" : "");
+		break;
+	case OP_MADVISE:
+		snprintf(buf, len, "madvise(page %d, %d pages%s, %s)", op->a, op->n, sd,
+			 madv_names[op->mode]);
 		break;
 	case OP_MMAP:
 		if (op->file < 0)
@@ -904,6 +920,29 @@ model_truncate(struct seq *s, int file, int size)
 	f->size = size;
 }
 
+/*
+ * What a fork child has: no MADV_DONTFORK pages (unmapped there, and so
+ * without records), and MADV_WIPEONFORK pages as fresh zeros (nothing of
+ * them replaced: the library clears their account in the child).
+ */
+static void
+model_fork(struct model *m)
+{
+	for (int i = 0; i < W; i++) {
+		struct mpage *p = &m->pg[i];
+
+		if (p->kind == K_NONE)
+			continue;
+		if (p->dontfork) {
+			memset(p, 0, sizeof(*p));
+		} else if (p->wipe) {
+			p->val = 0;
+			p->cow = 0;
+			p->rescued = 0;
+		}
+	}
+}
+
 /* ---- executing one operation -------------------------------------------- */
 
 static unsigned char *
@@ -1011,15 +1050,19 @@ run_access(struct seq *s, const struct op *op)
 		return;
 	}
 	/* In a child: a death is observed, not suffered; a rescue there
-	 * stays there, but what it writes to a shared file page does not. */
-	if (r == A_OK) {
+	 * stays there, but what it writes to a shared file page does not.
+	 * The child has what a fork gives it (MADV_DONTFORK, WIPEONFORK). */
+	s->m = saved;
+	model_fork(&s->m);
+	r = model_access(s, op->a, write, op->val, &expect, why, sizeof(why));
+	snprintf(sh->expect, sizeof(sh->expect), "%s (in a fork child)", why);
+	{
 		struct mfile files[NF];
 
 		memcpy(files, s->m.f, sizeof(files));
 		s->m = saved;
-		memcpy(s->m.f, files, sizeof(files));
-	} else {
-		s->m = saved;
+		if (r == A_OK)
+			memcpy(s->m.f, files, sizeof(files));
 	}
 	memset(sh->got, 0, sizeof(sh->got));
 	fflush(NULL);
@@ -1620,6 +1663,43 @@ run_file_op(struct seq *s, const struct op *op)
 		f->size = op->a + 1;
 }
 
+/*
+ * madvise(2) of a fork advice: the kernel walks the VMAs in order, notes a
+ * hole (ENOMEM at the end) and stops at the first VMA MADV_WIPEONFORK
+ * refuses (a file's: EINVAL), the ones before it changed.
+ */
+static void
+run_madvise(struct seq *s, const struct op *op)
+{
+	int err = 0, j, ret;
+
+	for (j = op->a; j < op->a + op->n; j++) {
+		const struct mpage *p = &s->m.pg[j];
+
+		if (p->kind == K_NONE) {
+			err = ENOMEM;
+			continue;
+		}
+		if (op->mode == MA_WIPEONFORK && (p->kind == K_FILE || p->shared)) {
+			err = EINVAL;
+			break;
+		}
+	}
+	errno = 0;
+	ret = madvise(page_addr(s, op->a), op_len(op, op->n), madv_advice[op->mode]);
+	expect_result(s, err == 0, err, ret, errno);
+	for (int i = op->a; i < j; i++) {
+		struct mpage *p = &s->m.pg[i];
+
+		if (p->kind == K_NONE)
+			continue;
+		if (op->mode == MA_DONTFORK || op->mode == MA_DOFORK)
+			p->dontfork = op->mode == MA_DONTFORK;
+		else
+			p->wipe = op->mode == MA_WIPEONFORK;
+	}
+}
+
 static void
 run_limit(struct seq *s, const struct op *op)
 {
@@ -2011,6 +2091,8 @@ probe_child(struct seq *s)
 	int got[W + HW];
 	bool natural;
 
+	/* The records of a fork child are those of the mappings it has. */
+	model_fork(&s->m);
 	setrlimit(RLIMIT_AS, &rl);
 	/* Raw mappings under records make states no program can (they bypass
 	 * the library, SPEC §11): what the library says about them is not
@@ -2150,6 +2232,14 @@ op_valid(const struct seq *s, const struct op *op)
 			return false;
 		if (op->type == OP_UNPROTECT)
 			return !s->no_regrow;
+		/* A known gap (reported with issue 19): nosigbus_protect() of a
+		 * mapping madvise()d before it was recorded does not learn the
+		 * advice (the kernel's VmFlags), so a fork child keeps a record
+		 * of a MADV_DONTFORK page it does not have.  Not generated
+		 * until the library asks the kernel. */
+		for (int i = op->a; i < op->a + op->n; i++)
+			if (s->m.pg[i].dontfork || s->m.pg[i].wipe)
+				return false;
 		/* fill=range replaces to the end of a record: keep records
 		 * to one file mapping, as the kernel patch would have them. */
 		for (int i = op->a; s->no_regrow && i < op->a + op->n; i++) {
@@ -2216,6 +2306,9 @@ run_op(struct seq *s, const struct op *op)
 		break;
 	case OP_MPROTECT:
 		run_mprotect(s, op);
+		break;
+	case OP_MADVISE:
+		run_madvise(s, op);
 		break;
 	case OP_MREMAP:
 		run_mremap(s, op);
@@ -2371,10 +2464,16 @@ gen_main(struct seq *s, struct op *op)
 
 	if (r >= 86 && r < 90 && !p_protect)
 		r = 0;
-	if (r < 42) {
+	if (r < 38) {
 		op->type = rnd(s, 100) < 55 ? OP_READ : OP_WRITE;
 		op->a = (int16_t)pick_page(s);
-		op->alt = (uint8_t)(rnd(s, 100) < 12);
+		op->alt = (uint8_t)(rnd(s, 100) < 20);
+	} else if (r < 42) {
+		op->type = OP_MADVISE;
+		op->mode = (uint8_t)rnd(s, 4);
+		op->a = (int16_t)pick_page(s);
+		op->n = (int16_t)pick_len(s, op->a, 4);
+		op->d = pick_short(s, ps);
 	} else if (r < 57) {
 		op->type = OP_MMAP;
 		op->n = (int16_t)(1 + rnd(s, 4));
