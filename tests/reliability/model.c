@@ -67,6 +67,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -140,7 +141,7 @@ static const struct config configs[] = {
 
 enum op_type {
 	OP_READ, OP_WRITE, OP_MMAP, OP_MUNMAP, OP_MPROTECT, OP_MREMAP,
-	OP_TRUNCATE, OP_PWRITE, OP_PROTECT, OP_UNPROTECT, OP_LIMIT, OP_MADVISE,
+	OP_TRUNCATE, OP_PWRITE, OP_PROTECT, OP_UNPROTECT, OP_LIMIT, OP_MADVISE, OP_THREADS,
 	/* the huge window: a, n, o, t count huge pages */
 	OP_HMMAP, OP_HMUNMAP, OP_HMPROTECT, OP_HMREMAP, OP_HREAD, OP_HPROTECT, OP_HUNPROTECT,
 };
@@ -377,6 +378,11 @@ op_str(const struct op *op, char *buf, size_t len)
 	case OP_WRITE:
 		snprintf(buf, len, "write page %d = 0x%02x%s", op->a, op->val,
 			 op->alt ? " in a forked child" : "");
+		break;
+	case OP_THREADS:
+		snprintf(buf, len, "threads: %d at once, each writing a page of a fresh %d-page "
+			 "protected memfd mapping of %d pages, NOSIGBUS_FILL=%s", op->n, op->n, op->o,
+			 op->mode ? "auto" : "range");
 		break;
 	case OP_MADVISE:
 		snprintf(buf, len, "madvise(page %d, %d pages%s, %s)", op->a, op->n, sd,
@@ -1664,6 +1670,178 @@ run_file_op(struct seq *s, const struct op *op)
 }
 
 /*
+ * Threads under range and auto fill (issue 19): op->n threads fault at once
+ * on the same truncated protected mapping, each writing a distinct byte to
+ * a distinct page; self-contained, so the model's state after it is known.
+ * It runs in a fresh exec of this program (the fill is read once per
+ * process: threads_main()), which checks that every write landed, that
+ * every page past the end was replaced exactly once (the counters, in
+ * pages) and nothing inside the file's size was (/proc/self/maps).
+ */
+#define THREADS_MAX	8
+
+struct thread_arg {
+	pthread_barrier_t *bar;
+	unsigned char *p;
+	size_t off;
+	uint8_t val;
+	uint8_t got;
+};
+
+static void *
+thread_write(void *v)
+{
+	struct thread_arg *t = v;
+
+	pthread_barrier_wait(t->bar);
+	((volatile unsigned char *)t->p)[t->off] = t->val;
+	t->got = ((volatile unsigned char *)t->p)[t->off];
+	return NULL;
+}
+
+static int __attribute__((format(printf, 1, 2)))
+threads_fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	fflush(stdout);
+	return 1;
+}
+
+static int
+threads_main(int n, int k)
+{
+	const char *st = getenv("NOSIGBUS_STRICT");
+	bool priv = st && strcmp(st, "1") == 0;	/* MAP_NOSIGBUS with MAP_SHARED: EINVAL */
+	struct thread_arg ta[THREADS_MAX];
+	pthread_t th[THREADS_MAX];
+	pthread_barrier_t bar;
+	struct model_stats stats = { 0 };
+	int (*get_stats)(void *, size_t) = (int (*)(void *, size_t))dlsym(RTLD_DEFAULT, "nosigbus_get_stats");
+	struct stat sb;
+	unsigned char *p;
+	char *maps;
+	int fd;
+
+	ps = nsbt_page();
+	if (n < 1 || n > THREADS_MAX || k < 0 || k > n)
+		return threads_fail("threads: bad arguments %d %d", n, k);
+	if (!get_stats)
+		return threads_fail("threads: the library is not loaded");
+	fd = memfd_create("model-threads", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)k * (off_t)ps) < 0 || fstat(fd, &sb) < 0)
+		return threads_fail("threads: memfd: %s", strerror(errno));
+	p = mmap(NULL, (size_t)n * ps, PROT_READ | PROT_WRITE,
+		 (priv ? MAP_PRIVATE : MAP_SHARED) | MAP_NOSIGBUS, fd, 0);
+	if (p == MAP_FAILED)
+		return threads_fail("threads: mmap: %s", strerror(errno));
+	pthread_barrier_init(&bar, NULL, (unsigned)n);
+	for (int j = 0; j < n; j++) {
+		ta[j] = (struct thread_arg){ &bar, p + (size_t)j * ps, (size_t)(j * 61 + 7) % ps,
+					     (uint8_t)(0x41 + j), 0 };
+		if (pthread_create(&th[j], NULL, thread_write, &ta[j]) != 0)
+			return threads_fail("threads: pthread_create failed");
+	}
+	for (int j = 0; j < n; j++)
+		pthread_join(th[j], NULL);
+	for (int j = 0; j < n; j++) {
+		unsigned char fb = 0;
+
+		if (ta[j].got != ta[j].val)
+			return threads_fail("thread %d read back 0x%02x from page %d, it wrote 0x%02x",
+					    j, ta[j].got, j, ta[j].val);
+		for (size_t b = 0; b < ps; b++)
+			if (p[(size_t)j * ps + b] != (b == ta[j].off ? ta[j].val : 0))
+				return threads_fail("page %d (%s) byte %zu is 0x%02x after the threads; "
+						    "thread %d wrote 0x%02x at byte %zu (a lost write?)",
+						    j, j < k ? "inside the file" : "past its end", b,
+						    p[(size_t)j * ps + b], j, ta[j].val, ta[j].off);
+		if (j < k && !priv && (pread(fd, &fb, 1, (off_t)j * (off_t)ps + (off_t)ta[j].off) != 1 ||
+				       fb != ta[j].val))
+			return threads_fail("page %d is inside the file, but the file has 0x%02x where "
+					    "thread %d wrote 0x%02x", j, fb, j, ta[j].val);
+	}
+	if (fstat(fd, &sb) < 0 || sb.st_size != (off_t)k * (off_t)ps)
+		return threads_fail("the file's size changed to %lld bytes", (long long)sb.st_size);
+	/* Nothing inside the file's size was replaced; all past it was. */
+	read_maps();
+	maps = maps_buf;
+	for (int j = 0; j < n; j++) {
+		uintptr_t a = (uintptr_t)p + (size_t)j * ps;
+		unsigned long lo, hi, ino = 1;
+		bool found = false;
+
+		for (char *line = maps; line && *line;) {
+			char *nl = strchr(line, '\n');
+
+			if (sscanf(line, "%lx-%lx %*s %*s %*s %lu", &lo, &hi, &ino) == 3 &&
+			    a >= lo && a < hi) {
+				found = true;
+				break;
+			}
+			line = nl ? nl + 1 : NULL;
+		}
+		if (!found || (j < k ? ino != sb.st_ino : ino != 0))
+			return threads_fail("page %d (%s) is %s in /proc/self/maps%s", j,
+					    j < k ? "inside the file's size" : "past the end of the file",
+					    !found ? "not mapped" : ino ? "the file" : "anonymous",
+					    j < k ? ": replaced" : ": not replaced");
+	}
+	if (get_stats(&stats, sizeof(stats)) < 0)
+		return threads_fail("nosigbus_get_stats: %s", strerror(errno));
+	if (stats.pages != (uint64_t)(n - k) || stats.failures ||
+	    (n > k && (stats.rescues < 1 || stats.rescues > (uint64_t)(n - k))) ||
+	    (n == k && stats.rescues))
+		return threads_fail("nosigbus_get_stats: %" PRIu64 " rescues, %" PRIu64 " pages, %" PRIu64
+				    " failures; %d pages past the end must be replaced exactly once "
+				    "each, by 1 to %d rescues", stats.rescues, stats.pages,
+				    stats.failures, n - k, n - k);
+	return 0;
+}
+
+static void
+run_threads(struct seq *s, const struct op *op)
+{
+	char out[512] = "", na[16], ka[16];
+	int pfd[2], status;
+	ssize_t got;
+	pid_t pid;
+
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		fail(s, F_SETUP, "pipe: %s", strerror(errno));
+	snprintf(sh->expect, sizeof(sh->expect), "every write to land, %d pages replaced", op->n - op->o);
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		fail(s, F_SETUP, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
+
+		setrlimit(RLIMIT_AS, &rl);
+		dup2(pfd[1], STDOUT_FILENO);
+		setenv("NOSIGBUS_FILL", op->mode ? "auto" : "range", 1);
+		snprintf(na, sizeof(na), "%d", op->n);
+		snprintf(ka, sizeof(ka), "%d", op->o);
+		execl("/proc/self/exe", "model", "--threads", na, ka, (char *)NULL);
+		printf("exec: %s", strerror(errno));
+		fflush(stdout);
+		_exit(1);
+	}
+	close(pfd[1]);
+	status = wait_child(s, pid);
+	got = read(pfd[0], out, sizeof(out) - 1);
+	close(pfd[0]);
+	out[got > 0 ? got : 0] = '\0';
+	sh->c.writes += (uint64_t)op->n;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail(s, F_ACCESS, "threads (NOSIGBUS_FILL=%s): the process %s: %s",
+		     op->mode ? "auto" : "range", nsbt_status_str(status), out);
+}
+
+/*
  * madvise(2) of a fork advice: the kernel walks the VMAs in order, notes a
  * hole (ENOMEM at the end) and stops at the first VMA MADV_WIPEONFORK
  * refuses (a file's: EINVAL), the ones before it changed.
@@ -2252,6 +2430,18 @@ op_valid(const struct seq *s, const struct op *op)
 		return true;
 	case OP_TRUNCATE:
 		return !s->no_regrow || op->n <= s->m.f[op->file].size;
+	case OP_THREADS:
+		return model_lib;
+	case OP_MADVISE:
+		/* fill=range may have made a page past the end anonymous
+		 * already: MADV_WIPEONFORK's outcome is then the kernel's. */
+		for (int i = op->a; s->no_regrow && op->mode == MA_WIPEONFORK && i < op->a + op->n; i++) {
+			const struct mpage *p = &s->m.pg[i];
+
+			if (p->kind == K_FILE && p->prot_d && p->pgoff >= s->m.f[p->file].size)
+				return false;
+		}
+		return true;
 	case OP_PWRITE:
 		return !s->no_regrow || op->a < s->m.f[op->file].size;
 	case OP_HMMAP:
@@ -2310,6 +2500,9 @@ run_op(struct seq *s, const struct op *op)
 	case OP_MADVISE:
 		run_madvise(s, op);
 		break;
+	case OP_THREADS:
+		run_threads(s, op);
+		return false;
 	case OP_MREMAP:
 		run_mremap(s, op);
 		break;
@@ -2468,6 +2661,11 @@ gen_main(struct seq *s, struct op *op)
 		op->type = rnd(s, 100) < 55 ? OP_READ : OP_WRITE;
 		op->a = (int16_t)pick_page(s);
 		op->alt = (uint8_t)(rnd(s, 100) < 20);
+	} else if (r == 38 && rnd(s, 4) == 0) {
+		op->type = OP_THREADS;
+		op->mode = (uint8_t)rnd(s, 2);
+		op->n = (int16_t)(2 + rnd(s, THREADS_MAX - 1));
+		op->o = (int16_t)rnd(s, op->n);
 	} else if (r < 42) {
 		op->type = OP_MADVISE;
 		op->mode = (uint8_t)rnd(s, 4);
@@ -3261,6 +3459,8 @@ main(int argc, char **argv)
 	ps = nsbt_page();
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	seed = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid() ^ ((uint64_t)clock() << 40);
+	if (argc == 4 && strcmp(argv[1], "--threads") == 0)
+		return threads_main(atoi(argv[2]), atoi(argv[3]));
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
