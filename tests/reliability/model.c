@@ -54,6 +54,16 @@
  * counters start from zero in a forked child.  The output of every
  * sequence process on stderr is checked: the library prints nothing.
  *
+ * Fork advice (issue 19): madvise(MADV_DONTFORK, DOFORK, WIPEONFORK,
+ * KEEPONFORK) of window ranges, as the kernel applies them; accesses in
+ * forked children and the probe predict from what a fork child has
+ * (model_fork(): no DONTFORK pages, so no records of them either, and
+ * WIPEONFORK pages zero and not replaced).  Threads (issue 19): a
+ * self-contained operation, run in a fresh exec under NOSIGBUS_FILL=range
+ * or auto, where threads fault at once on one truncated protected
+ * mapping, each writing its own page: every write lands, every page past
+ * the end is replaced exactly once, none inside the file's size.
+ *
  * Usage: model [--seed N] [--sequences N] [--ops N] [--config NAME]
  *              [--first K] [--trace]
  * A long soak: build/tests/reliability/model --sequences 100000
