@@ -118,6 +118,8 @@
 #define MAX_SHRINK_SECS	180	/* shrinking stops after this */
 #define CHILD_SECS	20	/* the watchdog: an access or probe child hangs */
 #define SEQ_SECS	120	/* the watchdog: a sequence hangs */
+#define THREADS_MAX	8
+#define THREAD_PAGES	4	/* each thread's pages, written upwards: auto's window grows */
 
 /* ---- configurations ----------------------------------------------------- */
 
@@ -390,9 +392,9 @@ op_str(const struct op *op, char *buf, size_t len)
 			 op->alt ? " in a forked child" : "");
 		break;
 	case OP_THREADS:
-		snprintf(buf, len, "threads: %d at once, each writing a page of a fresh %d-page "
-			 "protected memfd mapping of %d pages, NOSIGBUS_FILL=%s", op->n, op->n, op->o,
-			 op->mode ? "auto" : "range");
+		snprintf(buf, len, "threads: %d at once, each writing its %d pages upwards of a fresh "
+			 "%d-page protected mapping of a %d-page memfd, NOSIGBUS_FILL=%s", op->n,
+			 THREAD_PAGES, op->n * THREAD_PAGES, op->o, op->mode ? "auto" : "range");
 		break;
 	case OP_MADVISE:
 		snprintf(buf, len, "madvise(page %d, %d pages%s, %s)", op->a, op->n, sd,
@@ -1688,14 +1690,13 @@ run_file_op(struct seq *s, const struct op *op)
  * every page past the end was replaced exactly once (the counters, in
  * pages) and nothing inside the file's size was (/proc/self/maps).
  */
-#define THREADS_MAX	8
 
 struct thread_arg {
 	pthread_barrier_t *bar;
-	unsigned char *p;
-	size_t off;
-	uint8_t val;
-	uint8_t got;
+	unsigned char *p;	/* its first page */
+	size_t off[THREAD_PAGES];
+	uint8_t val[THREAD_PAGES];
+	uint8_t got[THREAD_PAGES];
 };
 
 static void *
@@ -1704,8 +1705,12 @@ thread_write(void *v)
 	struct thread_arg *t = v;
 
 	pthread_barrier_wait(t->bar);
-	((volatile unsigned char *)t->p)[t->off] = t->val;
-	t->got = ((volatile unsigned char *)t->p)[t->off];
+	for (int q = 0; q < THREAD_PAGES; q++) {
+		volatile unsigned char *b = t->p + (size_t)q * ps + t->off[q];
+
+		*b = t->val[q];
+		t->got[q] = *b;
+	}
 	return NULL;
 }
 
@@ -1722,8 +1727,9 @@ threads_fail(const char *fmt, ...)
 }
 
 static int
-threads_main(int n, int k)
+threads_main(int nt, int k)
 {
+	int n = nt * THREAD_PAGES;	/* pages */
 	const char *st = getenv("NOSIGBUS_STRICT");
 	bool priv = st && strcmp(st, "1") == 0;	/* MAP_NOSIGBUS with MAP_SHARED: EINVAL */
 	struct thread_arg ta[THREADS_MAX];
@@ -1737,7 +1743,7 @@ threads_main(int n, int k)
 	int fd;
 
 	ps = nsbt_page();
-	if (n < 1 || n > THREADS_MAX || k < 0 || k > n)
+	if (nt < 1 || nt > THREADS_MAX || k < 0 || k > n)
 		return threads_fail("threads: bad arguments %d %d", n, k);
 	if (!get_stats)
 		return threads_fail("threads: the library is not loaded");
@@ -1748,31 +1754,39 @@ threads_main(int n, int k)
 		 (priv ? MAP_PRIVATE : MAP_SHARED) | MAP_NOSIGBUS, fd, 0);
 	if (p == MAP_FAILED)
 		return threads_fail("threads: mmap: %s", strerror(errno));
-	pthread_barrier_init(&bar, NULL, (unsigned)n);
-	for (int j = 0; j < n; j++) {
-		ta[j] = (struct thread_arg){ &bar, p + (size_t)j * ps, (size_t)(j * 61 + 7) % ps,
-					     (uint8_t)(0x41 + j), 0 };
-		if (pthread_create(&th[j], NULL, thread_write, &ta[j]) != 0)
+	pthread_barrier_init(&bar, NULL, (unsigned)nt);
+	for (int t = 0; t < nt; t++) {
+		ta[t].bar = &bar;
+		ta[t].p = p + (size_t)t * THREAD_PAGES * ps;
+		for (int q = 0; q < THREAD_PAGES; q++) {
+			int j = t * THREAD_PAGES + q;
+
+			ta[t].off[q] = (size_t)(j * 61 + 7) % ps;
+			ta[t].val[q] = (uint8_t)(0x41 + j);
+		}
+		if (pthread_create(&th[t], NULL, thread_write, &ta[t]) != 0)
 			return threads_fail("threads: pthread_create failed");
 	}
-	for (int j = 0; j < n; j++)
-		pthread_join(th[j], NULL);
+	for (int t = 0; t < nt; t++)
+		pthread_join(th[t], NULL);
 	for (int j = 0; j < n; j++) {
+		const struct thread_arg *a = &ta[j / THREAD_PAGES];
+		int t = j / THREAD_PAGES, q = j % THREAD_PAGES;
 		unsigned char fb = 0;
 
-		if (ta[j].got != ta[j].val)
+		if (a->got[q] != a->val[q])
 			return threads_fail("thread %d read back 0x%02x from page %d, it wrote 0x%02x",
-					    j, ta[j].got, j, ta[j].val);
+					    t, a->got[q], j, a->val[q]);
 		for (size_t b = 0; b < ps; b++)
-			if (p[(size_t)j * ps + b] != (b == ta[j].off ? ta[j].val : 0))
+			if (p[(size_t)j * ps + b] != (b == a->off[q] ? a->val[q] : 0))
 				return threads_fail("page %d (%s) byte %zu is 0x%02x after the threads; "
 						    "thread %d wrote 0x%02x at byte %zu (a lost write?)",
 						    j, j < k ? "inside the file" : "past its end", b,
-						    p[(size_t)j * ps + b], j, ta[j].val, ta[j].off);
-		if (j < k && !priv && (pread(fd, &fb, 1, (off_t)j * (off_t)ps + (off_t)ta[j].off) != 1 ||
-				       fb != ta[j].val))
+						    p[(size_t)j * ps + b], t, a->val[q], a->off[q]);
+		if (j < k && !priv && (pread(fd, &fb, 1, (off_t)j * (off_t)ps + (off_t)a->off[q]) != 1 ||
+				       fb != a->val[q]))
 			return threads_fail("page %d is inside the file, but the file has 0x%02x where "
-					    "thread %d wrote 0x%02x", j, fb, j, ta[j].val);
+					    "thread %d wrote 0x%02x", j, fb, t, a->val[q]);
 	}
 	if (fstat(fd, &sb) < 0 || sb.st_size != (off_t)k * (off_t)ps)
 		return threads_fail("the file's size changed to %lld bytes", (long long)sb.st_size);
@@ -1822,7 +1836,8 @@ run_threads(struct seq *s, const struct op *op)
 
 	if (pipe2(pfd, O_CLOEXEC) < 0)
 		fail(s, F_SETUP, "pipe: %s", strerror(errno));
-	snprintf(sh->expect, sizeof(sh->expect), "every write to land, %d pages replaced", op->n - op->o);
+	snprintf(sh->expect, sizeof(sh->expect), "every write to land, %d pages replaced",
+		 op->n * THREAD_PAGES - op->o);
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0)
@@ -1845,7 +1860,7 @@ run_threads(struct seq *s, const struct op *op)
 	got = read(pfd[0], out, sizeof(out) - 1);
 	close(pfd[0]);
 	out[got > 0 ? got : 0] = '\0';
-	sh->c.writes += (uint64_t)op->n;
+	sh->c.writes += (uint64_t)op->n * THREAD_PAGES;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		fail(s, F_ACCESS, "threads (NOSIGBUS_FILL=%s): the process %s: %s",
 		     op->mode ? "auto" : "range", nsbt_status_str(status), out);
@@ -2675,7 +2690,7 @@ gen_main(struct seq *s, struct op *op)
 		op->type = OP_THREADS;
 		op->mode = (uint8_t)rnd(s, 2);
 		op->n = (int16_t)(2 + rnd(s, THREADS_MAX - 1));
-		op->o = (int16_t)rnd(s, op->n);
+		op->o = (int16_t)rnd(s, op->n * THREAD_PAGES);
 	} else if (r < 42) {
 		op->type = OP_MADVISE;
 		op->mode = (uint8_t)rnd(s, 4);
