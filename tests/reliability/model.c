@@ -61,8 +61,8 @@
  * WIPEONFORK pages zero and not replaced).  Threads (issue 19): a
  * self-contained operation, run in a fresh exec under NOSIGBUS_FILL=range
  * or auto, where threads fault at once on one truncated protected
- * mapping, each writing its own pages upwards: every write lands, every page past
- * the end is replaced exactly once, none inside the file's size.
+ * mapping, each writing its own pages upwards: every write lands, every
+ * page past the end is replaced exactly once, none inside the file's size.
  *
  * Usage: model [--seed N] [--sequences N] [--ops N] [--config NAME]
  *              [--first K] [--trace]
