@@ -106,6 +106,7 @@ parse_header(const char *line, bool whole, struct nsb_vma *vma)
 	vma->path = whole && *p ? p : NULL;
 	vma->page_size = 0;
 	vma->pkey = -1;
+	vma->dontfork = vma->wipeonfork = false;
 	return true;
 }
 
@@ -130,6 +131,25 @@ struct walk {
 	int (*fn)(const struct nsb_vma *vma, void *arg);
 	void *arg;
 };
+
+/* The fork advices of smaps' VmFlags line ("dc": MADV_DONTFORK, "wf":
+ * MADV_WIPEONFORK), for a record made of a mapping advised before the
+ * library knew it (nosigbus_protect). */
+static void
+vm_flags(const char *p, struct nsb_vma *vma)
+{
+	while (*p == ' ' || *p == '\t')
+		p++;
+	while (p[0] && p[0] != '\n' && p[1] && p[1] != '\n') {
+		if (p[0] == 'd' && p[1] == 'c')
+			vma->dontfork = true;
+		else if (p[0] == 'w' && p[1] == 'f')
+			vma->wipeonfork = true;
+		p += 2;
+		while (*p == ' ')
+			p++;
+	}
+}
 
 /* Reports the pending VMA if it overlaps the range.  2: past the range. */
 static int
@@ -173,6 +193,8 @@ on_line(char *line, bool whole, struct walk *w)
 		w->vma.page_size = (size_t)field_value(line) * 1024;
 	else if (strncmp(line, "ProtectionKey:", 14) == 0)
 		w->vma.pkey = (int)field_value(line);
+	else if (strncmp(line, "VmFlags:", 8) == 0)
+		vm_flags(line + 8, &w->vma);
 	return 0;
 }
 
@@ -343,6 +365,7 @@ query_each(int fd, uintptr_t lo, uintptr_t hi,
 		vma.anon = vma.ino == 0;
 		vma.pkey = -1;
 		vma.page_size = 0;
+		vma.dontfork = vma.wipeonfork = false;
 		vma.path = with_name && q.vma_name_size > 1 &&
 			   escape_newlines(name, sizeof(name)) ? name : NULL;
 		with_name = true;

@@ -585,6 +585,8 @@ struct nsb_vma {
 	bool anon;		/* no file behind it */
 	int pkey;		/* smaps only: -1 when unknown */
 	size_t page_size;	/* smaps only: 0 when unknown */
+	bool dontfork;		/* smaps only: MADV_DONTFORK given (VmFlags dc) */
+	bool wipeonfork;	/* smaps only: MADV_WIPEONFORK given (VmFlags wf) */
 	const char *path;	/* NULL when absent or too long to keep */
 };
 /* Calls fn for each VMA overlapping [lo, hi), in address order, from

@@ -2435,14 +2435,6 @@ op_valid(const struct seq *s, const struct op *op)
 			return false;
 		if (op->type == OP_UNPROTECT)
 			return !s->no_regrow;
-		/* A known gap (reported with issue 19): nosigbus_protect() of a
-		 * mapping madvise()d before it was recorded does not learn the
-		 * advice (the kernel's VmFlags), so a fork child keeps a record
-		 * of a MADV_DONTFORK page it does not have.  Not generated
-		 * until the library asks the kernel. */
-		for (int i = op->a; i < op->a + op->n; i++)
-			if (s->m.pg[i].dontfork || s->m.pg[i].wipe)
-				return false;
 		/* fill=range replaces to the end of a record: keep records
 		 * to one file mapping, as the kernel patch would have them. */
 		for (int i = op->a; s->no_regrow && i < op->a + op->n; i++) {
