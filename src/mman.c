@@ -190,6 +190,29 @@ collect_whole(uintptr_t *start, uintptr_t *end, struct nsb_saved *before)
 	return nsb_ranges_collect(*start, *end, before);
 }
 
+/*
+ * Takes the table lock for a call over [start, end) that touches records:
+ * the span widened to whole huge pages in *wstart, *wend, its records in
+ * before, room for the records the call may split.  0; or -1 with errno
+ * ENOMEM, unlocked and before freed.
+ */
+static int
+lock_span(uintptr_t start, uintptr_t end, uintptr_t *wstart, uintptr_t *wend,
+	  struct nsb_saved *before)
+{
+	nsb_saved_init(before);
+	nsb_ranges_lock();
+	*wstart = start;
+	*wend = end;
+	if (nsb_ranges_reserve(2) < 0 || collect_whole(wstart, wend, before) < 0) {
+		nsb_ranges_unlock();
+		nsb_saved_free(before);
+		errno = ENOMEM;
+		return -1;
+	}
+	return 0;
+}
+
 /* ---- mmap -------------------------------------------------------------- */
 
 /* The page size of the mapping an mmap call makes: a huge page for
@@ -355,16 +378,8 @@ munmap(void *addr, size_t len)
 	    !nsb_ranges_overlap(start, end))
 		return nsb_sys_munmap(addr, len);
 
-	nsb_saved_init(&before);
-	nsb_ranges_lock();
-	wstart = start;
-	wend = end;
-	if (nsb_ranges_reserve(2) < 0 || collect_whole(&wstart, &wend, &before) < 0) {
-		nsb_ranges_unlock();
-		nsb_saved_free(&before);
-		errno = ENOMEM;
+	if (lock_span(start, end, &wstart, &wend, &before) < 0)
 		return -1;
-	}
 	nsb_ranges_flux(wstart, wend, 0, 0);
 	ret = nsb_sys_munmap(addr, len);
 	err = errno;
@@ -419,16 +434,8 @@ do_mprotect(void *addr, size_t len, int prot, int pkey, bool with_pkey)
 		return with_pkey ? nsb_sys_pkey_mprotect(addr, len, prot, pkey)
 				 : nsb_sys_mprotect(addr, len, prot);
 
-	nsb_saved_init(&before);
-	nsb_ranges_lock();
-	wstart = start;
-	wend = end;
-	if (nsb_ranges_reserve(2) < 0 || collect_whole(&wstart, &wend, &before) < 0) {
-		nsb_ranges_unlock();
-		nsb_saved_free(&before);
-		errno = ENOMEM;
+	if (lock_span(start, end, &wstart, &wend, &before) < 0)
 		return -1;
-	}
 	/* No rescue in the span until the records have the new protection:
 	 * a page rescued meanwhile would keep the old one. */
 	nsb_ranges_flux(wstart, wend, 0, 0);
@@ -541,16 +548,8 @@ madvise(void *addr, size_t len, int advice)
 	    !nsb_ranges_overlap(start, end))
 		return real_madvise(addr, len, advice);
 
-	nsb_saved_init(&before);
-	nsb_ranges_lock();
-	wstart = start;
-	wend = end;
-	if (nsb_ranges_reserve(2) < 0 || collect_whole(&wstart, &wend, &before) < 0) {
-		nsb_ranges_unlock();
-		nsb_saved_free(&before);
-		errno = ENOMEM;
+	if (lock_span(start, end, &wstart, &wend, &before) < 0)
 		return -1;
-	}
 	/* No rescue in the span until the records say it: a page replaced
 	 * meanwhile would miss the advice. */
 	nsb_ranges_flux(wstart, wend, 0, 0);
