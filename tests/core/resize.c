@@ -96,15 +96,6 @@ grow_child(void *arg)
 		 g->all ? "every page" : "the last page",
 		 g->closed ? ", descriptor closed" : "", fill);
 	if (g->closed) {
-		/* Room above the soft limit for the library's descriptor. */
-		struct rlimit rl;
-
-		NSBT_CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0, "getrlimit: %s", strerror(errno));
-		if (rl.rlim_cur == rl.rlim_max && rl.rlim_max > 256) {
-			rl.rlim_cur = rl.rlim_max / 2;
-			NSBT_CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0, "setrlimit: %s",
-				   strerror(errno));
-		}
 		snprintf(shm_path, sizeof(shm_path), "/dev/shm/core-resize-%d", (int)getpid());
 		fd = open(shm_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 		NSBT_CHECK(fd >= 0, "open %s: %s", shm_path, strerror(errno));

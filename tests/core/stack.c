@@ -270,26 +270,33 @@ rescue_child(void *arg)
 		   own, OWN_MAX);
 }
 
-/* A fault passed on: how much was used before the program's handler. */
+/* A fault the library passes on to the program's handler, which runs. */
 static void
-pass_child(void *arg)
+fault_passed_on(const char *what)
 {
-	const char *what = arg;
-	size_t frame, before_handler;
-	volatile char *p;
+	volatile char *p = unrecorded();
 
-	make_alt(min_stack() + extra());
-	install();
-	frame = kernel_frame();
-	/* A protected mapping: the library's handler is in place. */
-	(void)truncated(on_disk);
-	p = unrecorded();
 	handler_frame = 0;
 	if (sigsetjmp(out, 1) == 0) {
 		(void)p[5];
 		nsbt_fail("%s: the read past the end did not fault", what);
 	}
 	NSBT_CHECK(handler_frame != 0, "%s: the program's handler did not run", what);
+}
+
+/* A fault passed on: how much was used before the program's handler. */
+static void
+pass_child(void *arg)
+{
+	const char *what = arg;
+	size_t frame, before_handler;
+
+	make_alt(min_stack() + extra());
+	install();
+	frame = kernel_frame();
+	/* A protected mapping: the library's handler is in place. */
+	(void)truncated(on_disk);
+	fault_passed_on(what);
 	/* From the frame's bottom to the program's handler's frame (less
 	 * the call's return address and the frame pointer). */
 	before_handler = (uintptr_t)alt + alt_size - frame - handler_frame - 2 * sizeof(void *);
@@ -364,13 +371,7 @@ rust_child(void *arg)
 		   "room in 8 KiB", what, frame);
 	rust_use = 8192 - frame - CHAIN_MAX - 512;
 	(void)truncated(on_disk);
-	p = unrecorded();
-	handler_frame = 0;
-	if (sigsetjmp(out, 1) == 0) {
-		(void)p[5];
-		nsbt_fail("%s: the read past the end did not fault", what);
-	}
-	NSBT_CHECK(handler_frame != 0, "%s: the program's handler did not run", what);
+	fault_passed_on(what);
 	rust_use = 0;
 	/* And a rescue on the same stack. */
 	p = truncated(on_disk);
@@ -410,17 +411,6 @@ main(int argc, char **argv)
 	    dlsym(RTLD_DEFAULT, "__msan_init"))
 		nsbt_skip("a sanitizer is loaded: its stack frames are larger by design");
 	on_disk = strcmp(policy, "files") == 0;
-	if (kept) {
-		/* Room above the soft limit for the library's descriptor. */
-		struct rlimit rl;
-
-		NSBT_CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0, "getrlimit: %s", strerror(errno));
-		if (rl.rlim_cur == rl.rlim_max && rl.rlim_max > 256) {
-			rl.rlim_cur = rl.rlim_max / 2;
-			NSBT_CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0, "setrlimit: %s",
-				   strerror(errno));
-		}
-	}
 	snprintf(what, sizeof(what), "policy %s, %s: a rescue on AT_MINSIGSTKSZ + 1 KiB", policy,
 		 kept ? "kept descriptor" : "no descriptor");
 	run(rescue_child, strdup(what));
