@@ -230,7 +230,7 @@ unrecorded(void)
 
 static bool on_disk, kept;
 
-/* Does the library keep a descriptor (one at or above the soft limit)? */
+/* Does the library keep a descriptor (an O_PATH one, below the soft limit)? */
 static bool
 library_keeps_one(void)
 {
