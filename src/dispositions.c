@@ -893,7 +893,6 @@ static void
 run_handler(int sig, siginfo_t *si, ucontext_t *uc, const struct sigaction *act, bool set_mask)
 {
 	bool was = blocked, in;
-	sigset_t mask;
 
 	handled++;
 	in = was || sigismember(&act->sa_mask, SIGBUS) ||
@@ -911,12 +910,19 @@ run_handler(int sig, siginfo_t *si, ucontext_t *uc, const struct sigaction *act,
 	if (in != was)
 		set_blocked(in);
 	if (set_mask && uc) {
-		mask = uc->uc_sigmask;
-		sigorset(&mask, &mask, &act->sa_mask);
+		/* In the kernel's size: this frame stays small on the way to
+		 * the program's handler (issue 19: 512 bytes, aarch64 too). */
+		const size_t word_bits = 8 * sizeof(unsigned long);
+		struct nsb_kset mask, extra;
+
+		memcpy(&mask, &uc->uc_sigmask, sizeof(mask));
+		memcpy(&extra, &act->sa_mask, sizeof(extra));
+		for (size_t i = 0; i < sizeof(mask.w) / sizeof(mask.w[0]); i++)
+			mask.w[i] |= extra.w[i];
 		if (!(act->sa_flags & SA_NODEFER))
-			sigaddset(&mask, sig);
-		sigdelset(&mask, SIGBUS);
-		nsb_sys_sigmask(SIG_SETMASK, &mask, NULL);
+			mask.w[(sig - 1) / word_bits] |= 1ul << ((sig - 1) % word_bits);
+		mask.w[(SIGBUS - 1) / word_bits] &= ~(1ul << ((SIGBUS - 1) % word_bits));
+		nsb_sys_sigmask_kernel(SIG_SETMASK, &mask, NULL);
 	}
 	/* With the three arguments the kernel gave, SA_SIGINFO or not, as the
 	 * kernel passes them (x86-64 always; older code reads them). */

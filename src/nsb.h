@@ -51,6 +51,12 @@ int nsb_sys_mprotect(void *addr, size_t len, int prot); /* [signal-safe] */
 int nsb_sys_pkey_mprotect(void *addr, size_t len, int prot, int pkey); /* [signal-safe] */
 int nsb_sys_sigaction(int sig, const struct sigaction *act, struct sigaction *old); /* [signal-safe] */
 int nsb_sys_sigmask(int how, const sigset_t *set, sigset_t *old); /* [signal-safe] */
+/* The kernel's own mask: _NSIG / 8 bytes (8 on x86_64 and aarch64). */
+struct nsb_kset {
+	unsigned long w[_NSIG / 8 / sizeof(unsigned long)];
+};
+/* [signal-safe] clears glibc's two signals in *set, then sets the mask */
+int nsb_sys_sigmask_kernel(int how, struct nsb_kset *set, sigset_t *old);
 /* [signal-safe] madvise() without our interposition (the kernel's own). */
 static inline int
 nsb_sys_madvise(void *addr, size_t len, int advice)

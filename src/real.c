@@ -334,18 +334,25 @@ nsb_sys_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 static int
 kernel_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
-	const size_t word_bits = 8 * sizeof(unsigned long);
-	unsigned long words[sizeof(sigset_t) / sizeof(unsigned long)];
-	sigset_t copy;
+	struct nsb_kset k;
 
-	if (set) {
-		memcpy(words, set, sizeof(words));
-		for (int sig = 32; sig <= 33; sig++)
-			words[(sig - 1) / word_bits] &= ~(1ul << ((sig - 1) % word_bits));
-		memcpy(&copy, words, sizeof(words));
-		set = &copy;
-	}
-	return (int)syscall(SYS_rt_sigprocmask, how, set, old, _NSIG / 8);
+	if (!set)
+		return (int)syscall(SYS_rt_sigprocmask, how, NULL, old, sizeof(k));
+	memcpy(&k, set, sizeof(k));
+	return nsb_sys_sigmask_kernel(how, &k, old);
+}
+
+/* The kernel's part of a mask, glibc's two signals kept out: the only
+ * bytes the kernel reads (_NSIG / 8), so no 128-byte sigset_t on the
+ * stack of a handler that may run on a small alternate stack. */
+int
+nsb_sys_sigmask_kernel(int how, struct nsb_kset *set, sigset_t *old)
+{
+	const size_t word_bits = 8 * sizeof(unsigned long);
+
+	for (int sig = 32; sig <= 33; sig++)
+		set->w[(sig - 1) / word_bits] &= ~(1ul << ((sig - 1) % word_bits));
+	return (int)syscall(SYS_rt_sigprocmask, how, set, old, sizeof(*set));
 }
 
 /* Always the kernel, as glibc's pthread_sigmask does it: no lookup, in a
