@@ -912,7 +912,6 @@ run_handler(int sig, siginfo_t *si, ucontext_t *uc, const struct sigaction *act,
 	if (set_mask && uc) {
 		/* In the kernel's size: this frame stays small on the way to
 		 * the program's handler (issue 19: 512 bytes, aarch64 too). */
-		const size_t word_bits = 8 * sizeof(unsigned long);
 		struct nsb_kset mask, extra;
 
 		memcpy(&mask, &uc->uc_sigmask, sizeof(mask));
@@ -920,8 +919,8 @@ run_handler(int sig, siginfo_t *si, ucontext_t *uc, const struct sigaction *act,
 		for (size_t i = 0; i < sizeof(mask.w) / sizeof(mask.w[0]); i++)
 			mask.w[i] |= extra.w[i];
 		if (!(act->sa_flags & SA_NODEFER))
-			mask.w[(sig - 1) / word_bits] |= 1ul << ((sig - 1) % word_bits);
-		mask.w[(SIGBUS - 1) / word_bits] &= ~(1ul << ((SIGBUS - 1) % word_bits));
+			nsb_kset_add(&mask, sig);
+		nsb_kset_del(&mask, SIGBUS);
 		nsb_sys_sigmask_kernel(SIG_SETMASK, &mask, NULL);
 	}
 	/* With the three arguments the kernel gave, SA_SIGINFO or not, as the

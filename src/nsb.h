@@ -55,6 +55,21 @@ int nsb_sys_sigmask(int how, const sigset_t *set, sigset_t *old); /* [signal-saf
 struct nsb_kset {
 	unsigned long w[_NSIG / 8 / sizeof(unsigned long)];
 };
+/* [signal-safe] Signal sig's bit of a kernel mask. */
+static inline void
+nsb_kset_add(struct nsb_kset *set, int sig)
+{
+	const unsigned bits = 8 * sizeof(unsigned long);
+
+	set->w[(unsigned)(sig - 1) / bits] |= 1ul << ((unsigned)(sig - 1) % bits);
+}
+static inline void
+nsb_kset_del(struct nsb_kset *set, int sig)
+{
+	const unsigned bits = 8 * sizeof(unsigned long);
+
+	set->w[(unsigned)(sig - 1) / bits] &= ~(1ul << ((unsigned)(sig - 1) % bits));
+}
 /* [signal-safe] clears glibc's two signals in *set, then sets the mask */
 int nsb_sys_sigmask_kernel(int how, struct nsb_kset *set, sigset_t *old);
 /* [signal-safe] madvise() without our interposition (the kernel's own). */

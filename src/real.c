@@ -348,10 +348,8 @@ kernel_sigmask(int how, const sigset_t *set, sigset_t *old)
 int
 nsb_sys_sigmask_kernel(int how, struct nsb_kset *set, sigset_t *old)
 {
-	const size_t word_bits = 8 * sizeof(unsigned long);
-
-	for (int sig = 32; sig <= 33; sig++)
-		set->w[(sig - 1) / word_bits] &= ~(1ul << ((sig - 1) % word_bits));
+	nsb_kset_del(set, 32);
+	nsb_kset_del(set, 33);
 	return (int)syscall(SYS_rt_sigprocmask, how, set, old, sizeof(*set));
 }
 
