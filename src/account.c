@@ -28,7 +28,7 @@
  * every handler that could still hold one has left (ranges.c).
  *
  * Signal context: nsb_account_claim, nsb_account_claim_run,
- * nsb_account_unclaim, nsb_account_test.  The rest runs under the table
+ * nsb_account_unclaim, nsb_account_test, nsb_account_log.  The rest runs under the table
  * lock.
  */
 #include <errno.h>
@@ -38,7 +38,7 @@
 #include "nsb.h"
 
 #define WORD_BITS	64u
-#define MIN_CLASS	6u	/* 64 bytes: the header and 128 units */
+#define MIN_CLASS	7u	/* 128 bytes: the header and a few hundred units */
 
 struct nsb_account {
 	uint64_t id;		/* never reused: tells accounts apart */
@@ -50,6 +50,7 @@ struct nsb_account {
 	long refs;		/* records naming it */
 	bool pending;		/* on the release list */
 	struct nsb_account *next;	/* release list or free list */
+	struct nsb_maplog log;		/* log.c's, about this mapping */
 	atomic_ulong bits[];
 };
 
@@ -157,7 +158,7 @@ index_of(const struct nsb_account *a, uint64_t off, uint64_t *bit)
 }
 
 struct nsb_account *
-nsb_account_copy(const struct nsb_account *from, uint64_t off, size_t len)
+nsb_account_copy(struct nsb_account *from, uint64_t off, size_t len)
 {
 	size_t unit = from ? (size_t)1 << from->shift : nsb_config.page_size;
 	struct nsb_account *a = nsb_account_new(off, len, unit);
@@ -165,6 +166,15 @@ nsb_account_copy(const struct nsb_account *from, uint64_t off, size_t len)
 
 	if (!a || !from)
 		return a;
+	/* Table lock held: no rescue counts into from meanwhile (the
+	 * records that name it are being replaced). */
+	atomic_store(&a->log.pid, atomic_exchange(&from->log.pid, 0));
+	atomic_store(&a->log.faults, atomic_exchange(&from->log.faults, 0));
+	atomic_store(&a->log.pages, atomic_exchange(&from->log.pages, 0));
+	atomic_store(&a->log.reported, atomic_exchange(&from->log.reported, 0));
+	atomic_store(&a->log.next_ns, atomic_load(&from->log.next_ns));
+	atomic_store(&a->log.file, atomic_load(&from->log.file));
+	atomic_store(&a->log.meta, atomic_load(&from->log.meta));
 	for (uint64_t i = 0; i < a->units; i++)
 		if (nsb_account_test(from, off + (i << a->shift)) && index_of(a, off + (i << a->shift), &bit))
 			atomic_fetch_or(&a->bits[bit / WORD_BITS], 1ul << (bit % WORD_BITS));
@@ -202,6 +212,8 @@ nsb_account_release_unused(void)
 
 		a->pending = false;
 		if (a->refs == 0) {
+			if (atomic_load(&a->log.faults))
+				nsb_log_unmapped(&a->log);
 			if (a->class == 0) {
 				nsb_sys_munmap(a, a->bytes);
 			} else {
@@ -222,6 +234,13 @@ nsb_account_test(const struct nsb_account *a, uint64_t off)
 	if (!index_of(a, off, &bit))
 		return false;
 	return (atomic_load(&a->bits[bit / WORD_BITS]) >> (bit % WORD_BITS)) & 1;
+}
+
+/* [signal-safe] The log's counts for this mapping (NULL: no account). */
+struct nsb_maplog *
+nsb_account_log(struct nsb_account *a)
+{
+	return a ? &a->log : NULL;
 }
 
 /* [signal-safe] Sets the unit's bit: true if this call set it (the unit

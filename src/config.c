@@ -51,6 +51,14 @@ static const struct word bool_words[] = {
 	{ "1", 1 }, { "yes", 1 }, { "true", 1 }, { "on", 1 },
 	{ "0", 0 }, { "no", 0 }, { "false", 0 }, { "off", 0 }, { NULL, 0 },
 };
+/* 1: a line per mapping (the first rescue, then at most one a second with
+ * the count, and one when it is unmapped); pages: a line per rescue. */
+static const struct word log_words[] = {
+	{ "1", NSB_LOG_MAPPINGS }, { "yes", NSB_LOG_MAPPINGS }, { "true", NSB_LOG_MAPPINGS },
+	{ "on", NSB_LOG_MAPPINGS }, { "pages", NSB_LOG_PAGES },
+	{ "0", NSB_LOG_OFF }, { "no", NSB_LOG_OFF }, { "false", NSB_LOG_OFF },
+	{ "off", NSB_LOG_OFF }, { NULL, 0 },
+};
 
 struct variable {
 	const char *name;	/* without the NOSIGBUS_ prefix */
@@ -66,7 +74,7 @@ static const struct variable variables[] = {
 	{ "FILL", fill_words, "page, range or auto", "the default", NSB_DEFAULT_FILL },
 	{ "ERRORS", errors_words, "pass or zero", "pass", NSB_DEFAULT_ERRORS },
 	{ "STRICT", bool_words, "0 or 1", "0", 0 },
-	{ "LOG", bool_words, "0 or 1", "0", 0 },
+	{ "LOG", log_words, "0, 1 or pages", "0", NSB_LOG_OFF },
 };
 enum var { VAR_POLICY, VAR_FILL, VAR_ERRORS, VAR_STRICT, VAR_LOG, VAR_COUNT };
 

@@ -9,8 +9,8 @@
  * The counters are per process: a fork child starts from zero, so that the
  * exit summaries of a process tree add up to what happened in it.
  *
- * Signal context: nsb_log_rescue and nsb_log_failure run in the SIGBUS
- * handler.  They format by hand into a stack buffer and write(2) it once:
+ * Signal context: nsb_log_rescue, nsb_log_failure and nsb_log_write run
+ * in the SIGBUS handler.  They format by hand into a stack buffer and write(2) it once:
  * no stdio, no malloc, no locks.
  */
 #include <errno.h>
@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "nsb.h"
@@ -71,16 +72,11 @@ put_prefix(struct line *l)
 }
 
 /* [signal-safe] */
-static void
-emit(struct line *l)
+void
+nsb_log_write(const char *p, size_t left)
 {
-	const char *p = l->buf;
-	size_t left;
-
 	if (nsb_config.secure)
 		return;	/* AT_SECURE: stderr is not ours to write (config.c) */
-	l->buf[l->len++] = '\n';
-	left = l->len;
 	while (left) {
 		ssize_t n = write(STDERR_FILENO, p, left);
 
@@ -94,26 +90,174 @@ emit(struct line *l)
 }
 
 /* [signal-safe] */
+static void
+emit(struct line *l)
+{
+	l->buf[l->len++] = '\n';
+	nsb_log_write(l->buf, l->len);
+}
+
+/* [signal-safe] "PATH from COMM[PID]": the file, and the process that
+ * sent it where it was received (received.c). */
+static void
+put_mapping(struct line *l, uint32_t file, uint32_t meta)
+{
+	const char *path = nsb_files_path(file);
+	uint64_t dev, ino;
+	char comm[16];
+	int pid;
+
+	put(l, path ? path : (meta & NSB_META_ANON) ? "anonymous" : "unknown");
+	if (nsb_files_identity(file, &dev, &ino) && nsb_received_sender(dev, ino, &pid, comm)) {
+		put(l, " from ");
+		if (pid > 0) {
+			put(l, comm[0] ? comm : "pid");
+			put(l, "[");
+			put_num(l, (uint64_t)pid, 10);
+			put(l, "]");
+		} else {
+			put(l, "another process");
+		}
+	}
+}
+
+/* [signal-safe] */
+static int64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* [signal-safe] The first rescue in a mapping (in this process). */
+static bool
+first_in_process(struct nsb_maplog *m, const struct nsb_range *r)
+{
+	int me = getpid(), owner = atomic_load(&m->pid);
+
+	if (owner == me)
+		return false;
+	if (!atomic_compare_exchange_strong(&m->pid, &owner, me))
+		return false;	/* another thread of ours was first */
+	if (owner) {
+		/* A fork child: what is counted is its parent's. */
+		atomic_store(&m->faults, 0);
+		atomic_store(&m->pages, 0);
+		atomic_store(&m->reported, 0);
+	}
+	atomic_store(&m->next_ns, INT64_MAX);	/* until the first line is out */
+	atomic_store(&m->file, r->file);
+	atomic_store(&m->meta, r->meta);
+	return true;
+}
+
+/* [signal-safe] */
 void
-nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages, bool verified)
+nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages, bool verified,
+	       int ticket)
 {
 	static const char *const fills[] = { " (fill=page, ", " (fill=range, ", " (fill=auto, " };
-	const char *path = nsb_files_path(r->file);
+	struct nsb_maplog *m = nsb_account_log(r->acct);
+	uint64_t total, faults;
+	int64_t next, now;
 	struct line l;
 
-	if (!nsb_config.log)
+	if (!nsb_config.log || !m) {
+		nsb_ranges_leave(ticket);
 		return;
+	}
+	/* The counts, while the record (and so its account) is held. */
+	if (first_in_process(m, r) || nsb_config.log == NSB_LOG_PAGES) {
+		atomic_fetch_add(&m->faults, 1);
+		atomic_fetch_add(&m->pages, pages);
+		atomic_fetch_add(&m->reported, pages);
+		put_prefix(&l);
+		put(&l, "rescued ");
+		put_num(&l, addr, 16);
+		put(&l, " in ");
+		put_mapping(&l, r->file, r->meta);
+		nsb_ranges_leave(ticket);
+		put(&l, fills[nsb_fill_of(r->meta)]);
+		put_num(&l, pages, 10);
+		put(&l, pages == 1 ? " page" : " pages");
+		/* The file's size could not be learnt: perhaps not past its end. */
+		put(&l, verified ? ")" : ", unverified)");
+		atomic_store(&m->next_ns, now_ns() + 1000000000);
+		emit(&l);
+		return;
+	}
+	faults = atomic_fetch_add(&m->faults, 1) + 1;
+	total = atomic_fetch_add(&m->pages, pages) + pages;
+	next = atomic_load(&m->next_ns);
+	now = now_ns();
+	/* At most one line a second, by whoever moves the deadline. */
+	if (now < next || !atomic_compare_exchange_strong(&m->next_ns, &next, now + 1000000000)) {
+		nsb_ranges_leave(ticket);
+		return;
+	}
 	put_prefix(&l);
 	put(&l, "rescued ");
-	put_num(&l, addr, 16);
-	put(&l, " in ");
-	put(&l, path ? path : (r->meta & NSB_META_ANON) ? "anonymous" : "unknown");
-	put(&l, fills[nsb_fill_of(r->meta)]);
+	pages = (size_t)(total - atomic_exchange(&m->reported, total));
 	put_num(&l, pages, 10);
-	put(&l, pages == 1 ? " page" : " pages");
-	/* The file's size could not be learnt: perhaps not past its end. */
-	put(&l, verified ? ")" : ", unverified)");
+	put(&l, pages == 1 ? " more page in " : " more pages in ");
+	put_mapping(&l, r->file, r->meta);
+	nsb_ranges_leave(ticket);
+	put(&l, " (");
+	put_num(&l, total, 10);
+	put(&l, " pages in ");
+	put_num(&l, faults, 10);
+	put(&l, faults == 1 ? " fault so far)" : " faults so far)");
 	emit(&l);
+}
+
+/* Lines for mappings unmapped under the table lock, written after it
+ * (not in .bss: the library's would spill into one more mapping). */
+static char *queue;
+static size_t queued;
+
+/* Table lock held. */
+void
+nsb_log_unmapped(struct nsb_maplog *m)
+{
+	uint64_t faults = atomic_load(&m->faults), pages = atomic_load(&m->pages);
+	struct line l;
+
+	if (!nsb_config.log || atomic_load(&m->pid) != getpid())
+		return;
+	put_prefix(&l);
+	put(&l, "unmapped ");
+	put_mapping(&l, atomic_load(&m->file), atomic_load(&m->meta));
+	put(&l, ": ");
+	put_num(&l, pages, 10);
+	put(&l, pages == 1 ? " page rescued in " : " pages rescued in ");
+	put_num(&l, faults, 10);
+	put(&l, faults == 1 ? " fault" : " faults");
+	l.buf[l.len++] = '\n';
+	if (!queue && !(queue = nsb_memory(NSB_LOG_QUEUE))) {
+		nsb_log_write(l.buf, l.len);
+		return;
+	}
+	if (queued + l.len > NSB_LOG_QUEUE) {
+		nsb_log_write(queue, queued);	/* rare: many at once */
+		queued = 0;
+	}
+	memcpy(queue + queued, l.buf, l.len);
+	queued += l.len;
+	atomic_store(&m->faults, 0);
+}
+
+/* Table lock held. */
+size_t
+nsb_log_take(char *out)
+{
+	size_t n = queued;
+
+	if (n)
+		memcpy(out, queue, n);
+	queued = 0;
+	return n;
 }
 
 /* [signal-safe] Printed whether or not logging is on: see the top. */

@@ -139,6 +139,8 @@ enum nsb_real_fn {
 	NSB_REAL_PIDFD_SPAWNP,
 	NSB_REAL_MADVISE,
 	NSB_REAL_PROCESS_MADVISE,
+	NSB_REAL_RECVMSG,
+	NSB_REAL_RECVMMSG,
 	NSB_REAL_COUNT
 };
 
@@ -210,6 +212,11 @@ typedef void (*nsb_jump_fn)(struct __jmp_buf_tag *, int) __attribute__((noreturn
 #define real_dup3 ((int (*)(int, int, int))nsb_real(NSB_REAL_DUP3))
 #define real_close_range ((int (*)(unsigned, unsigned, int))nsb_real(NSB_REAL_CLOSE_RANGE))
 #define real_closefrom ((void (*)(int))nsb_real(NSB_REAL_CLOSEFROM))
+struct msghdr;
+struct mmsghdr;
+#define real_recvmsg ((ssize_t (*)(int, struct msghdr *, int))nsb_real(NSB_REAL_RECVMSG))
+#define real_recvmmsg \
+	((int (*)(int, struct mmsghdr *, unsigned, int, struct timespec *))nsb_real(NSB_REAL_RECVMMSG))
 struct pollfd;
 struct epoll_event;
 struct timeval;
@@ -254,12 +261,14 @@ enum nsb_errors { NSB_ERRORS_PASS, NSB_ERRORS_ZERO };
 #define NSB_DEFAULT_FILL	NSB_FILL_PAGE
 #define NSB_DEFAULT_ERRORS	NSB_ERRORS_PASS
 
+enum nsb_log { NSB_LOG_OFF, NSB_LOG_MAPPINGS, NSB_LOG_PAGES };
+
 struct nsb_config {
 	enum nsb_policy policy;
 	enum nsb_fill fill;
 	enum nsb_errors errors;
 	bool strict;
-	bool log;
+	enum nsb_log log;	/* 0: nothing printed but failures */
 	size_t page_size;	/* sysconf(_SC_PAGESIZE), read outside signals */
 	bool handoff_seen;	/* NSB_HANDOFF_VAR is in the environment */
 	bool inherit_ignored;	/* ... with the value written for this process */
@@ -383,6 +392,7 @@ void *nsb_memory_table(int which, size_t bytes);
 #define NSB_META_SHARED		0x0008u
 #define NSB_META_ANON		0x0010u		/* no file behind it */
 #define NSB_META_MEMFS		0x0020u		/* a file that lives in memory */
+#define NSB_META_RECEIVED	0x0040u		/* a file another process handed over */
 #define NSB_META_POLICY		0x8000u		/* protected by the policy, not asked for */
 #define NSB_META_SHIFT(m)	(((m) >> 8) & 0x3fu)	/* log2 of the page size */
 #define NSB_META_MKSHIFT(s)	((uint32_t)(s) << 8)
@@ -405,7 +415,8 @@ struct nsb_account;
 static inline enum nsb_fill
 nsb_fill_of(uint32_t meta)
 {
-	if (nsb_config.fill_set || !(meta & NSB_META_POLICY) || !(meta & NSB_META_MEMFS))
+	if (nsb_config.fill_set || !(meta & NSB_META_POLICY) ||
+	    !(meta & (NSB_META_MEMFS | NSB_META_RECEIVED)))
 		return nsb_config.fill;
 	return NSB_FILL_RANGE;
 }
@@ -494,8 +505,9 @@ void nsb_ranges_after_fork_child(void);
  * the handler.
  */
 struct nsb_account *nsb_account_new(uint64_t off, size_t len, size_t unit);
-/* A new account for [off, off + len) with the bits from's has there. */
-struct nsb_account *nsb_account_copy(const struct nsb_account *from, uint64_t off, size_t len);
+/* A new account for [off, off + len) with the bits from's has there; the
+ * log's counts move to it (from is replaced by it, at least in part). */
+struct nsb_account *nsb_account_copy(struct nsb_account *from, uint64_t off, size_t len);
 void nsb_account_ref(struct nsb_account *a, int delta);
 void nsb_account_release_unused(void);
 uint64_t nsb_account_id(const struct nsb_account *a);	/* [signal-safe] */
@@ -503,6 +515,7 @@ bool nsb_account_claim(struct nsb_account *a, uint64_t off);	/* [signal-safe] */
 size_t nsb_account_claim_run(struct nsb_account *a, uint64_t off, size_t max); /* [signal-safe] */
 void nsb_account_unclaim(struct nsb_account *a, uint64_t off, size_t n); /* [signal-safe] */
 bool nsb_account_test(const struct nsb_account *a, uint64_t off);	/* [signal-safe] */
+struct nsb_maplog *nsb_account_log(struct nsb_account *a);	/* [signal-safe] */
 void nsb_account_clear(struct nsb_account *a, uint64_t off, size_t len);
 size_t nsb_account_count(const struct nsb_account *a, uint64_t off, size_t len);
 /* The memory an account of a mapping of len bytes takes. */
@@ -523,7 +536,7 @@ uint32_t nsb_files_get_mapped(uintptr_t start, uintptr_t end, uint64_t dev, uint
 			      const char *path, bool *memfs);
 void nsb_files_ref(uint32_t file, int delta);
 void nsb_files_release_unused(void);
-bool nsb_files_identity(uint32_t file, uint64_t *dev, uint64_t *ino);
+bool nsb_files_identity(uint32_t file, uint64_t *dev, uint64_t *ino);	/* [signal-safe] */
 /* [signal-safe] The size now of the file mapped at addr, in the record
  * [start, end); false if the library cannot tell. */
 bool nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr,
@@ -640,7 +653,40 @@ struct nsb_decision {
 };
 void nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d);
 
+/* ---- received.c: files handed over by another process ----------------- */
+
+/* A file, whatever descriptor names it (birth time where the file system
+ * keeps one: an inode number reused later is another file). */
+struct nsb_identity {
+	uint64_t dev;
+	uint64_t ino;
+	int64_t btime_sec;
+	uint32_t btime_nsec;
+	bool has_btime;
+};
+struct statx;
+void nsb_identity_from(const struct statx *sx, struct nsb_identity *id);
+bool nsb_identity_of(int fd, struct nsb_identity *id);	/* regular files */
+bool nsb_received_any(void);	/* has a regular file ever been received? */
+bool nsb_received_is(const struct nsb_identity *id);
+/* [signal-safe] The process that sent this file, where known. */
+bool nsb_received_sender(uint64_t dev, uint64_t ino, int *pid, char comm[16]);
+
 /* ---- log.c: counters and messages -------------------------------------- */
+
+/* What the log said about one mapping (kept in its account): with
+ * NOSIGBUS_LOG=1 a line at its first rescue, then at most one a second
+ * with the count, and one when it is unmapped.  Only the process that
+ * rescued (pid) reports: a fork child inherits its parent's accounts. */
+struct nsb_maplog {
+	atomic_int pid;			/* 0: nothing rescued yet */
+	atomic_uint_least64_t faults;	/* rescues */
+	atomic_uint_least64_t pages;	/* pages they replaced */
+	atomic_uint_least64_t reported;	/* pages the lines so far counted */
+	atomic_int_least64_t next_ns;	/* no count line before (CLOCK_MONOTONIC) */
+	atomic_uint file;		/* files.c index, for the last line */
+	atomic_uint meta;
+};
 
 struct nsb_counters {
 	atomic_uint_least64_t rescues;
@@ -652,7 +698,17 @@ extern struct nsb_counters nsb_counters;
 
 void nsb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* [signal-safe] */
-void nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages, bool verified);
+/* [signal-safe] Counts a rescue and says what the log level asks for; lets
+ * go of the record (nsb_ranges_leave(ticket)) before it writes. */
+void nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages, bool verified,
+		    int ticket);
+/* Table lock held: the mapping's last line, written at the unlock. */
+void nsb_log_unmapped(struct nsb_maplog *m);
+/* At the unlock: takes the lines nsb_log_unmapped queued (out: at least
+ * NSB_LOG_QUEUE bytes), to write after the lock is let go. */
+#define NSB_LOG_QUEUE 512
+size_t nsb_log_take(char *out);
+void nsb_log_write(const char *buf, size_t len);
 void nsb_log_failure(uintptr_t addr, int err);	/* [signal-safe] */
 void nsb_log_init(void);
 /* Per-process counters: zeroes them in a fork child. */

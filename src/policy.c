@@ -29,6 +29,11 @@
  *    lets a rescue skip that.  (A tmpfs file other than a memfd cannot
  *    have seals: the kernel creates it sealed against new ones.)
  *
+ * A file another process handed over (SCM_RIGHTS) is protected under shm
+ * whatever its file system (received.c, issue 22): that check costs a
+ * disk file's mapping one statx, and only in a process that has received
+ * a regular file.
+ *
  * Not used in signal context.
  */
 #include <errno.h>
@@ -221,6 +226,7 @@ nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d)
 	bool flagged = flags & MAP_NOSIGBUS;
 	unsigned shift = nsb_log2(nsb_config.page_size);
 	struct statfs fs;
+	bool received = false;
 
 	d->protect = false;
 	d->has_file = false;
@@ -241,18 +247,30 @@ nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d)
 		long type = 0, bsize = 0;
 		unsigned mask = 0;	/* no mount needed: not memory-backed */
 		uint64_t memfd_mnt = 0;
-		bool memfd;
+		bool memfd, maybe_received;
 
 		if (seals < 0 && err != EINVAL)
 			goto slow;	/* not a file we can map anyway */
 		d->memfs = seals >= 0;
-		if (!flagged && nsb_config.policy == NSB_POLICY_SHM && !d->memfs)
+		/* Under shm, a file on disk is protected only if another
+		 * process handed it over (received.c). */
+		maybe_received = !d->memfs && nsb_received_any();
+		if (!flagged && nsb_config.policy == NSB_POLICY_SHM && !d->memfs && !maybe_received)
 			return;
 		if (d->memfs)
 			mask = memfd_mount(&memfd_mnt);
-		if (statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS | mask, &sx) < 0 ||
+		if (statx(fd, "", AT_EMPTY_PATH,
+			  STATX_BASIC_STATS | mask | (maybe_received ? STATX_BTIME : 0), &sx) < 0 ||
 		    (sx.stx_mask & STATX_BASIC_STATS) != STATX_BASIC_STATS)
 			goto slow;
+		if (maybe_received) {
+			struct nsb_identity id;
+
+			nsb_identity_from(&sx, &id);
+			received = nsb_received_is(&id);
+		}
+		if (!flagged && nsb_config.policy == NSB_POLICY_SHM && !d->memfs && !received)
+			return;
 		stat_of(&sx, &d->st);
 		d->has_file = true;
 		memfd = mask && (sx.stx_mask & mask) && sx.stx_mnt_id == memfd_mnt;
@@ -281,8 +299,14 @@ slow:
 		if (fs.f_type == HUGETLBFS_MAGIC)
 			shift = nsb_log2((size_t)fs.f_bsize);
 		d->has_file = fstat(fd, &d->st) == 0;
+		if (d->has_file && !d->memfs && nsb_received_any()) {
+			struct nsb_identity id = { .dev = (uint64_t)d->st.st_dev,
+						   .ino = (uint64_t)d->st.st_ino };
+
+			received = nsb_received_is(&id);
+		}
 		if (!flagged) {
-			if (nsb_config.policy == NSB_POLICY_SHM && !d->memfs)
+			if (nsb_config.policy == NSB_POLICY_SHM && !d->memfs && !received)
 				return;
 			if (!d->has_file || !S_ISREG(d->st.st_mode))
 				return;
@@ -291,6 +315,8 @@ slow:
 		}
 		d->meta = d->memfs ? NSB_META_MEMFS : 0;
 	}
+	if (received)
+		d->meta |= NSB_META_RECEIVED;	/* a client's buffer: its default fill */
 	d->meta |= ((uint32_t)prot & NSB_META_PROT) | NSB_META_MKSHIFT(shift) |
 		   NSB_META_MKPKEY(-1);
 	if ((flags & MAP_TYPE) != MAP_PRIVATE)

@@ -499,10 +499,18 @@ nsb_ranges_lock(void)
 void
 nsb_ranges_unlock(void)
 {
-	nsb_files_release_unused();
+	char said[NSB_LOG_QUEUE];
+	size_t n;
+
+	/* Accounts first: the last line of a mapping names its file. */
 	nsb_account_release_unused();
+	nsb_files_release_unused();
 	nsb_scratch_reset();
+	n = nsb_log_take(said);
 	nsb_unlock(&nsb_table_lock);
+	/* Not under the lock: stderr may be a pipe that is full. */
+	if (n)
+		nsb_log_write(said, n);
 }
 
 int

@@ -112,6 +112,8 @@ static const struct {
 	[NSB_REAL_PIDFD_SPAWNP] = { "pidfd_spawnp", false, false },
 	[NSB_REAL_MADVISE] = { "madvise", true, false },
 	[NSB_REAL_PROCESS_MADVISE] = { "process_madvise", false, false },
+	[NSB_REAL_RECVMSG] = { "recvmsg", true, true },
+	[NSB_REAL_RECVMMSG] = { "recvmmsg", true, true },
 };
 
 /*

@@ -422,17 +422,15 @@ rescue(uintptr_t addr)
 		if (!more)
 			errno = ENOMEM;
 	}
-	if (!ok)
-		nsb_account_unclaim(r.acct, off, units);
-	busy_leave(slot);
-	nsb_ranges_leave(ticket);
-
-	/* Log. */
 	if (!ok) {
+		nsb_account_unclaim(r.acct, off, units);
+		busy_leave(slot);
+		nsb_ranges_leave(ticket);
 		atomic_fetch_add(&nsb_counters.failures, 1);
 		nsb_log_failure(addr, errno);
 		return NOT_OURS;
 	}
+	busy_leave(slot);
 	auto_acct = nsb_account_id(r.acct);
 	auto_next = end;
 	auto_units = units;
@@ -440,7 +438,8 @@ rescue(uintptr_t addr)
 	atomic_fetch_add(&nsb_counters.pages, (end - start) / nsb_config.page_size);
 	if (c == UNKNOWN)
 		atomic_fetch_add(&nsb_counters.unverified, 1);
-	nsb_log_rescue(addr, &r, (end - start) / nsb_config.page_size, c != UNKNOWN);
+	/* Log: counted in the account, which the record holds till then. */
+	nsb_log_rescue(addr, &r, (end - start) / nsb_config.page_size, c != UNKNOWN, ticket);
 	return RESCUED;
 }
 

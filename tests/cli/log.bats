@@ -3,9 +3,11 @@
 # shellcheck disable=SC2154 # run --separate-stderr sets stderr and stderr_lines
 # shellcheck disable=SC2016 # sh -c scripts, expanded by that sh
 #
-# What the library prints: nothing by default, one line per rescue and a
-# summary from each process that rescued something with NOSIGBUS_LOG=1,
-# exactly one warning line per invalid NOSIGBUS_* value.
+# What the library prints: nothing by default; with NOSIGBUS_LOG=1 a
+# mapping's first rescue, its count at most once a second, a line when it
+# is unmapped, and a summary from each process that rescued something
+# (NOSIGBUS_LOG=pages: a line per rescue); exactly one warning line per
+# invalid NOSIGBUS_* value.
 
 load common
 
@@ -44,22 +46,98 @@ pid_of_output() {
 	assert_equal "$stderr" ''
 }
 
-@test "-v: one line per rescue with pid, address, path, fill; a summary at exit" {
+@test "-v: a mapping's first rescue with pid, address, path, fill; a summary at exit" {
 	local pid
 	run -0 --separate-stderr wrapper -v -p files "$MAP" "$DISK/f" 3 pid trunc=1 read=1 read=2
 	pid=$(pid_of_output)
-	assert_equal "${#stderr_lines[@]}" 3
+	# read=2 comes well within the second after read=1 (the deadline of
+	# the next line), or else it is a count line: either is right.
+	[[ ${stderr_lines[0]} =~ $(rescue_re "$pid" "$DISK/f" page 1) ]] ||
+		fail "rescue line: ${stderr_lines[0]}"
+	if [ "${#stderr_lines[@]}" = 3 ]; then
+		assert_equal "${stderr_lines[1]}" \
+			"nosigbus: nsb-cli-map[$pid]: rescued 1 more page in $DISK/f (2 pages in 2 faults so far)"
+	else
+		assert_equal "${#stderr_lines[@]}" 2
+	fi
+	assert_equal "${stderr_lines[-1]}" "$(summary_line "$pid" 2 2 0)"
+}
+
+@test "NOSIGBUS_LOG=pages: one line per rescue, and -v keeps it" {
+	local pid
+	NOSIGBUS_LOG=pages run -0 --separate-stderr wrapper -v -p files "$MAP" "$DISK/f" 3 pid \
+		trunc=1 read=1 read=2 unmap
+	pid=$(pid_of_output)
+	assert_equal "${#stderr_lines[@]}" 4
 	[[ ${stderr_lines[0]} =~ $(rescue_re "$pid" "$DISK/f" page 1) ]] ||
 		fail "rescue line: ${stderr_lines[0]}"
 	[[ ${stderr_lines[1]} =~ $(rescue_re "$pid" "$DISK/f" page 1) ]] ||
 		fail "rescue line: ${stderr_lines[1]}"
-	assert_equal "${stderr_lines[2]}" "$(summary_line "$pid" 2 2 0)"
+	assert_equal "${stderr_lines[2]}" \
+		"nosigbus: nsb-cli-map[$pid]: unmapped $DISK/f: 2 pages rescued in 2 faults"
+	assert_equal "${stderr_lines[3]}" "$(summary_line "$pid" 2 2 0)"
+}
+
+# Issue 22: one 4K buffer was 8 100 lines.  The first rescue of a mapping,
+# then at most one line a second with the count, one when it is unmapped.
+@test "-v: at most one count line a second per mapping, and its last line when unmapped" {
+	local pid start end elapsed counts line
+	start=$(date +%s%N)
+	run -0 --separate-stderr wrapper -v -f page "$MAP" memfd 3000 pid trunc=0 read-all unmap
+	end=$(date +%s%N)
+	pid=$(pid_of_output)
+	elapsed=$(((end - start) / 1000000000))
+	[[ ${stderr_lines[0]} =~ $(rescue_re "$pid" '/memfd:nsb-cli \(deleted\)' page 1) ]] ||
+		fail "first line: ${stderr_lines[0]}"
+	counts=0
+	for line in "${stderr_lines[@]:1:${#stderr_lines[@]}-3}"; do
+		[[ $line =~ ^nosigbus:\ nsb-cli-map\[$pid\]:\ rescued\ [0-9]+\ more\ pages?\ in\ /memfd:nsb-cli\ \(deleted\)\ \([0-9]+\ pages\ in\ [0-9]+\ faults\ so\ far\)$ ]] ||
+			fail "not a count line: $line"
+		counts=$((counts + 1))
+	done
+	# A second apart at least: no more of them than whole seconds the
+	# run took, plus one.
+	[ "$counts" -le $((elapsed + 1)) ] || fail "$counts count lines in ${elapsed}s"
+	assert_equal "${stderr_lines[-2]}" \
+		"nosigbus: nsb-cli-map[$pid]: unmapped /memfd:nsb-cli (deleted): 3000 pages rescued in 3000 faults"
+	assert_equal "${stderr_lines[-1]}" "$(summary_line "$pid" 3000 3000 0)"
+}
+
+@test "-v: a count line once a second has passed, with what the lines before did not count" {
+	local pid
+	run -0 --separate-stderr wrapper -v -f page "$MAP" memfd 4 pid trunc=0 read=0 read=1 \
+		sleep-ms=1100 read=2 unmap
+	pid=$(pid_of_output)
+	[[ ${stderr_lines[0]} =~ $(rescue_re "$pid" '/memfd:nsb-cli \(deleted\)' page 1) ]] ||
+		fail "first line: ${stderr_lines[0]}"
+	# read=1 was counted by a line of its own (if it came a second after
+	# read=0) or is counted now.
+	run -0 printf '%s\n' "${stderr_lines[@]}"
+	assert_line --regexp "^nosigbus: nsb-cli-map\[$pid\]: rescued [12] more pages? in /memfd:nsb-cli \(deleted\) \(3 pages in 3 faults so far\)$"
+	assert_line --index $((${#lines[@]} - 2)) \
+		"nosigbus: nsb-cli-map[$pid]: unmapped /memfd:nsb-cli (deleted): 3 pages rescued in 3 faults"
+}
+
+@test "-v: a fork child's first rescue in an inherited mapping is a first line of its own" {
+	local pid child
+	run -0 --separate-stderr wrapper -v -f page "$MAP" memfd 3 pid trunc=0 read=0 fork-read=1
+	pid=$(pid_of_output)
+	child=$(printf '%s\n' "${lines[@]}" | sed -n 's/^child pid: //p')
+	[ -n "$child" ] || fail "no child pid in: $output"
+	assert_equal "${#stderr_lines[@]}" 4
+	[[ ${stderr_lines[0]} =~ $(rescue_re "$pid" '/memfd:nsb-cli \(deleted\)' page 1) ]] ||
+		fail "the parent's first line: ${stderr_lines[0]}"
+	[[ ${stderr_lines[1]} =~ $(rescue_re "$child" '/memfd:nsb-cli \(deleted\)' page 1) ]] ||
+		fail "the child's first line: ${stderr_lines[1]}"
+	assert_equal "${stderr_lines[2]}" "$(summary_line "$child" 1 1 0)"
+	assert_equal "${stderr_lines[3]}" "$(summary_line "$pid" 1 1 0)"
 }
 
 @test "the logged address is inside the page that faulted" {
 	local pid addr1 addr2 page
 	page=$(page_size)
-	run -0 --separate-stderr wrapper -v -p files "$MAP" "$DISK/f" 3 pid trunc=0 read=0 read=2
+	NOSIGBUS_LOG=pages run -0 --separate-stderr wrapper -p files "$MAP" "$DISK/f" 3 pid \
+		trunc=0 read=0 read=2
 	pid=$(pid_of_output)
 	addr1=${stderr_lines[0]#*rescued 0x}
 	addr1=$((0x${addr1%% *}))
@@ -91,21 +169,23 @@ pid_of_output() {
 	assert_equal "${#stderr_lines[@]}" 2
 	[[ ${stderr_lines[0]} =~ $(rescue_re "$pid" '/memfd:nsb-cli \(deleted\)' range 3) ]] ||
 		fail "policy, default fill: ${stderr_lines[0]}"
-	run -0 --separate-stderr wrapper -v "$MAP" --flag memfd 4 pid trunc=0 read=1 read=3
+	NOSIGBUS_LOG=pages run -0 --separate-stderr wrapper "$MAP" --flag memfd 4 pid trunc=0 \
+		read=1 read=3
 	pid=$(pid_of_output)
 	assert_equal "${#stderr_lines[@]}" 3
 	[[ ${stderr_lines[0]} =~ $(rescue_re "$pid" '/memfd:nsb-cli \(deleted\)' page 1) ]] ||
 		fail "MAP_NOSIGBUS, default fill: ${stderr_lines[0]}"
-	run -0 --separate-stderr wrapper -v -f page "$MAP" memfd 4 pid trunc=0 read=1 read=3
+	NOSIGBUS_LOG=pages run -0 --separate-stderr wrapper -f page "$MAP" memfd 4 pid trunc=0 \
+		read=1 read=3
 	pid=$(pid_of_output)
 	assert_equal "${#stderr_lines[@]}" 3
 	[[ ${stderr_lines[1]} =~ $(rescue_re "$pid" '/memfd:nsb-cli \(deleted\)' page 1) ]] ||
 		fail "policy, NOSIGBUS_FILL=page: ${stderr_lines[1]}"
 }
 
-@test "NOSIGBUS_LOG accepts the boolean words, in any case" {
+@test "NOSIGBUS_LOG accepts the boolean words and pages, in any case" {
 	local v pid
-	for v in 1 yes true on YES On; do
+	for v in 1 yes true on YES On pages Pages; do
 		NOSIGBUS_LOG=$v run -0 --separate-stderr "$MAP" memfd 1
 		[ "${#stderr_lines[@]}" = 0 ] || fail "NOSIGBUS_LOG=$v without the library"
 		# Page fill: a memfd the policy protects has range fill by default.
@@ -142,8 +222,8 @@ pid_of_output() {
 # of a process tree add up.
 @test "-v: forked children report their own rescues, not their parent's" {
 	local pid
-	run -0 --separate-stderr wrapper -v -f page "$MAP" memfd 3 pid trunc=0 read=0 read=1 \
-		fork fork-read=2 fork
+	NOSIGBUS_LOG=pages run -0 --separate-stderr wrapper -f page "$MAP" memfd 3 pid trunc=0 \
+		read=0 read=1 fork fork-read=2 fork
 	pid=$(pid_of_output)
 	# The children's counters start from zero (nosigbus_get_stats too).
 	run -0 printf '%s\n' "${lines[@]}"
@@ -164,7 +244,7 @@ pid_of_output() {
 	run -0 --separate-stderr wrapper -v -f page "$MAP" memfd 2 pid trunc=0 read=0 read=1 fork fork fork
 	run -0 printf '%s\n' "${stderr_lines[@]}"
 	assert_equal "$(grep -c ' rescues, ' <<<"$output")" 1
-	assert_line --index 2 --regexp '^nosigbus: nsb-cli-map\[[0-9]+\]: 2 rescues, 2 pages replaced, 0 failures$'
+	assert_line --index $((${#lines[@]} - 1)) --regexp '^nosigbus: nsb-cli-map\[[0-9]+\]: 2 rescues, 2 pages replaced, 0 failures$'
 }
 
 @test "an invalid value: exactly one warning line, and the default" {
@@ -180,7 +260,7 @@ pid_of_output() {
 	LD_PRELOAD=$NSB_PRELOAD NOSIGBUS_STRICT=2 run -0 --separate-stderr "$MAP" --flag memfd 1
 	assert_equal "$stderr" 'nosigbus: ignoring NOSIGBUS_STRICT=2 (expected 0 or 1); using 0'
 	LD_PRELOAD=$NSB_PRELOAD NOSIGBUS_LOG=maybe run -0 --separate-stderr "$MAP" memfd 1
-	assert_equal "$stderr" 'nosigbus: ignoring NOSIGBUS_LOG=maybe (expected 0 or 1); using 0'
+	assert_equal "$stderr" 'nosigbus: ignoring NOSIGBUS_LOG=maybe (expected 0, 1 or pages); using 0'
 }
 
 # Issue 14 item 8: one rule for the wrapper and the library.

@@ -23,6 +23,9 @@
  *                     (stats), then ends with exit(0), atexit handlers
  *                     and all, as any process that returns from main
  *            fork-read=P  the same, reading page P before its counters
+ *            read-all  touches a byte of every page, in order
+ *            sleep-ms=N  sleeps N milliseconds (at least)
+ *            unmap    munmap()s the mapping (nothing may touch it after)
  *
  * The file holds the nsbtest pattern: byte i is (i * 7 + 1) & 0xff.
  */
@@ -36,6 +39,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "nsbtest.h"
@@ -210,7 +214,20 @@ main(int argc, char **argv)
 			printf("size: %lld\n", (long long)st.st_size);
 		} else if (strcmp(op, "stats") == 0)
 			print_stats();
-		else if (strcmp(op, "pid") == 0)
+		else if (strcmp(op, "unmap") == 0) {
+			if (munmap(map, pages * page) < 0)
+				nsbt_fail("munmap: %s", strerror(errno));
+			printf("unmapped\n");
+		} else if (strncmp(op, "sleep-ms=", 9) == 0) {
+			struct timespec ts = { (time_t)(n / 1000), (long)(n % 1000) * 1000000 };
+
+			while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+				;
+		} else if (strcmp(op, "read-all") == 0) {
+			for (size_t p = 0; p < pages; p++)
+				(void)*(volatile char *)(map + p * page);
+			printf("read %zu pages\n", pages);
+		} else if (strcmp(op, "pid") == 0)
 			printf("pid: %d\n", (int)getpid());
 		else if (strcmp(op, "fork") == 0)
 			fork_child(map, -1);

@@ -252,7 +252,7 @@ assert_usage_error() {
 @test "an invalid inherited value is a usage error, with -n and without" {
 	local var value expected marker=$BATS_TEST_TMPDIR/ran
 	for var in POLICY:bogus:'flag, shm or files' FILL:xyz:'page, range or auto' \
-		ERRORS:all:'pass or zero' STRICT:2:'0 or 1' LOG:maybe:'0 or 1'; do
+		ERRORS:all:'pass or zero' STRICT:2:'0 or 1' LOG:maybe:'0, 1 or pages'; do
 		value=${var#*:}
 		expected=${value#*:}
 		value=${value%%:*}

@@ -185,7 +185,7 @@ struct mode {
 	const char *policy;	/* "flag" also maps with MAP_NOSIGBUS */
 	const char *fill;
 	bool zero;		/* NOSIGBUS_ERRORS=zero */
-	bool log;		/* NOSIGBUS_LOG=1 */
+	bool log;		/* NOSIGBUS_LOG=pages: a line per rescue */
 };
 
 static const struct mode reference = { "no library", false, NULL, NULL, false, false };
@@ -214,7 +214,7 @@ make_modes(const char *const *policies, const char *fills, bool log)
 				m->log = log;
 				snprintf(m->label, sizeof(m->label), "policy=%s%s fill=%s%s%s",
 					 *p, strcmp(*p, "flag") == 0 ? " +MAP_NOSIGBUS" : "",
-					 f, zero ? " ERRORS=zero" : "", log ? " LOG=1" : "");
+					 f, zero ? " ERRORS=zero" : "", log ? " LOG=pages" : "");
 			}
 		}
 	}
@@ -294,7 +294,7 @@ child_env(const struct mode *m)
 			env[n++] = vars[v++];
 		}
 		if (m->log) {
-			snprintf(vars[v], sizeof(vars[v]), "NOSIGBUS_LOG=1");
+			snprintf(vars[v], sizeof(vars[v]), "NOSIGBUS_LOG=pages");
 			env[n++] = vars[v++];
 		}
 	}
@@ -1314,7 +1314,7 @@ number_before(const char *line, const char *word)
 }
 
 /*
- * NOSIGBUS_LOG=1: a rescue past the end (and with =zero, a rescued hole)
+ * NOSIGBUS_LOG=pages: a rescue past the end (and with =zero, a rescued hole)
  * print their lines (address inside the page, the file, the fill); a refused write
  * passed on to the program's handler prints nothing that claims a
  * rescue; the exit summary adds up with nosigbus_get_stats().

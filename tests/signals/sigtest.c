@@ -5233,7 +5233,8 @@ print_differences(const char *a, const char *b)
 
 /*
  * The library's stderr with the lines that NOSIGBUS_LOG=1 asks for taken
- * out (one per rescue, and the summary at exit).  Whatever remains must be
+ * out (a mapping's first rescue, its count, its unmapping, and the summary
+ * at exit).  Whatever remains must be
  * what the program wrote itself: the same as without the library.
  */
 static void
@@ -5246,7 +5247,8 @@ strip_rescue_log(const struct scenario *sc, char *err)
 	while (*src) {
 		size_t len = strcspn(src, "\n");
 		bool log_line = strncmp(src, "nosigbus: ", 10) == 0 &&
-				(memmem(src, len, ": rescued ", 10) || memmem(src, len, " rescues, ", 10));
+				(memmem(src, len, ": rescued ", 10) || memmem(src, len, " rescues, ", 10) ||
+				 memmem(src, len, ": unmapped ", 11));
 
 		len += src[len] == '\n';
 		if (!log_line) {

@@ -1,0 +1,335 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * received.c - the files another process handed over (SCM_RIGHTS), and
+ * who handed them over (issue 22).
+ *
+ * A compositor maps whatever descriptor a client sends it, and the client
+ * can shrink that file, whatever file system it is on: a pool in a file
+ * on ext4 is as hostile as a memfd.  So under the shm policy a mapping of
+ * a received regular file is protected like a memory-backed one (policy.c
+ * asks nsb_received_is()); files the program opened itself keep the file
+ * system rule.
+ *
+ * Tracked by file identity, not by descriptor number: a descriptor can be
+ * dup()ed, passed to another thread, closed and its number reused for a
+ * file the program opens itself, through calls we cannot all see
+ * (io_uring, raw system calls).  An identity is the file whatever
+ * descriptor names it.  It is (st_dev, st_ino) and, where the file system
+ * has one, the birth time: an inode number freed and reused for a new file
+ * of the program's own is then a different identity.  Every regular file
+ * received is kept, memfds too (their sender names a rescue in the log):
+ * the last RECEIVED_MAX of them, the oldest forgotten first.  A file
+ * forgotten before it is mapped is not protected by this rule; a
+ * compositor maps a pool when the message that brought it arrives, and a
+ * mapping already made stays protected (its record does not need this
+ * table again).
+ *
+ * Cost: recvmsg without descriptors pays one branch; each received
+ * descriptor one statx (two more system calls for the sender, the first
+ * time a message brings a regular file: SO_PEERCRED, and /proc/PID/comm
+ * only when the log is on).  A program that never received a regular
+ * file never asks the table anything (nsb_received_any()).
+ *
+ * The table is lock-free: an entry is written between two increments of
+ * its sequence number (odd while it is written), and read only if the
+ * number was even and unchanged around the read.  recvmsg may be called
+ * from a signal handler (it is async-signal-safe), so nothing here takes a
+ * lock, allocates or uses stdio.
+ *
+ * Signal context: recvmsg, recvmmsg (a program's handler may call them),
+ * nsb_received_sender (the rescue log).  nsb_received_is runs under
+ * mmap, never in a handler of ours.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "nsb.h"
+
+#ifndef STATX_BTIME
+#define STATX_BTIME 0x0800U
+#endif
+
+#define RECEIVED_MAX 256
+
+struct received {
+	atomic_uint seq;	/* odd while written; 0: never written */
+	uint64_t dev;
+	uint64_t ino;
+	int64_t btime_sec;	/* birth time, where has_btime */
+	uint32_t btime_nsec;
+	bool has_btime;
+	int32_t pid;		/* the sender, 0: unknown */
+	char comm[16];		/* its command name, "" unknown */
+};
+
+/* Mapped when the first regular file arrives (a mapping of its own, made
+ * with a system call, as recvmsg may run in a signal handler): not in
+ * .bss, which would cost every process one more mapping at start-up. */
+static _Atomic(struct received *) table_p;
+#define table (atomic_load_explicit(&table_p, memory_order_acquire))
+static atomic_uint next_slot;
+static atomic_uint written;	/* entries ever written: 0, nothing received */
+
+bool
+nsb_received_any(void)
+{
+	return atomic_load_explicit(&written, memory_order_acquire) != 0;
+}
+
+/* [signal-safe] A consistent copy of entry i, or false while it is written. */
+static bool
+read_entry(unsigned i, struct received *out)
+{
+	unsigned s1 = atomic_load_explicit(&table[i].seq, memory_order_acquire);
+
+	if (s1 == 0 || (s1 & 1))
+		return false;
+	out->dev = table[i].dev;
+	out->ino = table[i].ino;
+	out->btime_sec = table[i].btime_sec;
+	out->btime_nsec = table[i].btime_nsec;
+	out->has_btime = table[i].has_btime;
+	out->pid = table[i].pid;
+	memcpy(out->comm, table[i].comm, sizeof(out->comm));
+	atomic_thread_fence(memory_order_acquire);
+	return atomic_load_explicit(&table[i].seq, memory_order_relaxed) == s1;
+}
+
+static bool
+same_identity(const struct received *e, const struct nsb_identity *id)
+{
+	return e->dev == id->dev && e->ino == id->ino &&
+	       (!e->has_btime || !id->has_btime ||
+		(e->btime_sec == id->btime_sec && e->btime_nsec == id->btime_nsec));
+}
+
+/* [signal-safe] The entry of this identity, its copy in *out, or -1. */
+static int
+find(const struct nsb_identity *id, struct received *out)
+{
+	unsigned n = atomic_load_explicit(&written, memory_order_acquire);
+
+	if (n > RECEIVED_MAX)
+		n = RECEIVED_MAX;
+	for (unsigned i = 0; i < n; i++)
+		if (read_entry(i, out) && same_identity(out, id))
+			return (int)i;
+	return -1;
+}
+
+bool
+nsb_received_is(const struct nsb_identity *id)
+{
+	struct received e;
+
+	return nsb_received_any() && find(id, &e) >= 0;
+}
+
+/* [signal-safe] */
+bool
+nsb_received_sender(uint64_t dev, uint64_t ino, int *pid, char comm[16])
+{
+	struct nsb_identity id = { .dev = dev, .ino = ino };
+	struct received e;
+
+	if (!nsb_received_any() || find(&id, &e) < 0 || e.pid <= 0)
+		return false;
+	*pid = e.pid;
+	memcpy(comm, e.comm, 16);
+	return true;
+}
+
+/* [signal-safe] /proc/PID/comm, without its newline, or "". */
+static void
+read_comm(int pid, char comm[16])
+{
+	char path[32] = "/proc/";
+	char digits[12];
+	size_t at = strlen(path);
+	int i = 0, fd;
+	ssize_t n;
+
+	comm[0] = '\0';
+	do {
+		digits[i++] = (char)('0' + pid % 10);
+		pid /= 10;
+	} while (pid && i < (int)sizeof(digits));
+	while (i)
+		path[at++] = digits[--i];
+	memcpy(path + at, "/comm", 6);
+	fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = syscall(SYS_read, fd, comm, 15);
+	syscall(SYS_close, fd);
+	if (n <= 0)
+		return;
+	if (comm[n - 1] == '\n')
+		n--;
+	comm[n] = '\0';
+}
+
+/* [signal-safe] The table, mapped the first time; NULL if it cannot be. */
+static struct received *
+table_ready(void)
+{
+	size_t len = sizeof(struct received) * RECEIVED_MAX;
+	struct received *t = table, *none = NULL;
+
+	if (t)
+		return t;
+	t = nsb_sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (t == MAP_FAILED)
+		return NULL;
+	if (!atomic_compare_exchange_strong(&table_p, &none, t)) {
+		nsb_sys_munmap(t, len);	/* another thread's is there */
+		return none;
+	}
+	return t;
+}
+
+/* [signal-safe] */
+static void
+remember(const struct nsb_identity *id, int pid, const char comm[16])
+{
+	struct received old;
+	struct received *e;
+	int i;
+	unsigned s;
+
+	if (!table_ready())
+		return;	/* out of memory: not protected for this, as if forgotten */
+	i = find(id, &old);
+
+	if (i >= 0 && old.pid == pid)
+		return;	/* known already, from the same sender */
+	if (i < 0)
+		i = (int)(atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed) % RECEIVED_MAX);
+	e = &table[i];
+	/* Claim it: even -> odd.  An entry another thread is writing is left
+	 * to it (this file is then forgotten, as if it were older). */
+	s = atomic_load_explicit(&e->seq, memory_order_relaxed);
+	if ((s & 1) || !atomic_compare_exchange_strong(&e->seq, &s, s + 1))
+		return;
+	atomic_thread_fence(memory_order_release);
+	e->dev = id->dev;
+	e->ino = id->ino;
+	e->btime_sec = id->btime_sec;
+	e->btime_nsec = id->btime_nsec;
+	e->has_btime = id->has_btime;
+	e->pid = pid;
+	memcpy(e->comm, comm, sizeof(e->comm));
+	atomic_store_explicit(&e->seq, s + 2, memory_order_release);
+	/* Published: readers scan up to min(written, RECEIVED_MAX). */
+	unsigned w = atomic_load_explicit(&written, memory_order_relaxed);
+
+	while (w < RECEIVED_MAX && w <= (unsigned)i &&
+	       !atomic_compare_exchange_weak(&written, &w, (unsigned)i + 1))
+		;
+}
+
+/* [signal-safe] The identity of a regular file open as fd, or false. */
+bool
+nsb_identity_of(int fd, struct nsb_identity *id)
+{
+	struct statx sx;
+
+	if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH,
+		    STATX_TYPE | STATX_INO | STATX_BTIME, &sx) < 0 ||
+	    !(sx.stx_mask & STATX_TYPE) || !S_ISREG(sx.stx_mode))
+		return false;
+	nsb_identity_from(&sx, id);
+	return true;
+}
+
+void
+nsb_identity_from(const struct statx *sx, struct nsb_identity *id)
+{
+	id->dev = nsb_dev_of(sx->stx_dev_major, sx->stx_dev_minor);
+	id->ino = sx->stx_ino;
+	id->has_btime = (sx->stx_mask & STATX_BTIME) != 0;
+	id->btime_sec = id->has_btime ? sx->stx_btime.tv_sec : 0;
+	id->btime_nsec = id->has_btime ? sx->stx_btime.tv_nsec : 0;
+}
+
+/* [signal-safe] Every regular file a message brought, with its sender. */
+static void
+note_message(int sock, const struct msghdr *msg)
+{
+	int pid = -1;	/* not asked yet */
+	char comm[16] = "";
+
+	if (!msg->msg_control || msg->msg_controllen < sizeof(struct cmsghdr))
+		return;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR((struct msghdr *)msg, c)) {
+		size_t n;
+
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+		    c->cmsg_len < CMSG_LEN(0))
+			continue;
+		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t k = 0; k < n; k++) {
+			struct nsb_identity id;
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(c) + k * sizeof(int), sizeof(fd));
+			if (!nsb_identity_of(fd, &id))
+				continue;
+			if (pid < 0) {
+				struct ucred cred;
+				socklen_t len = sizeof(cred);
+
+				pid = syscall(SYS_getsockopt, sock, SOL_SOCKET, SO_PEERCRED,
+					      &cred, &len) == 0 ? cred.pid : 0;
+				if (pid > 0 && nsb_config.log)
+					read_comm(pid, comm);
+			}
+			remember(&id, pid, comm);
+		}
+	}
+}
+
+/* Does anything here need to know?  Not under the flag policy without the
+ * log: there no mapping is protected for where its file came from. */
+static inline bool
+wanted(void)
+{
+	return nsb_config.policy != NSB_POLICY_FLAG || nsb_config.log;
+}
+
+NSB_EXPORT ssize_t
+recvmsg(int sock, struct msghdr *msg, int flags)
+{
+	ssize_t ret = real_recvmsg(sock, msg, flags);
+
+	if (ret >= 0 && msg && msg->msg_controllen && wanted()) {
+		int saved_errno = errno;
+
+		note_message(sock, msg);
+		errno = saved_errno;
+	}
+	return ret;
+}
+
+NSB_EXPORT int
+recvmmsg(int sock, struct mmsghdr *vec, unsigned vlen, int flags, struct timespec *timeout)
+{
+	int ret = real_recvmmsg(sock, vec, vlen, flags, timeout);
+
+	if (ret > 0 && vec && wanted()) {
+		int saved_errno = errno;
+
+		for (int i = 0; i < ret; i++)
+			if (vec[i].msg_hdr.msg_controllen)
+				note_message(sock, &vec[i].msg_hdr);
+		errno = saved_errno;
+	}
+	return ret;
+}
