@@ -5,6 +5,7 @@
  * Not used in signal context.
  */
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/single_threaded.h>
@@ -51,20 +52,33 @@ collect_vma(const struct nsb_vma *vma, void *arg)
 	return nsb_saved_push(&w->recs, &r) < 0 ? -1 : 0;
 }
 
+/* [addr, addr + len) as whole pages: false (errno EINVAL) if addr is not
+ * page aligned or the span is empty or wraps. */
+static bool
+user_span(void *addr, size_t len, uintptr_t *start, uintptr_t *end)
+{
+	size_t ps;
+
+	nsb_init();
+	ps = nsb_config.page_size;
+	*start = (uintptr_t)addr;
+	if (!len || (*start & (ps - 1)) || len > UINTPTR_MAX - *start - ps) {
+		errno = EINVAL;
+		return false;
+	}
+	*end = (*start + len + ps - 1) & ~(uintptr_t)(ps - 1);
+	return true;
+}
+
 NSB_EXPORT int
 nosigbus_protect(void *addr, size_t len)
 {
-	uintptr_t start = (uintptr_t)addr, end;
+	uintptr_t start, end;
 	struct protect_walk w;
 	int ret = -1, err = 0;
 
-	nsb_init();
-	if (!len || (start & (nsb_config.page_size - 1)) ||
-	    len > UINTPTR_MAX - start - nsb_config.page_size) {
-		errno = EINVAL;
+	if (!user_span(addr, len, &start, &end))
 		return -1;
-	}
-	end = (start + len + nsb_config.page_size - 1) & ~(uintptr_t)(nsb_config.page_size - 1);
 
 	memset(&w, 0, sizeof(w));
 	w.start = w.next = start;
@@ -101,22 +115,33 @@ out:
 NSB_EXPORT int
 nosigbus_unprotect(void *addr, size_t len)
 {
-	uintptr_t start = (uintptr_t)addr, end;
+	uintptr_t start, end;
 	int ret;
 
-	nsb_init();
-	if (!len || (start & (nsb_config.page_size - 1)) ||
-	    len > UINTPTR_MAX - start - nsb_config.page_size) {
-		errno = EINVAL;
+	if (!user_span(addr, len, &start, &end))
 		return -1;
-	}
-	end = (start + len + nsb_config.page_size - 1) & ~(uintptr_t)(nsb_config.page_size - 1);
 	nsb_ranges_lock();
 	ret = nsb_ranges_cut(start, end);
 	nsb_ranges_unlock();
 	if (ret < 0)
 		errno = ENOMEM;
 	return ret;
+}
+
+NSB_EXPORT long
+nosigbus_refresh(void *addr, size_t len)
+{
+	int saved_errno = errno;
+	uintptr_t start, end;
+	size_t pages;
+
+	if (!user_span(addr, len, &start, &end))
+		return -1;
+	nsb_ranges_lock();
+	pages = nsb_refresh(start, end, false);
+	nsb_ranges_unlock();
+	errno = saved_errno;
+	return pages > LONG_MAX ? LONG_MAX : (long)pages;
 }
 
 NSB_EXPORT int

@@ -631,18 +631,16 @@ size_by_map_files(struct map_files_space *sp, uint32_t file, uintptr_t start, ui
 }
 
 /*
- * [signal-safe] Without either: one of the program's own descriptors of
- * the file, if it holds one (a compositor that keeps a client's pool
- * open, a database its file).  fstat() of each number in /proc/self/fd:
- * a number closed or reused meanwhile is simply not the file.  Slow, and
- * only for a file whose own descriptor the library let go.  The
- * directory's entries are read into the slot's path buffer (the handler's
- * stack may be small).
+ * [signal-safe] Calls take(fd, arg) for each number in /proc/self/fd that
+ * is the file (fstat of each into *st: a number closed or reused
+ * meanwhile is simply not the file), until take returns true; true then,
+ * *st that file's.  The directory's entries are read into buf (the
+ * handler's stack may be small).
  */
 static bool
-size_by_program_fds(struct map_files_space *sp, uint32_t file, struct stat *st)
+each_descriptor(char *buf, size_t len, uint32_t file, struct stat *st,
+		bool (*take)(int fd, void *arg), void *arg)
 {
-	char *buf = sp->path;
 	bool found = false;
 	long n;
 	int dir;
@@ -651,7 +649,7 @@ size_by_program_fds(struct map_files_space *sp, uint32_t file, struct stat *st)
 			   O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dir < 0)
 		return false;
-	while (!found && (n = syscall(SYS_getdents64, dir, buf, sizeof(sp->path))) > 0) {
+	while (!found && (n = syscall(SYS_getdents64, dir, buf, len)) > 0) {
 		for (long off = 0; off < n && !found;) {
 			/* struct linux_dirent64: ino, off, reclen, type, name */
 			unsigned short reclen;
@@ -664,11 +662,64 @@ size_by_program_fds(struct map_files_space *sp, uint32_t file, struct stat *st)
 				continue;
 			for (; *name >= '0' && *name <= '9'; name++)
 				fd = fd * 10 + (*name - '0');
-			found = fd != dir && syscall(SYS_fstat, fd, st) == 0 && same_file(file, st);
+			found = fd != dir && syscall(SYS_fstat, fd, st) == 0 &&
+				same_file(file, st) && (!take || take(fd, arg));
 		}
 	}
 	syscall(SYS_close, dir);
 	return found;
+}
+
+/*
+ * [signal-safe] Without either: one of the program's own descriptors of
+ * the file, if it holds one (a compositor that keeps a client's pool
+ * open, a database its file).  Slow, and only for a file whose own
+ * descriptor the library let go.
+ */
+static bool
+size_by_program_fds(struct map_files_space *sp, uint32_t file, struct stat *st)
+{
+	return each_descriptor(sp->path, sizeof(sp->path), file, st, NULL, NULL);
+}
+
+struct widest {
+	int fd;
+	int flags;	/* its F_GETFL */
+	int rank;
+};
+
+/* O_RDWR, then O_PATH (it can be opened anew for writing), then O_RDONLY
+ * (or O_WRONLY, which no mapping can use). */
+static bool
+take_widest(int fd, void *arg)
+{
+	struct widest *w = arg;
+	int fl = (int)syscall(SYS_fcntl, fd, F_GETFL), rank;
+
+	if (fl < 0)
+		return false;
+	rank = (fl & O_ACCMODE) == O_RDWR ? 3 : (fl & O_PATH) ? 2 : (fl & O_ACCMODE) == O_RDONLY;
+	if (rank > w->rank) {
+		w->fd = fd;
+		w->flags = fl;
+		w->rank = rank;
+	}
+	return rank == 3;
+}
+
+int
+nsb_files_descriptor(uint32_t file, int *flags)
+{
+	struct widest w = { .fd = -1 };
+	char *buf = nsb_scratch(4096);
+	struct stat st;
+
+	if (!file || !buf)
+		return -1;
+	/* Ours are in /proc/self/fd too. */
+	(void)each_descriptor(buf, 4096, file, &st, take_widest, &w);
+	*flags = w.flags;
+	return w.fd;
 }
 
 /* [signal-safe] The two slow ways, in one slot of the signal space; false

@@ -22,10 +22,8 @@
 /* Meson builds with _FILE_OFFSET_BITS=64, which makes glibc's headers
  * rename mmap to mmap64; we define both names ourselves. */
 #undef _FILE_OFFSET_BITS
-#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
-#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <fcntl.h>
@@ -805,67 +803,6 @@ out:
 }
 
 /*
- * The file of record r mapped over r's span, at r's offset and protection:
- * the part an mremap adds to a mapping whose last unit was replaced, which
- * the kernel grows as that anonymous memory - with the kernel's own flag
- * it would be the file.  Through a descriptor of the file this process
- * has (the program's or the library's, opened anew through /proc so that
- * its access mode is the mapping's).  False if there is none.
- */
-static bool
-map_file_over(const struct nsb_range *r)
-{
-	int prot = (int)(r->meta & NSB_META_PROT), pkey = NSB_META_PKEY(r->meta);
-	bool shared = r->meta & NSB_META_SHARED, done = false;
-	int best = -1, best_rank = 0, nfd = -1;
-	uint64_t dev, ino;
-	struct dirent *e;
-	DIR *d;
-
-	if ((r->meta & NSB_META_ANON) || !nsb_files_identity(r->file, &dev, &ino) ||
-	    !(d = opendir("/proc/self/fd")))
-		return false;
-	/* A shared mapping may be made writable later only if its file was
-	 * opened for writing: the widest descriptor of the file decides
-	 * (O_RDWR, then one that only names it, then O_RDONLY). */
-	while ((e = readdir(d))) {
-		struct stat st;
-		int fd = atoi(e->d_name), fl, rank;
-
-		if (e->d_name[0] == '.' || fd == dirfd(d) || fstat(fd, &st) < 0 ||
-		    (uint64_t)st.st_dev != dev || (uint64_t)st.st_ino != ino ||
-		    (fl = fcntl(fd, F_GETFL)) < 0)
-			continue;
-		rank = (fl & O_ACCMODE) == O_RDWR ? 3 : (fl & O_PATH) ? 2 : 1;
-		if (rank > best_rank) {
-			best = fd;
-			best_rank = rank;
-		}
-	}
-	if (best >= 0) {
-		char path[64];
-
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", best);
-		if (shared && best_rank >= 2)
-			nfd = open(path, O_RDWR | O_CLOEXEC);
-		if (nfd < 0 && (!shared || !(prot & PROT_WRITE) || best_rank == 1))
-			nfd = open(path, O_RDONLY | O_CLOEXEC);
-	}
-	closedir(d);
-	if (nfd < 0)
-		return false;
-	done = nsb_sys_mmap((void *)r->start, r->end - r->start, prot,
-			    MAP_FIXED | (shared ? MAP_SHARED : MAP_PRIVATE), nfd,
-			    (off_t)r->off) != MAP_FAILED;
-	syscall(SYS_close, nfd);
-	if (done && pkey >= 0)
-		(void)nsb_sys_pkey_mprotect((void *)r->start, r->end - r->start, prot, pkey);
-	if (done && (r->meta & NSB_META_DONTFORK))
-		(void)nsb_sys_madvise((void *)r->start, r->end - r->start, MADV_DONTFORK);
-	return done;
-}
-
-/*
  * The VMAs of [lo, hi) as ranges, clipped to it, for mremap: the protection
  * and identity of each (anonymous, or which file and offset: dev and inode
  * are hashed into the file and gen fields, which only compare here).
@@ -1216,10 +1153,15 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 		tail.start = base + old_len_r;
 		tail.end = base + new_len_r;
 		tail.acct = dup ? dup : grown;
-		if (anon && !map_file_over(&tail))
+		if (anon)
 			(void)nsb_account_claim_run(tail.acct, tail.off, (tail.end - tail.start) / unit);
 		(void)nsb_ranges_insert(&tail);
+		/* With the kernel's own flag it would be the file. */
+		if (anon)
+			(void)nsb_refresh(tail.start, tail.end, true);
 	}
+	/* A pool resized after its file grew back (SPEC §5, Recovery). */
+	(void)nsb_refresh(base, base + new_len_r, false);
 	err = saved_errno;
 	goto out;
 

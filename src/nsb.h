@@ -542,6 +542,10 @@ bool nsb_files_identity(uint32_t file, uint64_t *dev, uint64_t *ino);	/* [signal
 bool nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr,
 		    uint64_t *size);
 const char *nsb_files_path(uint32_t file);	/* [signal-safe] NULL: unknown */
+/* A descriptor of the file, the program's or ours, for mapping it again
+ * (refresh.c): the widest (O_RDWR, then O_PATH, then O_RDONLY), its
+ * F_GETFL flags in *flags; -1 if the process has none. */
+int nsb_files_descriptor(uint32_t file, int *flags);
 uint64_t nsb_dev_of(unsigned major, unsigned minor);
 
 /* ---- rescue.c: the SIGBUS handler -------------------------------------- */
@@ -719,5 +723,12 @@ void nsb_log_after_fork_child(void);
 /* Records r, a new mapping (the library's handler is installed first),
  * with a new account of what will be replaced in it.  Table lock held. */
 int nsb_record(struct nsb_range *r);
+
+/* ---- refresh.c: the file shown again where it came back --------------- */
+
+/* Maps the file again over the replaced units of the shared file records
+ * of [start, end) that it covers now (whole: all of them, its size
+ * unasked); how many pages.  Table lock held. */
+size_t nsb_refresh(uintptr_t start, uintptr_t end, bool whole);
 
 #endif /* NSB_H */

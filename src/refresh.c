@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * refresh.c - the file shown again where it came back (SPEC §5,
+ * "Recovery").
+ *
+ * A replaced unit is private memory standing in for a part of the file
+ * past its end.  When the file grows back over it - a Wayland client that
+ * recovers regrows its pool, redraws and sends wl_shm_pool.resize - a
+ * shared mapping must show the file there again, or the client stays
+ * invisible for the rest of its connection.  So after an mremap of a
+ * protected shared mapping, and on nosigbus_refresh(), every replaced
+ * unit of a shared file mapping that the file now covers is mapped from
+ * the file anew (MAP_FIXED, at its offset and protection, its pkey and
+ * MADV_DONTFORK re-applied) and is no longer counted as replaced.
+ * Private mappings keep their units (the program may have written them,
+ * and in a private mapping what it wrote is its own), except the part an
+ * mremap grows over a replaced last unit, which nothing wrote yet.  (What
+ * a program wrote into a replaced unit of a shared mapping never reached
+ * the file; the file speaks for that page again.)
+ *
+ * Mapping the file needs a descriptor of it with the mapping's access
+ * mode, and a close must never release the program's POSIX locks (issue
+ * 17): closing any ordinary descriptor of a file drops every lock the
+ * process holds on it.  So:
+ *  - a descriptor of the program's whose access mode suffices is used as
+ *    it is: nothing is opened or closed;
+ *  - otherwise one that names the file (ours, O_PATH, or the program's)
+ *    is opened anew through /proc/self/fd/N in a child made by
+ *    clone(CLONE_VM | CLONE_VFORK) without CLONE_FILES.  The child shares
+ *    our memory, so its mmap is ours; it has a copy of the descriptor
+ *    table, and POSIX locks belong to a table: the locks its exit
+ *    releases are its own, none.  It runs with every signal blocked (the
+ *    table lock's mask), exits with signal 0 (no SIGCHLD reaches the
+ *    program; a wait for any child without __WALL does not see it) and
+ *    is reaped here.  Where the kernel or a seccomp filter refuses the
+ *    clone, or a tool turns it into a fork (valgrind: then the child's
+ *    mmap is not ours and it reports nothing), the units stay replaced.
+ * Without any descriptor of the file (the library keeps at most 16, see
+ * files.c) the units stay replaced too.
+ *
+ * Runs under the table lock, with the span in flux (nsb.h): no rescue
+ * runs there meanwhile.  Never in signal context.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nsb.h"
+
+/* A run of replaced units to map from the file: [start, end) at off. */
+struct run {
+	uintptr_t start, end;
+	uint64_t off;
+};
+
+struct job {
+	const struct nsb_range *r;
+	const struct run *runs;
+	size_t n;
+	char path[32];		/* /proc/self/fd/N, for the child */
+	int oflags[2];		/* the child's tries */
+	int tries;
+	volatile size_t mapped;	/* runs mapped, from the first */
+};
+
+/* Maps the job's runs from fd, in order, until one fails. */
+static size_t
+map_runs(const struct job *j, int fd)
+{
+	int prot = (int)(j->r->meta & NSB_META_PROT);
+	int flags = MAP_FIXED | ((j->r->meta & NSB_META_SHARED) ? MAP_SHARED : MAP_PRIVATE);
+	size_t i;
+
+	for (i = 0; i < j->n; i++)
+		if (nsb_sys_mmap((void *)j->runs[i].start, j->runs[i].end - j->runs[i].start, prot,
+				 flags, fd, (off_t)j->runs[i].off) == MAP_FAILED)
+			break;
+	return i;
+}
+
+/* The clone child: raw system calls only, on its own small stack. */
+static int
+child_main(void *arg)
+{
+	struct job *j = arg;
+	int fd = -1;
+
+	for (int t = 0; t < j->tries && fd < 0; t++)
+		fd = (int)syscall(SYS_openat, AT_FDCWD, j->path, j->oflags[t] | O_CLOEXEC);
+	if (fd >= 0)
+		j->mapped = map_runs(j, fd);
+	syscall(SYS_exit, 0);	/* closes fd in the child's table only */
+	return 0;
+}
+
+/* The child's stack is scratch memory (the table lock is held): a static
+ * one would cost every process a page of .bss at start-up. */
+#define CHILD_STACK 16384
+
+static void
+map_in_child(struct job *j, int fd)
+{
+	char *stack = nsb_scratch(CHILD_STACK);
+	int status;
+	pid_t pid;
+
+	if (!stack)
+		return;
+	snprintf(j->path, sizeof(j->path), "/proc/self/fd/%d", fd);
+	j->mapped = 0;
+	pid = clone(child_main, stack + CHILD_STACK, CLONE_VM | CLONE_VFORK, j);
+	if (pid > 0)
+		while (syscall(SYS_wait4, pid, &status, __WALL, NULL) < 0 && errno == EINTR)
+			;
+}
+
+/* Maps runs of r from its file; how many (from the first) it did. */
+static size_t
+map_from_file(const struct nsb_range *r, const struct run *runs, size_t n)
+{
+	int prot = (int)(r->meta & NSB_META_PROT), flags;
+	bool shared = r->meta & NSB_META_SHARED;
+	int fd = nsb_files_descriptor(r->file, &flags);
+	struct job j = { .r = r, .runs = runs, .n = n };
+	bool readable;
+
+	if (fd < 0)
+		return 0;
+	readable = !(flags & O_PATH) && (flags & O_ACCMODE) != O_WRONLY;
+	if ((flags & O_ACCMODE) == O_RDWR || (readable && (!shared || !(prot & PROT_WRITE))))
+		return map_runs(&j, fd);
+	/* A shared mapping for writing if it can be (mprotect may make it
+	 * writable later), else for reading if that is enough. */
+	if (shared)
+		j.oflags[j.tries++] = O_RDWR;
+	if (!shared || !(prot & PROT_WRITE))
+		j.oflags[j.tries++] = O_RDONLY;
+	map_in_child(&j, fd);
+	return j.mapped;
+}
+
+/* The replaced units of file record r (a copy, clipped to the
+ * span) to show again: those below size, or all (size UINT64_MAX).  How
+ * many pages were mapped from the file. */
+static size_t
+refresh_record(const struct nsb_range *r, uint64_t size)
+{
+	size_t unit = (size_t)1 << NSB_META_SHIFT(r->meta), n = 0, cap, done, pages = 0;
+	int pkey = NSB_META_PKEY(r->meta);
+	struct run *runs;
+
+	cap = (r->end - r->start) / unit / 2 + 1;
+	runs = nsb_scratch(cap * sizeof(*runs));
+	if (!runs)
+		return 0;
+	for (uintptr_t a = r->start; a < r->end; a += unit) {
+		uint64_t off = r->off + (a - r->start);
+
+		if (off >= size || !nsb_account_test(r->acct, off))
+			continue;
+		if (n && runs[n - 1].end == a) {
+			runs[n - 1].end = a + unit;
+		} else {
+			runs[n].start = a;
+			runs[n].end = a + unit;
+			runs[n].off = off;
+			n++;
+		}
+	}
+	if (!n)
+		return 0;
+	/* Cleared first: a fault on a unit just mapped from a file that
+	 * shrank again meanwhile is a new rescue. */
+	for (size_t i = 0; i < n; i++)
+		nsb_account_clear(r->acct, runs[i].off, runs[i].end - runs[i].start);
+	done = map_from_file(r, runs, n);
+	for (size_t i = 0; i < n; i++) {
+		size_t len = runs[i].end - runs[i].start;
+
+		if (i >= done) {
+			/* Still the replacement. */
+			(void)nsb_account_claim_run(r->acct, runs[i].off, len / unit);
+			continue;
+		}
+		if (pkey >= 0)
+			(void)nsb_sys_pkey_mprotect((void *)runs[i].start, len,
+						    (int)(r->meta & NSB_META_PROT), pkey);
+		if (r->meta & NSB_META_DONTFORK)
+			(void)nsb_sys_madvise((void *)runs[i].start, len, MADV_DONTFORK);
+		pages += len / nsb_config.page_size;
+	}
+	return pages;
+}
+
+/* File records with replaced units: shared ones, and private ones only
+ * where nothing can have been written yet (whole: a grown tail). */
+static bool
+candidate(const struct nsb_range *r, bool whole)
+{
+	return ((r->meta & NSB_META_SHARED) || whole) && !(r->meta & NSB_META_ANON) && r->file &&
+	       nsb_account_count(r->acct, r->off, r->end - r->start);
+}
+
+size_t
+nsb_refresh(uintptr_t start, uintptr_t end, bool whole)
+{
+	struct nsb_saved recs;
+	size_t pages = 0, i;
+
+	nsb_saved_init(&recs);
+	if (nsb_ranges_collect(start, end, &recs) < 0)
+		goto out;
+	for (i = 0; i < recs.n && !candidate(&recs.r[i], whole); i++)
+		;
+	if (i == recs.n)
+		goto out;
+	nsb_ranges_flux(start, end, 0, 0);
+	for (; i < recs.n; i++) {
+		const struct nsb_range *r = &recs.r[i];
+		uint64_t size = UINT64_MAX;
+
+		if (candidate(r, whole) &&
+		    (whole || nsb_files_size(r->file, r->start, r->end, r->start, &size)))
+			pages += refresh_record(r, size);
+	}
+	nsb_ranges_flux_end();
+out:
+	nsb_saved_free(&recs);
+	return pages;
+}
