@@ -58,14 +58,19 @@ struct run {
 	uint64_t off;
 };
 
+/* Runs are mapped a batch at a time: bounded scratch memory, whatever
+ * the size of the mapping. */
+#define BATCH 256
+
 struct job {
 	const struct nsb_range *r;
-	const struct run *runs;
+	struct run runs[BATCH];
 	size_t n;
 	char path[32];		/* /proc/self/fd/N, for the child */
 	int oflags[2];		/* the child's tries */
 	int tries;
 	volatile size_t mapped;	/* runs mapped, from the first */
+	char *stack;		/* the child's, from scratch memory */
 };
 
 /* Maps the job's runs from fd, in order, until one fails. */
@@ -105,95 +110,104 @@ child_main(void *arg)
 static void
 map_in_child(struct job *j, int fd)
 {
-	char *stack = nsb_scratch(CHILD_STACK);
 	int status;
 	pid_t pid;
 
-	if (!stack)
+	if (!j->stack && !(j->stack = nsb_scratch(CHILD_STACK)))
 		return;
 	snprintf(j->path, sizeof(j->path), "/proc/self/fd/%d", fd);
 	j->mapped = 0;
-	pid = clone(child_main, stack + CHILD_STACK, CLONE_VM | CLONE_VFORK, j);
+	pid = clone(child_main, j->stack + CHILD_STACK, CLONE_VM | CLONE_VFORK, j);
 	if (pid > 0)
 		while (syscall(SYS_wait4, pid, &status, __WALL, NULL) < 0 && errno == EINTR)
 			;
 }
 
-/* Maps runs of r from its file; how many (from the first) it did. */
+/* Maps the job's runs from the file; how many (from the first) it did. */
 static size_t
-map_from_file(const struct nsb_range *r, const struct run *runs, size_t n)
+map_from_file(struct job *j)
 {
+	const struct nsb_range *r = j->r;
 	int prot = (int)(r->meta & NSB_META_PROT), flags;
-	bool shared = r->meta & NSB_META_SHARED;
+	bool shared = r->meta & NSB_META_SHARED, readable;
 	int fd = nsb_files_descriptor(r->file, &flags);
-	struct job j = { .r = r, .runs = runs, .n = n };
-	bool readable;
 
 	if (fd < 0)
 		return 0;
 	readable = !(flags & O_PATH) && (flags & O_ACCMODE) != O_WRONLY;
 	if ((flags & O_ACCMODE) == O_RDWR || (readable && (!shared || !(prot & PROT_WRITE))))
-		return map_runs(&j, fd);
+		return map_runs(j, fd);
 	/* A shared mapping for writing if it can be (mprotect may make it
 	 * writable later), else for reading if that is enough. */
+	j->tries = 0;
 	if (shared)
-		j.oflags[j.tries++] = O_RDWR;
+		j->oflags[j->tries++] = O_RDWR;
 	if (!shared || !(prot & PROT_WRITE))
-		j.oflags[j.tries++] = O_RDONLY;
-	map_in_child(&j, fd);
-	return j.mapped;
+		j->oflags[j->tries++] = O_RDONLY;
+	map_in_child(j, fd);
+	return j->mapped;
 }
 
-/* The replaced units of file record r (a copy, clipped to the
- * span) to show again: those below size, or all (size UINT64_MAX).  How
- * many pages were mapped from the file. */
+/* Maps the job's batch; how many pages it mapped.  Its units are cleared
+ * in the account first (a fault on one just mapped, from a file that
+ * shrank again meanwhile, is a new rescue), and claimed again where the
+ * mapping failed: they are still the replacement. */
 static size_t
-refresh_record(const struct nsb_range *r, uint64_t size)
+map_batch(struct job *j)
 {
-	size_t unit = (size_t)1 << NSB_META_SHIFT(r->meta), n = 0, cap, done, pages = 0;
+	const struct nsb_range *r = j->r;
+	size_t unit = (size_t)1 << NSB_META_SHIFT(r->meta), done, pages = 0;
 	int pkey = NSB_META_PKEY(r->meta);
-	struct run *runs;
 
-	cap = (r->end - r->start) / unit / 2 + 1;
-	runs = nsb_scratch(cap * sizeof(*runs));
-	if (!runs)
-		return 0;
+	for (size_t i = 0; i < j->n; i++)
+		nsb_account_clear(r->acct, j->runs[i].off, j->runs[i].end - j->runs[i].start);
+	done = map_from_file(j);
+	for (size_t i = 0; i < j->n; i++) {
+		size_t len = j->runs[i].end - j->runs[i].start;
+
+		if (i >= done) {
+			(void)nsb_account_claim_run(r->acct, j->runs[i].off, len / unit);
+			continue;
+		}
+		if (pkey >= 0)
+			(void)nsb_sys_pkey_mprotect((void *)j->runs[i].start, len,
+						    (int)(r->meta & NSB_META_PROT), pkey);
+		if (r->meta & NSB_META_DONTFORK)
+			(void)nsb_sys_madvise((void *)j->runs[i].start, len, MADV_DONTFORK);
+		pages += len / nsb_config.page_size;
+	}
+	j->n = 0;
+	return pages;
+}
+
+/* The replaced units of file record r (a copy, clipped to the span) to
+ * show again: those below size, or all (size UINT64_MAX).  How many pages
+ * were mapped from the file. */
+static size_t
+refresh_record(struct job *j, const struct nsb_range *r, uint64_t size)
+{
+	size_t unit = (size_t)1 << NSB_META_SHIFT(r->meta), pages = 0;
+
+	j->r = r;
+	j->n = 0;
 	for (uintptr_t a = r->start; a < r->end; a += unit) {
 		uint64_t off = r->off + (a - r->start);
 
 		if (off >= size || !nsb_account_test(r->acct, off))
 			continue;
-		if (n && runs[n - 1].end == a) {
-			runs[n - 1].end = a + unit;
-		} else {
-			runs[n].start = a;
-			runs[n].end = a + unit;
-			runs[n].off = off;
-			n++;
-		}
-	}
-	if (!n)
-		return 0;
-	/* Cleared first: a fault on a unit just mapped from a file that
-	 * shrank again meanwhile is a new rescue. */
-	for (size_t i = 0; i < n; i++)
-		nsb_account_clear(r->acct, runs[i].off, runs[i].end - runs[i].start);
-	done = map_from_file(r, runs, n);
-	for (size_t i = 0; i < n; i++) {
-		size_t len = runs[i].end - runs[i].start;
-
-		if (i >= done) {
-			/* Still the replacement. */
-			(void)nsb_account_claim_run(r->acct, runs[i].off, len / unit);
+		if (j->n && j->runs[j->n - 1].end == a) {
+			j->runs[j->n - 1].end = a + unit;
 			continue;
 		}
-		if (pkey >= 0)
-			(void)nsb_sys_pkey_mprotect((void *)runs[i].start, len,
-						    (int)(r->meta & NSB_META_PROT), pkey);
-		if (r->meta & NSB_META_DONTFORK)
-			(void)nsb_sys_madvise((void *)runs[i].start, len, MADV_DONTFORK);
-		pages += len / nsb_config.page_size;
+		if (j->n == BATCH)
+			pages += map_batch(j);
+		j->runs[j->n].start = a;
+		j->runs[j->n].end = a + unit;
+		j->runs[j->n].off = off;
+		j->n++;
 	}
+	if (j->n)
+		pages += map_batch(j);
 	return pages;
 }
 
@@ -210,6 +224,7 @@ size_t
 nsb_refresh(uintptr_t start, uintptr_t end, bool whole)
 {
 	struct nsb_saved recs;
+	struct job *j = NULL;
 	size_t pages = 0, i;
 
 	nsb_saved_init(&recs);
@@ -217,8 +232,9 @@ nsb_refresh(uintptr_t start, uintptr_t end, bool whole)
 		goto out;
 	for (i = 0; i < recs.n && !candidate(&recs.r[i], whole); i++)
 		;
-	if (i == recs.n)
+	if (i == recs.n || !(j = nsb_scratch(sizeof(*j))))
 		goto out;
+	j->stack = NULL;
 	nsb_ranges_flux(start, end, 0, 0);
 	for (; i < recs.n; i++) {
 		const struct nsb_range *r = &recs.r[i];
@@ -226,7 +242,7 @@ nsb_refresh(uintptr_t start, uintptr_t end, bool whole)
 
 		if (candidate(r, whole) &&
 		    (whole || nsb_files_size(r->file, r->start, r->end, r->start, &size)))
-			pages += refresh_record(r, size);
+			pages += refresh_record(j, r, size);
 	}
 	nsb_ranges_flux_end();
 out:

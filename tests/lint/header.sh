@@ -31,7 +31,7 @@ use_nosigbus(void *addr, size_t len)
 		return -1;
 	if (NOSIGBUS_VERSION_MAJOR < 0 || NOSIGBUS_VERSION_MINOR < 0)
 		return -1;
-	if (nosigbus_protect(addr, len) != 0)
+	if (nosigbus_protect(addr, len) != 0 || nosigbus_refresh(addr, len) < 0)
 		return -1;
 	return nosigbus_unprotect(addr, len) + (int)(st.rescues + st.pages +
 						     st.failures + st.mappings);

@@ -1,0 +1,406 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Recovery (issue 22, SPEC §5): nosigbus_refresh() and the resize of a
+ * protected shared mapping show the file again in the pages the library
+ * replaced, where the file covers them now.
+ *
+ * "shared": a client's pool.  8 pages of a file mapped MAP_SHARED; the
+ * client truncates it to nothing; the compositor reads every page
+ * (rescued) and writes into one of them; the client regrows the file to 6
+ * pages with new contents.  nosigbus_refresh() over the pool returns 6,
+ * and the 6 pages show the file (what was written into the zero page is
+ * gone: it never reached the file); the 2 pages past the new end stay
+ * replaced (reading them rescues nothing new).  /proc/self/maps shows the
+ * file there again, and the pages are still protected: a second
+ * truncation is rescued, and a second regrow and refresh work too.  With
+ * the file's descriptor kept open by the program (O_RDWR: mapped from it
+ * as it is), closed by the program (only the library's O_PATH descriptor
+ * is left: the file is opened anew in a clone child), and kept only
+ * O_RDONLY while the program holds a POSIX lock through it: the lock is
+ * still held afterwards (closing any ordinary descriptor of a file in
+ * this process would drop it).  Fill page, range and auto (re-executed).
+ *
+ * "private": a MAP_PRIVATE mapping keeps its zero pages and what was
+ * written there: refresh returns 0.
+ *
+ * "locks": the lock, through mremap growth (wl_shm_pool.resize) instead
+ * of refresh: the part mremap adds over a replaced last page is mapped
+ * from the file, and the program's lock on the file survives it.  (Before
+ * refresh.c the library opened /proc/self/fd/N and closed it in the
+ * process, which dropped the lock: this fails there.)
+ *
+ * "dontfork": a page shown again keeps the mapping's MADV_DONTFORK: a fork
+ * child does not have it.
+ *
+ * "batches": every other page of a 1 200-page mapping replaced (600 runs
+ * of replaced pages, more than one batch of the library's work), all
+ * shown again.
+ *
+ * "errors": EINVAL for an unaligned address and a zero or wrapping length;
+ * unprotected and unmapped ranges return 0; errno is kept on success.
+ *
+ * Usage: core-refresh shared|private|locks|dontfork|batches|errors
+ */
+#include "core.h"
+
+#define NPAGES 8
+#define REGROWN 6
+
+static size_t ps;
+
+enum keep {
+	KEEP_RDWR,	/* the program keeps an O_RDWR descriptor */
+	KEEP_NONE,	/* it closed its descriptor (libwayland-server does) */
+	KEEP_RDONLY,	/* it keeps an O_RDONLY one, with a lock through it */
+};
+
+static const char *const keep_names[] = {
+	"the program's O_RDWR descriptor",
+	"no descriptor of the program's",
+	"an O_RDONLY descriptor with a POSIX lock",
+};
+
+/* A /dev/shm file of npages pages of the pattern, opened O_RDWR; its path
+ * in path (unlinked by the caller). */
+static int
+shm_file(char *path, size_t len, size_t npages)
+{
+	int fd;
+
+	nsbt_require_tmpfs();
+	snprintf(path, len, "/dev/shm/core-refresh-%d-XXXXXX", (int)getpid());
+	fd = mkostemp(path, O_CLOEXEC);
+	NSBT_CHECK(fd >= 0, "mkostemp %s: %s", path, strerror(errno));
+	nsbt_fill(fd, npages * ps);
+	return fd;
+}
+
+/* Is the whole file write-locked by pid?  Asked from another process. */
+static bool
+locked_by(const char *path, pid_t pid)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	bool ok;
+
+	NSBT_CHECK(fd >= 0, "open %s: %s", path, strerror(errno));
+	NSBT_CHECK(fcntl(fd, F_GETLK, &fl) == 0, "F_GETLK: %s", strerror(errno));
+	ok = fl.l_type != F_UNLCK && fl.l_pid == pid;
+	close(fd);
+	return ok;
+}
+
+static void
+check_locked_fn(void *arg)
+{
+	const char *path = arg;
+
+	_exit(locked_by(path, getppid()) ? 0 : 1);
+}
+
+static void
+expect_locked(const char *path, const char *what)
+{
+	int status = nsbt_run(check_locked_fn, (void *)path);
+
+	NSBT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		   "%s: the program's POSIX lock on %s is gone", what, path);
+}
+
+/*
+ * The client: another process, since a close in this one (of any
+ * descriptor of the file) would drop the program's locks on it.  Cuts the
+ * file at path to cut bytes, then, if regrow, fills it with regrow bytes
+ * of the pattern.
+ */
+struct client {
+	const char *path;
+	size_t cut, regrow;
+};
+
+static void
+client_fn(void *arg)
+{
+	const struct client *c = arg;
+	int fd = open(c->path, O_RDWR | O_CLOEXEC);
+
+	NSBT_CHECK(fd >= 0, "open %s: %s", c->path, strerror(errno));
+	if (c->regrow)
+		nsbt_fill(fd, c->regrow);
+	else
+		core_truncate(fd, (off_t)c->cut);
+}
+
+static void
+client(const char *path, size_t cut, size_t regrow)
+{
+	struct client c = { path, cut, regrow };
+
+	nsbt_expect_exit(nsbt_run(client_fn, &c), 0, regrow ? "the client regrows its file"
+							    : "the client cuts its file");
+}
+
+/* A read lock of the whole file through fd (O_RDONLY). */
+static void
+lock_file(int fd)
+{
+	struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET };
+
+	NSBT_CHECK(fcntl(fd, F_SETLK, &fl) == 0, "F_SETLK: %s", strerror(errno));
+}
+
+/* A line of /proc/self/maps names the file: the VMA at p is the file's. */
+static void
+expect_file_vma(const volatile char *p, const char *name, const char *what)
+{
+	const char *line = core_maps_line((const void *)p);
+
+	NSBT_CHECK(strstr(line, name) != NULL, "%s: the page at %p is not the file in "
+		   "/proc/self/maps: %s", what, (const void *)p, line);
+}
+
+struct shared_case {
+	enum keep keep;
+};
+
+static void
+shared_child(void *arg)
+{
+	const struct shared_case *c = arg;
+	const char *fill = getenv("NOSIGBUS_FILL") ? getenv("NOSIGBUS_FILL") : "default";
+	char path[64], what[200];
+	int fd, ro = -1;
+	struct nosigbus_stats before;
+	volatile char *p;
+	long n;
+
+	snprintf(what, sizeof(what), "refresh, %s, fill=%s", keep_names[c->keep], fill);
+	fd = shm_file(path, sizeof(path), NPAGES);
+	p = core_map(NULL, NPAGES * ps, CORE_PROT_RW, MAP_SHARED | MAP_NOSIGBUS, fd, 0);
+	if (c->keep != KEEP_RDWR) {
+		close(fd);
+		fd = -1;
+	}
+	if (c->keep == KEEP_RDONLY) {
+		ro = open(path, O_RDONLY | O_CLOEXEC);
+		NSBT_CHECK(ro >= 0, "open %s: %s", path, strerror(errno));
+		lock_file(ro);
+	}
+	for (int round = 0; round < 2; round++) {
+		/* The client cuts its pool; the compositor reads it all. */
+		client(path, 0, 0);
+		before = core_stats();
+		for (size_t i = 0; i < NPAGES; i++)
+			NSBT_CHECK(p[i * ps + 3] == 0, "%s: page %zu after the cut", what, i);
+		NSBT_CHECK(core_stats().rescues > before.rescues, "%s: nothing rescued", what);
+		p[ps + 9] = 'w';
+		/* It grows the file back, with new contents. */
+		client(path, 0, REGROWN * ps);
+		n = nosigbus_refresh((void *)p, NPAGES * ps);
+		NSBT_CHECK(n == REGROWN, "%s: nosigbus_refresh returned %ld, expected %d", what, n,
+			   REGROWN);
+		core_expect_pattern((const void *)p, 0, REGROWN * ps, what);
+		for (size_t i = 0; i < REGROWN; i++)
+			expect_file_vma(p + i * ps, path + strlen("/dev/shm/"), what);
+		/* Past the new end: still the replacement, no new rescue. */
+		before = core_stats();
+		for (size_t i = REGROWN; i < NPAGES; i++)
+			NSBT_CHECK(p[i * ps] == 0, "%s: page %zu past the new end", what, i);
+		NSBT_CHECK(core_stats().rescues == before.rescues,
+			   "%s: a page past the new end was rescued again", what);
+		/* Nothing left to show. */
+		n = nosigbus_refresh((void *)p, NPAGES * ps);
+		NSBT_CHECK(n == 0, "%s: a second refresh returned %ld", what, n);
+		if (ro >= 0)
+			expect_locked(path, what);
+	}
+	printf("ok: %s: the regrown file is shown again, twice, and stays protected\n", what);
+	/* The shared pages are the file: a write reaches it. */
+	p[2 * ps + 1] = 'F';
+	if (ro >= 0) {
+		char b = 0;
+
+		NSBT_CHECK(pread(ro, &b, 1, (off_t)(2 * ps + 1)) == 1, "pread %s: %s", path,
+			   strerror(errno));
+		NSBT_CHECK(b == 'F', "%s: a write into a page shown again did not reach the file",
+			   what);
+	}
+	if (fd >= 0)
+		close(fd);
+	if (ro >= 0)
+		close(ro);
+	unlink(path);
+}
+
+static void
+shared(void)
+{
+	for (int k = KEEP_RDWR; k <= KEEP_RDONLY; k++) {
+		struct shared_case c = { (enum keep)k };
+		char err[4096];
+		int status = core_run_watched(shared_child, &c, 60, NULL, "refresh", err,
+					      sizeof(err));
+
+		core_expect_quiet(err, keep_names[k]);
+		nsbt_expect_exit(status, 0, nsbt_fmt("refresh with %s", keep_names[k]));
+	}
+}
+
+static void
+private_child(void *arg)
+{
+	int fd = nsbt_file(NSBT_MEMFD, NPAGES * ps);
+	volatile char *p = core_map(NULL, NPAGES * ps, CORE_PROT_RW,
+				    MAP_PRIVATE | MAP_NOSIGBUS, fd, 0);
+	long n;
+
+	(void)arg;
+	core_truncate(fd, 0);
+	for (size_t i = 0; i < NPAGES; i++)
+		NSBT_CHECK(p[i * ps] == 0, "page %zu after the cut", i);
+	p[ps + 9] = 'w';
+	nsbt_fill(fd, NPAGES * ps);
+	n = nosigbus_refresh((void *)p, NPAGES * ps);
+	NSBT_CHECK(n == 0, "nosigbus_refresh of a private mapping returned %ld", n);
+	NSBT_CHECK(p[ps + 9] == 'w', "a private mapping lost what the program wrote");
+	NSBT_CHECK(p[0] == 0, "a private mapping's replaced page shows the file");
+	printf("ok: a private mapping keeps its replaced pages\n");
+	close(fd);
+}
+
+/* The lock through mremap growth over a replaced last page. */
+static void
+locks_child(void *arg)
+{
+	char path[64];
+	int fd, ro;
+	volatile char *p, *q;
+
+	(void)arg;
+	fd = shm_file(path, sizeof(path), 4);
+	p = core_map(NULL, 4 * ps, CORE_PROT_RW, MAP_SHARED | MAP_NOSIGBUS, fd, 0);
+	close(fd);
+	ro = open(path, O_RDONLY | O_CLOEXEC);
+	NSBT_CHECK(ro >= 0, "open %s: %s", path, strerror(errno));
+	lock_file(ro);
+	client(path, 3 * ps, 0);
+	NSBT_CHECK(p[3 * ps] == 0, "the last page after the cut");
+	client(path, 0, 8 * ps);
+	expect_locked(path, "before mremap");
+	q = mremap((void *)p, 4 * ps, 8 * ps, MREMAP_MAYMOVE);
+	NSBT_CHECK(q != MAP_FAILED, "mremap: %s", strerror(errno));
+	expect_locked(path, "mremap growth over a replaced last page");
+	core_expect_pattern((const void *)q, 0, 8 * ps, "the pool after mremap");
+	printf("ok: mremap growth shows the file and keeps the program's lock\n");
+	close(ro);
+	unlink(path);
+}
+
+static void
+dontfork_probe(void *arg)
+{
+	_exit(core_page_mapped(arg) ? 1 : 0);
+}
+
+static void
+dontfork_child(void *arg)
+{
+	int fd = nsbt_file(NSBT_MEMFD, 2 * ps);
+	volatile char *p = core_map(NULL, 2 * ps, CORE_PROT_RW, MAP_SHARED | MAP_NOSIGBUS, fd, 0);
+	int status;
+
+	(void)arg;
+	NSBT_CHECK(madvise((void *)p, 2 * ps, MADV_DONTFORK) == 0, "madvise: %s",
+		   strerror(errno));
+	core_truncate(fd, 0);
+	NSBT_CHECK(p[ps] == 0, "page 1 after the cut");
+	nsbt_fill(fd, 2 * ps);
+	NSBT_CHECK(nosigbus_refresh((void *)p, 2 * ps) >= 1, "nothing shown again");
+	core_expect_pattern((const void *)(p + ps), ps, ps, "page 1 shown again");
+	status = nsbt_run(dontfork_probe, (void *)(p + ps));
+	NSBT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		   "a fork child has a MADV_DONTFORK page that was shown again (%s)",
+		   nsbt_status_str(status));
+	printf("ok: a page shown again keeps MADV_DONTFORK\n");
+	close(fd);
+}
+
+static void
+batches_child(void *arg)
+{
+	const size_t n = 1200;
+	int fd = nsbt_file(NSBT_MEMFD, n * ps);
+	volatile char *p = core_map(NULL, n * ps, CORE_PROT_RW, MAP_SHARED | MAP_NOSIGBUS, fd, 0);
+	long got;
+
+	(void)arg;
+	core_truncate(fd, 0);
+	for (size_t i = 0; i < n; i += 2)
+		NSBT_CHECK(p[i * ps] == 0, "page %zu after the cut", i);
+	nsbt_fill(fd, n * ps);
+	got = nosigbus_refresh((void *)p, n * ps);
+	NSBT_CHECK(got == (long)(n / 2), "nosigbus_refresh returned %ld, expected %zu", got, n / 2);
+	core_expect_pattern((const void *)p, 0, n * ps, "the mapping shown again");
+	printf("ok: %zu runs of replaced pages shown again\n", n / 2);
+	close(fd);
+}
+
+static void
+errors(void)
+{
+	char *free_range = core_free_range(4 * ps);
+	int fd = nsbt_file(NSBT_MEMFD, ps);
+	char *anon = core_map(NULL, ps, CORE_PROT_RW, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	errno = 0;
+	NSBT_CHECK(nosigbus_refresh(anon + 1, ps) == -1 && errno == EINVAL, "unaligned: %s",
+		   strerror(errno));
+	errno = 0;
+	NSBT_CHECK(nosigbus_refresh(anon, 0) == -1 && errno == EINVAL, "len 0: %s",
+		   strerror(errno));
+	errno = 0;
+	NSBT_CHECK(nosigbus_refresh(anon, SIZE_MAX - ps) == -1 && errno == EINVAL,
+		   "wrapping length: %s", strerror(errno));
+	errno = ENOTTY;
+	NSBT_CHECK(nosigbus_refresh(anon, ps) == 0 && errno == ENOTTY,
+		   "an unprotected mapping: errno %s", strerror(errno));
+	NSBT_CHECK(nosigbus_refresh(free_range, 4 * ps) == 0, "an unmapped range");
+	printf("ok: refresh: EINVAL for bad arguments, 0 where there is nothing to show\n");
+	close(fd);
+}
+
+int
+main(int argc, char **argv)
+{
+	static const char *const fills[] = { "page", "range", "auto" };
+	const char *what = argc > 1 ? argv[1] : "shared";
+
+	ps = nsbt_page();
+	core_require_library();
+	if (strcmp(what, "shared-one") == 0) {
+		shared();
+	} else if (strcmp(what, "shared") == 0) {
+		for (int i = 0; i < 3; i++) {
+			char env[64];
+			const char *settings[] = { env, NULL };
+
+			snprintf(env, sizeof(env), "NOSIGBUS_FILL=%s", fills[i]);
+			nsbt_expect_exit(core_reexec("shared-one", settings), 0,
+					 nsbt_fmt("refresh, fill=%s", fills[i]));
+		}
+	} else if (strcmp(what, "private") == 0) {
+		nsbt_expect_exit(nsbt_run(private_child, NULL), 0, "refresh of a private mapping");
+	} else if (strcmp(what, "locks") == 0) {
+		nsbt_expect_exit(nsbt_run(locks_child, NULL), 0, "mremap growth with a lock");
+	} else if (strcmp(what, "dontfork") == 0) {
+		nsbt_expect_exit(nsbt_run(dontfork_child, NULL), 0, "refresh and MADV_DONTFORK");
+	} else if (strcmp(what, "batches") == 0) {
+		core_setenv_reexec(argv, "NOSIGBUS_FILL", "page");
+		nsbt_expect_exit(nsbt_run(batches_child, NULL), 0, "refresh in batches");
+	} else if (strcmp(what, "errors") == 0) {
+		errors();
+	} else {
+		nsbt_fail("usage: %s shared|private|locks|dontfork|batches|errors", argv[0]);
+	}
+	return 0;
+}
