@@ -50,7 +50,7 @@ print("MAN=%s" % ("1" if o.get("man", True) else "0"))
 			if [ "$MAN" = 1 ]; then
 				printf '%s\n' "$MANDIR/man1/nosigbus.1" "$MANDIR/man7/libnosigbus.7" \
 					"$MANDIR/man3/nosigbus_protect.3" "$MANDIR/man3/nosigbus_unprotect.3" \
-					"$MANDIR/man3/nosigbus_get_stats.3"
+					"$MANDIR/man3/nosigbus_get_stats.3" "$MANDIR/man3/nosigbus_refresh.3"
 			fi
 		} | sort
 	)
@@ -125,7 +125,7 @@ print("MAN=%s" % ("1" if o.get("man", True) else "0"))
 		run -0 groff -man -ww -z "$STAGE$MANDIR/$page"
 		assert_output ''
 	done
-	for page in nosigbus_unprotect nosigbus_get_stats; do
+	for page in nosigbus_unprotect nosigbus_refresh nosigbus_get_stats; do
 		assert_equal "$(cat "$STAGE$MANDIR/man3/$page.3")" '.so man3/nosigbus_protect.3'
 	done
 	# Nothing architecture-dependent: a package can share them.
