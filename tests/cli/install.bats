@@ -62,6 +62,8 @@ print("MAN=%s" % ("1" if o.get("man", True) else "0"))
 	[ -f "$STAGE$LIBDIR/libnosigbus.so.$VERSION" ] && [ ! -L "$STAGE$LIBDIR/libnosigbus.so.$VERSION" ]
 	assert_equal "$(readlink "$STAGE$LIBDIR/libnosigbus.so.0")" "libnosigbus.so.$VERSION"
 	assert_equal "$(readlink "$STAGE$LIBDIR/libnosigbus.so")" libnosigbus.so.0
+	# Set-user-ID only with -Dsecure-preload=true (secure.bats).
+	assert_equal "$(stat -c %a "$STAGE$LIBDIR/libnosigbus.so.$VERSION")" 755
 	# The soname is what LD_PRELOAD and the linker use.
 	run -0 objdump -p "$STAGE$LIBDIR/libnosigbus.so.$VERSION"
 	assert_line --regexp '^ +SONAME +libnosigbus\.so\.0$'
