@@ -39,7 +39,9 @@
  * files.c) the units stay replaced too.
  *
  * Runs under the table lock, with the span in flux (nsb.h): no rescue
- * runs there meanwhile.  Never in signal context.
+ * runs there meanwhile.  From mremap, this flux replaces the call's own,
+ * which is no longer needed by then: the records are final, and only the
+ * span refreshed changes.  Never in signal context.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -1465,6 +1465,31 @@ model_mremap(struct mpage *pg, int nwin, const struct op *op)
 }
 
 /*
+ * Recovery (issue 22, SPEC §5): after an mremap, the library maps the file
+ * again over every page it replaced in a protected shared file mapping of
+ * the destination that the file covers now (a pool resized after its file
+ * grew back).  The model's files are open in the process, so the library
+ * always finds a descriptor.  What was written into the zero page is gone.
+ */
+static void
+model_refresh(struct seq *s, int a, int n)
+{
+	for (int i = a; i < a + n && i < W; i++) {
+		struct mpage *p = &s->m.pg[i];
+
+		if (!model_lib || p->kind != K_ANON || !p->rescued || p->rfile != 2 || !p->prot_d ||
+		    p->pgoff >= s->m.f[p->file].size)
+			continue;
+		p->kind = K_FILE;
+		p->shared = 1;
+		p->rescued = 0;
+		p->rfile = 0;
+		p->val = 0;
+		p->cow = 0;
+	}
+}
+
+/*
  * A move of several VMAs at once that failed: newer kernels move them one
  * by one, so some may have moved (MREMAP_DONTUNMAP runs out of RLIMIT_AS
  * half-way, say).  Each destination page is then unmapped, unchanged, or
@@ -1590,6 +1615,7 @@ run_mremap(struct seq *s, const struct op *op)
 	}
 	if (ok) {
 		model_mremap(s->m.pg, W, op);
+		model_refresh(s, moves ? op->t : op->a, op->n);
 		return;
 	}
 	/* Only the destination may have changed: older kernels (and, for
