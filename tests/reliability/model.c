@@ -64,6 +64,13 @@
  * mapping, each writing its own pages upwards: every write lands, every
  * page past the end is replaced exactly once, none inside the file's size.
  *
+ * Recovery (issue 22): after an mremap, and on nosigbus_refresh() (an
+ * operation of its own, aimed mostly at a rescued shared page its file
+ * covers again), pages rescued in protected shared file mappings that the
+ * file covers now are the file again; refresh returns how many.  Shown to
+ * fail with the library's mapping in refresh.c left out (6 of 6 configs
+ * with rescues of shared pages, 2 seeds of 1000 sequences).
+ *
  * Usage: model [--seed N] [--sequences N] [--ops N] [--config NAME]
  *              [--first K] [--trace]
  * A long soak: build/tests/reliability/model --sequences 100000
@@ -154,6 +161,7 @@ static const struct config configs[] = {
 enum op_type {
 	OP_READ, OP_WRITE, OP_MMAP, OP_MUNMAP, OP_MPROTECT, OP_MREMAP,
 	OP_TRUNCATE, OP_PWRITE, OP_PROTECT, OP_UNPROTECT, OP_LIMIT, OP_MADVISE, OP_THREADS,
+	OP_REFRESH,
 	/* the huge window: a, n, o, t count huge pages */
 	OP_HMMAP, OP_HMUNMAP, OP_HMPROTECT, OP_HMREMAP, OP_HREAD, OP_HPROTECT, OP_HUNPROTECT,
 };
@@ -295,6 +303,7 @@ static struct shared *sh;
 static int (*p_get_stats)(void *, size_t);
 static int (*p_protect)(void *, size_t);
 static int (*p_unprotect)(void *, size_t);
+static long (*p_refresh)(void *, size_t);
 
 /* ---- the sequence child's state ----------------------------------------- */
 
@@ -439,6 +448,9 @@ op_str(const struct op *op, char *buf, size_t len)
 		break;
 	case OP_UNPROTECT:
 		snprintf(buf, len, "nosigbus_unprotect(page %d, %d pages%s)", op->a, op->n, sd);
+		break;
+	case OP_REFRESH:
+		snprintf(buf, len, "nosigbus_refresh(page %d, %d pages%s)", op->a, op->n, sd);
 		break;
 	case OP_LIMIT:
 		if (op->n < 0)
@@ -1471,9 +1483,11 @@ model_mremap(struct mpage *pg, int nwin, const struct op *op)
  * grew back).  The model's files are open in the process, so the library
  * always finds a descriptor.  What was written into the zero page is gone.
  */
-static void
+static int
 model_refresh(struct seq *s, int a, int n)
 {
+	int shown = 0;
+
 	for (int i = a; i < a + n && i < W; i++) {
 		struct mpage *p = &s->m.pg[i];
 
@@ -1486,6 +1500,26 @@ model_refresh(struct seq *s, int a, int n)
 		p->rfile = 0;
 		p->val = 0;
 		p->cow = 0;
+		shown++;
+	}
+	return shown;
+}
+
+/* nosigbus_refresh(): the same, and it says how many pages it showed. */
+static void
+run_refresh(struct seq *s, const struct op *op)
+{
+	int want = model_refresh(s, op->a, op->n);
+	long ret;
+
+	errno = 0;
+	ret = p_refresh(page_addr(s, op->a), op_len(op, op->n));
+	if (ret != want) {
+		char b[128];
+
+		op_str(op, b, sizeof(b));
+		fail(s, F_RESULT, "%s returned %ld (%s), the model expects %d pages shown again", b,
+		     ret, ret < 0 ? strerror(errno) : "no error", want);
 	}
 }
 
@@ -2455,6 +2489,9 @@ op_valid(const struct seq *s, const struct op *op)
 	switch (op->type) {
 	case OP_MMAP:
 		return op->mode != MM_HINT || range_free(s, op->a, op->n);
+	case OP_REFRESH:
+		/* Under RLIMIT_AS the library may lack room for its work. */
+		return p_refresh && !s->m.limited;
 	case OP_PROTECT:
 	case OP_UNPROTECT:
 		if (!p_protect)
@@ -2552,6 +2589,9 @@ run_op(struct seq *s, const struct op *op)
 	case OP_PROTECT:
 	case OP_UNPROTECT:
 		run_protect(s, op);
+		break;
+	case OP_REFRESH:
+		run_refresh(s, op);
 		break;
 	case OP_HMMAP:
 		run_hmmap(s, op);
@@ -2768,6 +2808,20 @@ gen_main(struct seq *s, struct op *op)
 	} else if (r < 90) {
 		op->type = rnd(s, 100) < 75 || s->no_regrow ? OP_PROTECT : OP_UNPROTECT;
 		op->a = (int16_t)pick_page(s);
+		/* A refresh, mostly where a shared page was rescued that its
+		 * file covers again. */
+		for (int i = 0, at = rnd(s, W); p_refresh && !s->m.limited && i < W; i++) {
+			const struct mpage *p = &s->m.pg[(at + i) % W];
+
+			if (p->rescued && p->rfile == 2 && p->pgoff < s->m.f[p->file].size &&
+			    rnd(s, 100) < 70) {
+				op->type = OP_REFRESH;
+				op->a = (int16_t)((at + i) % W);
+				break;
+			}
+		}
+		if (rnd(s, 100) < 10 && p_refresh && !s->m.limited)
+			op->type = OP_REFRESH;
 		op->n = (int16_t)pick_len(s, op->a, 4);
 		if (s->no_regrow && op->type == OP_PROTECT) {
 			/* One file mapping at most: see op_valid(). */
@@ -3234,6 +3288,7 @@ worker_main(uint64_t seed, uint64_t first, uint64_t count, int report_fd)
 		p_get_stats = (int (*)(void *, size_t))dlsym(RTLD_DEFAULT, "nosigbus_get_stats");
 		p_protect = (int (*)(void *, size_t))dlsym(RTLD_DEFAULT, "nosigbus_protect");
 		p_unprotect = (int (*)(void *, size_t))dlsym(RTLD_DEFAULT, "nosigbus_unprotect");
+		p_refresh = (long (*)(void *, size_t))dlsym(RTLD_DEFAULT, "nosigbus_refresh");
 	}
 	for (uint64_t k = first; k < first + count; k++) {
 		uint64_t seq_seed = seq_seed_of(seed, cfg_index, k);
