@@ -28,8 +28,8 @@
  * every handler that could still hold one has left (ranges.c).
  *
  * Signal context: nsb_account_claim, nsb_account_claim_run,
- * nsb_account_unclaim, nsb_account_test, nsb_account_log.  The rest runs under the table
- * lock.
+ * nsb_account_unclaim, nsb_account_test, nsb_account_log,
+ * nsb_account_set_unsure.  The rest runs under the table lock.
  */
 #include <errno.h>
 #include <string.h>
@@ -49,6 +49,7 @@ struct nsb_account {
 	size_t bytes;		/* the allocation */
 	long refs;		/* records naming it */
 	bool pending;		/* on the release list */
+	atomic_bool unsure;	/* a unit was replaced not known past the end */
 	struct nsb_account *next;	/* release list or free list */
 	struct nsb_maplog log;		/* log.c's, about this mapping */
 	atomic_ulong bits[];
@@ -139,6 +140,7 @@ nsb_account_new(uint64_t off, size_t len, size_t unit)
 	a->shift = nsb_log2(unit);
 	a->refs = 0;
 	a->pending = false;
+	atomic_store(&a->unsure, false);
 	/* Released at the next unlock unless a record names it by then. */
 	a->next = release_list;
 	a->pending = true;
@@ -175,6 +177,7 @@ nsb_account_copy(struct nsb_account *from, uint64_t off, size_t len)
 	atomic_store(&a->log.next_ns, atomic_load(&from->log.next_ns));
 	atomic_store(&a->log.file, atomic_load(&from->log.file));
 	atomic_store(&a->log.meta, atomic_load(&from->log.meta));
+	atomic_store(&a->unsure, atomic_load(&from->unsure));
 	for (uint64_t i = 0; i < a->units; i++)
 		if (nsb_account_test(from, off + (i << a->shift)) && index_of(a, off + (i << a->shift), &bit))
 			atomic_fetch_or(&a->bits[bit / WORD_BITS], 1ul << (bit % WORD_BITS));
@@ -318,6 +321,23 @@ nsb_account_clear(struct nsb_account *a, uint64_t off, size_t len)
 {
 	if (a)
 		nsb_account_unclaim(a, off, (size_t)((len + ((size_t)1 << a->shift) - 1) >> a->shift));
+}
+
+/* [signal-safe] A unit was replaced that may be inside the file's size
+ * (NOSIGBUS_ERRORS=zero, or a rescue without the size): the file covering
+ * it says nothing about whether it came back, and what the program wrote
+ * there must not be dropped (refresh.c keeps such a mapping's units). */
+void
+nsb_account_set_unsure(struct nsb_account *a)
+{
+	if (a)
+		atomic_store(&a->unsure, true);
+}
+
+bool
+nsb_account_unsure(const struct nsb_account *a)
+{
+	return a && atomic_load(&a->unsure);
 }
 
 /* How many units of [off, off + len) are replaced (tests, statistics). */

@@ -1160,8 +1160,10 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 		if (anon)
 			(void)nsb_refresh(tail.start, tail.end, true);
 	}
-	/* A pool resized after its file grew back (SPEC §5, Recovery). */
-	(void)nsb_refresh(base, base + new_len_r, false);
+	/* A pool resized after its file grew back (SPEC §5, Recovery); a
+	 * move alone changes nothing the program sees. */
+	if (old_len && new_len_r != old_len_r)
+		(void)nsb_refresh(base, base + new_len_r, false);
 	err = saved_errno;
 	goto out;
 

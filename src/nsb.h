@@ -518,6 +518,8 @@ bool nsb_account_test(const struct nsb_account *a, uint64_t off);	/* [signal-saf
 struct nsb_maplog *nsb_account_log(struct nsb_account *a);	/* [signal-safe] */
 void nsb_account_clear(struct nsb_account *a, uint64_t off, size_t len);
 size_t nsb_account_count(const struct nsb_account *a, uint64_t off, size_t len);
+void nsb_account_set_unsure(struct nsb_account *a);	/* [signal-safe] */
+bool nsb_account_unsure(const struct nsb_account *a);
 /* The memory an account of a mapping of len bytes takes. */
 size_t nsb_account_bytes(size_t len, size_t unit);
 

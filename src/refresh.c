@@ -7,8 +7,9 @@
  * past its end.  When the file grows back over it - a Wayland client that
  * recovers regrows its pool, redraws and sends wl_shm_pool.resize - a
  * shared mapping must show the file there again, or the client stays
- * invisible for the rest of its connection.  So after an mremap of a
- * protected shared mapping, and on nosigbus_refresh(), every replaced
+ * invisible for the rest of its connection.  So after an mremap that
+ * resizes a protected shared mapping (a move alone changes nothing the
+ * program sees), and on nosigbus_refresh(), every replaced
  * unit of a shared file mapping that the file now covers is mapped from
  * the file anew (MAP_FIXED, at its offset and protection, its pkey and
  * MADV_DONTFORK re-applied) and is no longer counted as replaced.
@@ -16,7 +17,9 @@
  * and in a private mapping what it wrote is its own), except the part an
  * mremap grows over a replaced last unit, which nothing wrote yet.  (What
  * a program wrote into a replaced unit of a shared mapping never reached
- * the file; the file speaks for that page again.)
+ * the file; the file speaks for that page again.)  A mapping with a unit
+ * replaced that may be inside the file's size keeps its units too (see
+ * candidate()).
  *
  * Mapping the file needs a descriptor of it with the mapping's access
  * mode, and a close must never release the program's POSIX locks (issue
@@ -214,11 +217,15 @@ refresh_record(struct job *j, const struct nsb_range *r, uint64_t size)
 }
 
 /* File records with replaced units: shared ones, and private ones only
- * where nothing can have been written yet (whole: a grown tail). */
+ * where nothing can have been written yet (whole: a grown tail).  Not a
+ * mapping with a unit replaced inside its file's size, or without knowing
+ * it (NOSIGBUS_ERRORS=zero, an unverified rescue): that unit is not the
+ * file coming back, and what was written there would be lost. */
 static bool
 candidate(const struct nsb_range *r, bool whole)
 {
 	return ((r->meta & NSB_META_SHARED) || whole) && !(r->meta & NSB_META_ANON) && r->file &&
+	       (whole || !nsb_account_unsure(r->acct)) &&
 	       nsb_account_count(r->acct, r->off, r->end - r->start);
 }
 

@@ -438,6 +438,8 @@ rescue(uintptr_t addr)
 	atomic_fetch_add(&nsb_counters.pages, (end - start) / nsb_config.page_size);
 	if (c == UNKNOWN)
 		atomic_fetch_add(&nsb_counters.unverified, 1);
+	if (c != PAST_EOF)
+		nsb_account_set_unsure(r.acct);
 	/* Log: counted in the account, which the record holds till then. */
 	nsb_log_rescue(addr, &r, (end - start) / nsb_config.page_size, c != UNKNOWN, ticket);
 	return RESCUED;

@@ -32,6 +32,14 @@
  * "dontfork": a page shown again keeps the mapping's MADV_DONTFORK: a fork
  * child does not have it.
  *
+ * "move": mremap that moves a mapping without resizing it changes nothing
+ * the program sees: a replaced page it wrote keeps what it wrote, even
+ * where the file covers it again (the resize is the signal, SPEC §5).
+ *
+ * "zero": under NOSIGBUS_ERRORS=zero a page is replaced without asking the
+ * file's size (it may be inside it: a write the file system refused), so
+ * neither refresh nor a resize drops what the program wrote there.
+ *
  * "batches": every other page of a 1 200-page mapping replaced (600 runs
  * of replaced pages, more than one batch of the library's work), all
  * shown again.
@@ -39,7 +47,7 @@
  * "errors": EINVAL for an unaligned address and a zero or wrapping length;
  * unprotected and unmapped ranges return 0; errno is kept on success.
  *
- * Usage: core-refresh shared|private|locks|dontfork|batches|errors
+ * Usage: core-refresh shared|private|locks|dontfork|move|zero|batches|errors
  */
 #include "core.h"
 
@@ -325,6 +333,34 @@ dontfork_child(void *arg)
 	close(fd);
 }
 
+/* A page replaced and written, the file regrown over it: a move (same
+ * size), or (zero) a refresh and a resize, keep what was written. */
+static void
+kept_child(void *arg)
+{
+	bool zero = arg != NULL;
+	int fd = nsbt_file(NSBT_MEMFD, ps);
+	volatile char *p = core_map(NULL, 2 * ps, CORE_PROT_RW, MAP_SHARED | MAP_NOSIGBUS, fd, 0);
+	char *dest = core_map(NULL, 4 * ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	volatile char *q;
+
+	NSBT_CHECK(p[ps] == 0, "page 1, past the end");
+	p[ps + 1] = 'w';
+	nsbt_fill(fd, 2 * ps);
+	if (zero)
+		NSBT_CHECK(nosigbus_refresh((void *)p, 2 * ps) == 0,
+			   "NOSIGBUS_ERRORS=zero: refresh showed a page again");
+	q = mremap((void *)p, 2 * ps, zero ? 3 * ps : 2 * ps, MREMAP_MAYMOVE | MREMAP_FIXED, dest);
+	NSBT_CHECK(q != MAP_FAILED, "mremap: %s", strerror(errno));
+	NSBT_CHECK(q[ps + 1] == 'w', "%s: the page the program wrote reads %#x",
+		   zero ? "NOSIGBUS_ERRORS=zero, a resize" : "a move without a resize",
+		   (unsigned)(unsigned char)q[ps + 1]);
+	core_expect_pattern((const void *)q, 0, ps, "page 0, never replaced");
+	printf("ok: %s keeps what the program wrote into a replaced page\n",
+	       zero ? "NOSIGBUS_ERRORS=zero" : "a move without a resize");
+	close(fd);
+}
+
 static void
 batches_child(void *arg)
 {
@@ -394,13 +430,18 @@ main(int argc, char **argv)
 		nsbt_expect_exit(nsbt_run(locks_child, NULL), 0, "mremap growth with a lock");
 	} else if (strcmp(what, "dontfork") == 0) {
 		nsbt_expect_exit(nsbt_run(dontfork_child, NULL), 0, "refresh and MADV_DONTFORK");
+	} else if (strcmp(what, "move") == 0) {
+		nsbt_expect_exit(nsbt_run(kept_child, NULL), 0, "a move without a resize");
+	} else if (strcmp(what, "zero") == 0) {
+		core_setenv_reexec(argv, "NOSIGBUS_ERRORS", "zero");
+		nsbt_expect_exit(nsbt_run(kept_child, (void *)1), 0, "NOSIGBUS_ERRORS=zero");
 	} else if (strcmp(what, "batches") == 0) {
 		core_setenv_reexec(argv, "NOSIGBUS_FILL", "page");
 		nsbt_expect_exit(nsbt_run(batches_child, NULL), 0, "refresh in batches");
 	} else if (strcmp(what, "errors") == 0) {
 		errors();
 	} else {
-		nsbt_fail("usage: %s shared|private|locks|dontfork|batches|errors", argv[0]);
+		nsbt_fail("usage: %s shared|private|locks|dontfork|move|zero|batches|errors", argv[0]);
 	}
 	return 0;
 }
