@@ -7,7 +7,7 @@
  *
  *   hostile-client [--pause] [--no-truncate] [--truncate-to BYTES]
  *                  [--backing memfd|shm|disk] [--dir DIR]
- *                  [--regrow RRGGBB [--resize]]
+ *                  [--regrow RRGGBB [--resize]] [--no-ack]
  *                  [--colour RRGGBB] [--size WxH] N
  *
  * It maps an ordinary xdg_toplevel of WxH (default 128x96) with an XRGB8888
@@ -27,6 +27,12 @@
  * libwayland-server mremap it), and attaches a new buffer at offset 0 of
  * the same pool, for two more frames ("regrown", "regrown frame 1",
  * "regrown frame 2").
+ *
+ * Every configure is acknowledged at the next commit, the buffer keeping
+ * its size; with --no-ack only the first one is (a tiling shell then
+ * shows the window only when its transaction times out: what made sway
+ * 1.7 read a truncated pool after its client had gone, README "Running a
+ * compositor under it").
  *
  * With --pause it stops and waits for a line on stdin, still serving the
  * connection: after frame 0 (before the truncation), after frame N and,
@@ -368,7 +374,7 @@ usage(void)
 {
 	fprintf(stderr, "usage: hostile-client [--pause] [--no-truncate] "
 		"[--truncate-to BYTES] [--backing memfd|shm|disk] [--dir DIR] "
-		"[--regrow RRGGBB [--resize]] "
+		"[--regrow RRGGBB [--resize]] [--no-ack] "
 		"[--colour RRGGBB] [--size WxH] FRAMES\n");
 	exit(EXIT_USAGE);
 }
