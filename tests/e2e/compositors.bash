@@ -41,7 +41,7 @@ scaled() {
 		'BEGIN { if (!(m >= 1)) m = 1; printf "%d\n", s * m + 0.5 }'
 }
 
-# The hostile client, built next to this file's build directory.
+# The hostile client (hostile-client.c), in the build tree.
 HOSTILE=$E2E_BUILD/nsb-hostile-client
 
 # comp_setup: what every test of these files needs; call from setup().
