@@ -1,22 +1,43 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A Wayland client that does what the LWN article warns about: it shares an
- * shm buffer backed by a memfd with the compositor, lets the compositor read
- * it once, then shrinks the memfd to nothing and keeps committing the buffer,
- * so every repaint makes the compositor read pages beyond the end of the file.
+ * shm buffer with the compositor, lets the compositor read it once, then
+ * shrinks the file to nothing and keeps committing the buffer, so every
+ * repaint makes the compositor read pages beyond the end of the file.
  *
- *   hostile-client [--pause] [--no-truncate] [--colour RRGGBB] [--size WxH] N
+ *   hostile-client [--pause] [--no-truncate] [--truncate-to BYTES]
+ *                  [--backing memfd|shm|disk] [--dir DIR]
+ *                  [--regrow RRGGBB [--resize]] [--no-ack]
+ *                  [--colour RRGGBB] [--size WxH] N
  *
  * It maps an ordinary xdg_toplevel of WxH (default 128x96) with an XRGB8888
  * buffer filled with the colour (default 33cc66), commits and waits for the
- * first frame callback ("frame 0"). Then it ftruncate()s the memfd to 0
- * (unless --no-truncate) and attaches, damages and commits N more times,
- * each time waiting for the frame callback ("frame 1".."frame N"). A test
- * counts the window's pixels in a screenshot, wherever the shell placed it.
+ * first frame callback ("frame 0"). Then it ftruncate()s the file to 0, or
+ * to BYTES with --truncate-to (unless --no-truncate), and attaches, damages
+ * and commits N more times, each time waiting for the frame callback
+ * ("frame 1".."frame N"). A test counts the window's pixels in a
+ * screenshot, wherever the shell placed it.
  *
- * With --pause it stops twice and waits for a line on stdin, still serving
- * the connection: after frame 0 (before the truncation) and after frame N, so
- * that a test can take screenshots while the window is on screen.
+ * The pool's file (--backing, backing.h) is a memfd (the default), a file
+ * in /dev/shm, or a file on disk in DIR (default /var/tmp).
+ *
+ * With --regrow, after frame N the client recovers: it grows the file back
+ * to its size plus one page, fills it with the new colour, with --resize
+ * sends wl_shm_pool.resize for the new size (the pool grows, which makes
+ * libwayland-server mremap it), and attaches a new buffer at offset 0 of
+ * the same pool, for two more frames ("regrown", "regrown frame 1",
+ * "regrown frame 2").
+ *
+ * Every configure is acknowledged at the next commit, the buffer keeping
+ * its size; with --no-ack only the first one is (a tiling shell then
+ * shows the window only when its transaction times out: what made sway
+ * 1.7 read a truncated pool after its client had gone, README "Running a
+ * compositor under it").
+ *
+ * With --pause it stops and waits for a line on stdin, still serving the
+ * connection: after frame 0 (before the truncation), after frame N and,
+ * with --regrow, after the regrown frames, so that a test can take
+ * screenshots while the window is on screen.
  *
  * Exit status: 0 after N frames and a final roundtrip; 3 when the compositor
  * disconnected it with a protocol error (printed, and libwayland-client logs
@@ -36,6 +57,7 @@
 
 #include <wayland-client.h>
 
+#include "backing.h"
 #include "xdg-shell-client-protocol.h"
 
 enum {
@@ -58,11 +80,15 @@ struct client {
 	struct wl_surface *surface;
 	struct xdg_surface *xdg_surface;
 	struct xdg_toplevel *toplevel;
+	struct wl_shm_pool *pool;
 	struct wl_buffer *buffer;
-	int memfd;
+	int memfd;		/* the pool's file, whatever its backing */
+	size_t size;		/* the buffer's bytes */
 	int32_t pending_width, pending_height;
 	uint32_t configure_serial;
 	bool configured;
+	bool ack_pending;	/* a configure to acknowledge at the next commit */
+	bool no_ack;		/* --no-ack */
 	bool frame_done;
 	bool closed;
 };
@@ -149,6 +175,7 @@ xdg_surface_configure(void *data, struct xdg_surface *xdg_surface,
 
 	c->configure_serial = serial;
 	c->configured = true;
+	c->ack_pending = true;
 }
 
 static const struct xdg_surface_listener xdg_surface_listener = {
@@ -192,29 +219,15 @@ static const struct wl_callback_listener frame_listener = {
 };
 
 /*
- * An XRGB8888 buffer in a fresh memfd, filled with the colour. The memfd is
- * deliberately not sealed: a sealed memfd (F_SEAL_SHRINK) could not be
- * truncated, which is the whole point of this client.
+ * Fills the first size bytes of the file with the colour, through a
+ * mapping of our own that is gone before any truncation: we never fault.
  */
 static int
-create_buffer(struct client *c, int32_t width, int32_t height, uint32_t colour)
+fill(int fd, size_t size, uint32_t colour)
 {
-	int32_t stride = width * 4;
-	size_t size = (size_t)stride * (size_t)height;
-	struct wl_shm_pool *pool;
 	uint32_t *pixels;
 
-	c->memfd = memfd_create("nosigbus-hostile", MFD_CLOEXEC);
-	if (c->memfd < 0) {
-		perror("hostile-client: memfd_create");
-		return -1;
-	}
-	if (ftruncate(c->memfd, (off_t)size) < 0) {
-		perror("hostile-client: ftruncate");
-		return -1;
-	}
-	pixels = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED,
-		      c->memfd, 0);
+	pixels = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (pixels == MAP_FAILED) {
 		perror("hostile-client: mmap");
 		return -1;
@@ -226,13 +239,61 @@ create_buffer(struct client *c, int32_t width, int32_t height, uint32_t colour)
 	 */
 	for (size_t i = 0; i < size / 4; i++)
 		pixels[i] = 0xff000000u | colour;
-	/* Our own view goes away before the truncation: we never fault. */
 	munmap(pixels, size);
+	return 0;
+}
 
-	pool = wl_shm_create_pool(c->shm, c->memfd, (int32_t)size);
-	c->buffer = wl_shm_pool_create_buffer(pool, 0, width, height, stride,
+/* An XRGB8888 buffer at offset 0 of the pool, c->size bytes. */
+static void
+create_buffer(struct client *c, int32_t width, int32_t height)
+{
+	c->buffer = wl_shm_pool_create_buffer(c->pool, 0, width, height,
+					      width * 4,
 					      WL_SHM_FORMAT_XRGB8888);
-	wl_shm_pool_destroy(pool);
+}
+
+/* A pool over a fresh file of the backing, filled with the colour. */
+static int
+create_pool(struct client *c, enum backing backing, const char *dir,
+	    int32_t width, int32_t height, uint32_t colour)
+{
+	c->size = (size_t)width * 4 * (size_t)height;
+	c->memfd = open_backing(backing, dir, "hostile-client");
+	if (c->memfd < 0)
+		return -1;
+	if (ftruncate(c->memfd, (off_t)c->size) < 0) {
+		perror("hostile-client: ftruncate");
+		return -1;
+	}
+	if (fill(c->memfd, c->size, colour) < 0)
+		return -1;
+	c->pool = wl_shm_create_pool(c->shm, c->memfd, (int32_t)c->size);
+	create_buffer(c, width, height);
+	return 0;
+}
+
+/*
+ * Recovery: the file grows back, one page longer than before (a resize to
+ * the pool's own size would change nothing: libwayland-server remaps a
+ * pool only when its size changes), with the new colour; with resize the
+ * pool is told; a new buffer at offset 0 replaces the old one.
+ */
+static int
+regrow(struct client *c, int32_t width, int32_t height, uint32_t colour,
+       bool resize)
+{
+	size_t grown = c->size + (size_t)sysconf(_SC_PAGESIZE);
+
+	if (ftruncate(c->memfd, (off_t)grown) < 0) {
+		perror("hostile-client: ftruncate to regrow");
+		return -1;
+	}
+	if (fill(c->memfd, c->size, colour) < 0)
+		return -1;
+	if (resize)
+		wl_shm_pool_resize(c->pool, (int32_t)grown);
+	wl_buffer_destroy(c->buffer);
+	create_buffer(c, width, height);
 	return 0;
 }
 
@@ -242,6 +303,15 @@ draw_frame(struct client *c, int32_t width, int32_t height)
 {
 	struct wl_callback *callback;
 
+	/*
+	 * Every configure is acknowledged, as a well-behaved client does
+	 * (the buffer keeps its size): a tiling shell (sway) waits for the
+	 * acknowledgement before it shows the window at its new place.
+	 */
+	if (c->ack_pending && !c->no_ack) {
+		xdg_surface_ack_configure(c->xdg_surface, c->configure_serial);
+		c->ack_pending = false;
+	}
 	wl_surface_attach(c->surface, c->buffer, 0, 0);
 	wl_surface_damage(c->surface, 0, 0, width, height);
 	callback = wl_surface_frame(c->surface);
@@ -303,6 +373,8 @@ static void __attribute__((noreturn))
 usage(void)
 {
 	fprintf(stderr, "usage: hostile-client [--pause] [--no-truncate] "
+		"[--truncate-to BYTES] [--backing memfd|shm|disk] [--dir DIR] "
+		"[--regrow RRGGBB [--resize]] [--no-ack] "
 		"[--colour RRGGBB] [--size WxH] FRAMES\n");
 	exit(EXIT_USAGE);
 }
@@ -311,9 +383,13 @@ int
 main(int argc, char **argv)
 {
 	struct client c = { .memfd = -1 };
-	uint32_t colour = 0x33cc66;
+	uint32_t colour = 0x33cc66, regrow_colour = 0;
 	bool pause = false;
 	bool truncate_it = true;
+	bool resize = false;
+	long truncate_to = 0;
+	enum backing backing = BACKING_MEMFD;
+	const char *dir = "/var/tmp";
 	long frames = -1;
 	int32_t width = DEFAULT_WIDTH, height = DEFAULT_HEIGHT;
 
@@ -324,9 +400,27 @@ main(int argc, char **argv)
 			pause = true;
 		} else if (strcmp(argv[i], "--no-truncate") == 0) {
 			truncate_it = false;
-		} else if (strcmp(argv[i], "--colour") == 0 && i + 1 < argc) {
-			colour = (uint32_t)strtoul(argv[++i], &end, 16);
-			if (*end != '\0' || colour == 0 || colour > 0xffffff)
+		} else if (strcmp(argv[i], "--truncate-to") == 0 &&
+			   i + 1 < argc) {
+			truncate_to = strtol(argv[++i], &end, 10);
+			if (*end != '\0' || truncate_to < 0)
+				usage();
+		} else if (strcmp(argv[i], "--backing") == 0 && i + 1 < argc) {
+			if (parse_backing(argv[++i], &backing) < 0)
+				usage();
+		} else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
+			dir = argv[++i];
+		} else if (strcmp(argv[i], "--no-ack") == 0) {
+			c.no_ack = true;
+		} else if (strcmp(argv[i], "--resize") == 0) {
+			resize = true;
+		} else if ((strcmp(argv[i], "--colour") == 0 ||
+			    strcmp(argv[i], "--regrow") == 0) && i + 1 < argc) {
+			uint32_t *which = argv[i][2] == 'c' ? &colour
+							    : &regrow_colour;
+
+			*which = (uint32_t)strtoul(argv[++i], &end, 16);
+			if (*end != '\0' || *which == 0 || *which > 0xffffff)
 				usage();
 		} else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc) {
 			if (sscanf(argv[++i], "%dx%d", &width, &height) != 2 ||
@@ -341,7 +435,7 @@ main(int argc, char **argv)
 			usage();
 		}
 	}
-	if (frames < 0)
+	if (frames < 0 || (resize && regrow_colour == 0))
 		usage();
 
 	/* Progress lines are read through a pipe: never hold them back. */
@@ -376,9 +470,10 @@ main(int argc, char **argv)
 		height = c.pending_height;
 	}
 	xdg_surface_ack_configure(c.xdg_surface, c.configure_serial);
+	c.ack_pending = false;
 	printf("configured %dx%d\n", width, height);
 
-	if (create_buffer(&c, width, height, colour) < 0)
+	if (create_pool(&c, backing, dir, width, height, colour) < 0)
 		return EXIT_SETUP;
 
 	draw_frame(&c, width, height);
@@ -387,8 +482,8 @@ main(int argc, char **argv)
 		wait_for_line(&c, "before truncate");
 
 	if (truncate_it) {
-		if (ftruncate(c.memfd, 0) < 0) {
-			perror("hostile-client: ftruncate to 0");
+		if (ftruncate(c.memfd, (off_t)truncate_to) < 0) {
+			perror("hostile-client: ftruncate");
 			return EXIT_SETUP;
 		}
 		printf("truncated\n");
@@ -401,6 +496,18 @@ main(int argc, char **argv)
 	if (pause)
 		wait_for_line(&c, "after frames");
 
+	if (regrow_colour != 0) {
+		if (regrow(&c, width, height, regrow_colour, resize) < 0)
+			return EXIT_SETUP;
+		printf("regrown\n");
+		for (long n = 1; n <= 2; n++) {
+			draw_frame(&c, width, height);
+			printf("regrown frame %ld\n", n);
+		}
+		if (pause)
+			wait_for_line(&c, "after regrow");
+	}
+
 	/* The last word: a compositor error still in flight arrives here. */
 	roundtrip_or_die(&c);
 	if (c.closed)
@@ -408,6 +515,7 @@ main(int argc, char **argv)
 	printf("connected after %ld frames\n", frames);
 
 	wl_buffer_destroy(c.buffer);
+	wl_shm_pool_destroy(c.pool);
 	xdg_toplevel_destroy(c.toplevel);
 	xdg_surface_destroy(c.xdg_surface);
 	wl_surface_destroy(c.surface);
