@@ -1,5 +1,6 @@
 #!/usr/bin/env bats
 # SPDX-License-Identifier: MIT
+# shellcheck disable=SC2030,SC2031 # run sets status in each test's own shell
 #
 # The library with another sigaction interposer (issue 21 item 8): the
 # JVM's libjsig.so, preloaded in both orders with libnosigbus.  Neither may
