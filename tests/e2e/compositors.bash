@@ -17,6 +17,12 @@
 #   kwin     --virtual, from a copy of the binary (Debian's carries
 #            cap_sys_resource=ep, which makes the loader ignore a preload
 #            given by path; cp drops the capability), on a private bus;
+#   kwin-secure  the same copy given a file capability again, run as
+#            nobody (secure execution, as Debian's own binary runs for a
+#            user), in a private mount namespace where the library is in
+#            the loader's system directory with the set-user-ID bit, as
+#            -Dsecure-preload=true installs it (README "Secure
+#            execution"): root only;
 #   mir      miral-shell on its X11 platform (Debian 12 has no virtual
 #            one), inside an Xvfb of its own (mir-platform-graphics-x20);
 #   cage     headless backend, pixman renderer, as nobody (it refuses
@@ -119,7 +125,7 @@ wait_for_path() {
 # A private session bus in XDG_RUNTIME_DIR (mutter, kwin).
 start_bus() {
 	require dbus-daemon dbus-daemon
-	dbus-daemon --session --nofork \
+	"${UNPRIV[@]}" dbus-daemon --session --nofork \
 		--address="unix:path=$XDG_RUNTIME_DIR/bus" \
 		</dev/null >/dev/null 2>"$COMP_DIR/dbus.err" 3>&- &
 	DBUS_PID=$!
@@ -171,14 +177,14 @@ start_compositor() {
 	if [ -z "$COMP_DIR" ]; then
 		first=1
 		case $COMP in
-		sway | cage) unprivileged_prefix ;;
+		sway | cage | kwin-secure) unprivileged_prefix ;;
 		*) UNPRIV=() UNPRIV_UID=$(id -u) ;;
 		esac
 		make_comp_dir "$UNPRIV_UID"
 	fi
 	if [ -n "$preload" ]; then
 		lib=$preload
-		if [ "$UNPRIV_UID" != "$(id -u)" ]; then
+		if [ "$UNPRIV_UID" != "$(id -u)" ] && [[ $preload == */* ]]; then
 			# nobody may not be able to read the build tree.
 			cp "$preload" "$COMP_DIR/libnosigbus.so"
 			chmod 0755 "$COMP_DIR/libnosigbus.so"
@@ -240,6 +246,24 @@ start_compositor() {
 			--no-global-shortcuts --no-kactivities \
 			</dev/null >"$COMP_ERR" 2>&1 3>&- &
 		;;
+	kwin-secure)
+		require kwin_wayland kwin-wayland
+		secure_kwin_prepare
+		[ -n "$DBUS_PID" ] || start_bus
+		# shellcheck disable=SC2016 # expanded by the inner sh
+		unshare -m --propagation private sh -euc '
+			libdir=$1 upper=$2 work=$3
+			shift 3
+			mount -t overlay nsb-secure \
+				-o "lowerdir=$libdir,upperdir=$upper,workdir=$work" "$libdir"
+			exec "$@"
+		' sh "$SECURE_LIBDIR" "$COMP_DIR/ovl/upper" "$COMP_DIR/ovl/work" \
+			"${UNPRIV[@]}" env HOME="$COMP_DIR/home" "${pre[@]}" \
+			"$COMP_DIR/kwin_wayland" --virtual --width 640 --height 480 \
+			--socket "$WAYLAND_DISPLAY" --no-lockscreen \
+			--no-global-shortcuts --no-kactivities \
+			</dev/null >"$COMP_ERR" 2>&1 3>&- &
+		;;
 	mir)
 		require miral-shell mir-demos
 		[ -e /usr/lib/"$(multiarch)"/mir/server-platform/server-x11.so.20 ] ||
@@ -267,7 +291,36 @@ start_compositor() {
 	sway | cage) wait_for_wlroots_socket ;;
 	*) wait_for_path "$XDG_RUNTIME_DIR/$WAYLAND_DISPLAY" "$COMP_PID" "$COMP" ;;
 	esac
-	[ -z "$first" ] || [ -z "$preload" ] || assert_preloaded
+	# kwin-secure's tests say whether the library must be there.
+	[ -z "$first" ] || [ -z "$preload" ] || [ "$COMP" = kwin-secure ] || assert_preloaded
+}
+
+# For kwin-secure: a copy of kwin_wayland with a file capability (its own,
+# cap_sys_resource, where the bounding set has it; a sandbox may drop it,
+# and then the kernel refuses to run the file: cap_net_bind_service,
+# harmless, gives secure execution too), and the build's library with the
+# set-user-ID bit in an overlay's upper directory for the loader's system
+# directory.  Skips, saying why, where that cannot be done.
+secure_kwin_prepare() {
+	local t cap=cap_sys_resource bnd
+	[ "$(id -u)" = 0 ] || skip "not root: a file capability, a user to drop to and a mount namespace are needed"
+	for t in setcap unshare; do
+		command -v "$t" >/dev/null || skip "$t is not installed (Debian: libcap2-bin, util-linux)"
+	done
+	unshare -m true 2>/dev/null || skip "no private mount namespace here (unshare -m failed)"
+	bnd=$(awk '/^CapBnd:/ { print $2 }' /proc/self/status)
+	(((16#$bnd >> 24) & 1)) || cap=cap_net_bind_service
+	[ -x "$COMP_DIR/kwin_wayland" ] || cp "$(command -v kwin_wayland)" "$COMP_DIR/kwin_wayland"
+	setcap "$cap=ep" "$COMP_DIR/kwin_wayland" 2>/dev/null ||
+		skip "setcap failed: the file system of $COMP_DIR keeps no capabilities"
+	SECURE_LIBDIR=/usr/lib/$(multiarch)
+	mkdir -p "$COMP_DIR/ovl/upper" "$COMP_DIR/ovl/work"
+	cp "$NSB_PRELOAD" "$COMP_DIR/ovl/upper/libnosigbus.so.0"
+	chmod 4755 "$COMP_DIR/ovl/upper/libnosigbus.so.0"
+	ln -sf libnosigbus.so.0 "$COMP_DIR/ovl/upper/libnosigbus.so"
+	unshare -m --propagation private sh -c 'mount -t overlay nsb-secure -o "lowerdir=$1,upperdir=$2,workdir=$3" "$1"' \
+		sh "$SECURE_LIBDIR" "$COMP_DIR/ovl/upper" "$COMP_DIR/ovl/work" 2>/dev/null ||
+		skip "cannot mount an overlay over $SECURE_LIBDIR here"
 }
 
 # wlroots names its socket wayland-N (the first free N) in
@@ -308,7 +361,7 @@ assert_compositor_running() {
 # reports it): kwin 5.27 exits with 15 on SIGTERM.
 normal_stop_status() {
 	case $COMP in
-	kwin) echo 15 ;;
+	kwin | kwin-secure) echo 15 ;;
 	*) echo 0 ;;
 	esac
 }
@@ -431,7 +484,7 @@ assert_good_clients_render() {
 	# Mir 2.12, which release shm buffers late.  weston, mutter and kwin
 	# release them at once.
 	case $COMP in
-	weston | mutter | kwin) simple_shm_until_frame ;;
+	weston | mutter | kwin | kwin-secure) simple_shm_until_frame ;;
 	esac
 }
 

@@ -33,6 +33,12 @@
 # (SCM_RIGHTS), and received files are protected whatever their file
 # system (SPEC §3).
 #
+# kwin_wayland with its file capability (secure execution), run as nobody:
+# the library by path is not loaded, libwayland cuts the client off; the
+# library set-user-ID in the loader's system directory (as
+# -Dsecure-preload=true installs it) and LD_PRELOAD=libnosigbus.so: the
+# client stays (memfd, /dev/shm and disk, truncated to 0).  Root only.
+#
 # One compositor per test and library setting; Mir is started again after
 # each scenario that kills it.  Each compositor's stop status is checked.
 
@@ -173,4 +179,34 @@ mir_after_cut_off() {
 
 @test "cage: with LD_PRELOAD alone, the client stays, cage too" {
 	matrix_with cage
+}
+
+# Debian's kwin_wayland carries a file capability: for a user it runs in
+# secure execution, where the loader ignores a preload named by its path,
+# and takes libnosigbus.so by bare name only from its system directory and
+# only set-user-ID (-Dsecure-preload=true; README "Secure execution").
+@test "kwin_wayland with its file capability, as a user: a preload by path is ignored, libwayland cuts the client off" {
+	start_compositor kwin-secure "$NSB_PRELOAD"
+	run grep -c libnosigbus "/proc/$COMP_PID/maps"
+	assert_output 0
+	run_client --backing memfd --truncate-to 0 "$FRAMES"
+	assert_client_cut_off
+	assert_compositor_running
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+}
+
+@test "kwin_wayland with its file capability, as a user: LD_PRELOAD=libnosigbus.so installed set-user-ID protects it" {
+	local backing
+	start_compositor kwin-secure libnosigbus.so
+	assert_preloaded
+	for backing in memfd shm disk; do
+		run_client --backing "$backing" --dir "$DISK_DIR" --truncate-to 0 "$FRAMES"
+		assert_client_stayed "$FRAMES"
+		assert_compositor_running
+		assert_good_clients_render
+	done
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+	assert_library_silent
 }
