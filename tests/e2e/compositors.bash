@@ -318,6 +318,7 @@ secure_kwin_prepare() {
 	cp "$NSB_PRELOAD" "$COMP_DIR/ovl/upper/libnosigbus.so.0"
 	chmod 4755 "$COMP_DIR/ovl/upper/libnosigbus.so.0"
 	ln -sf libnosigbus.so.0 "$COMP_DIR/ovl/upper/libnosigbus.so"
+	# shellcheck disable=SC2016 # expanded by the inner sh
 	unshare -m --propagation private sh -c 'mount -t overlay nsb-secure -o "lowerdir=$1,upperdir=$2,workdir=$3" "$1"' \
 		sh "$SECURE_LIBDIR" "$COMP_DIR/ovl/upper" "$COMP_DIR/ovl/work" 2>/dev/null ||
 		skip "cannot mount an overlay over $SECURE_LIBDIR here"
