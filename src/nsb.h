@@ -306,19 +306,30 @@ nsb_init(void)
 /* ---- process.c: the library's locks, and what fork does to its state -- */
 
 /*
- * Every lock of the library blocks every signal while it is held: a
- * signal handler can never find a lock held by its own thread (so every
- * interposed call may be made from any handler), and the program can
- * never stop a holder with one of its own handlers (so nobody waits for a
- * thread the program has suspended, SPEC §5 "Progress").
+ * No handler of the program's ever runs in a thread that holds a lock of
+ * the library: a signal handler can never find a lock held by its own
+ * thread (so every interposed call may be made from any handler), and the
+ * program can never stop a holder with one of its own handlers (so nobody
+ * waits for a thread the program has suspended, SPEC §5 "Progress").
+ * nsb_lock() blocks every signal while the lock is held.  nsb_lock_quiet()
+ * does the same, unless the process has no handler of the program's that
+ * could run (process.c): then there is nothing to block, and the two
+ * rt_sigprocmask calls are saved.
  */
 struct nsb_lock {
 	pthread_mutex_t mutex;
 	sigset_t saved;		/* the holder's mask, restored at unlock */
+	bool masked;		/* the holder blocked signals (saved is valid) */
 };
-#define NSB_LOCK_INITIALIZER { PTHREAD_MUTEX_INITIALIZER, { { 0 } } }
+#define NSB_LOCK_INITIALIZER { PTHREAD_MUTEX_INITIALIZER, { { 0 } }, false }
 void nsb_lock(struct nsb_lock *l);
+void nsb_lock_quiet(struct nsb_lock *l);
 void nsb_unlock(struct nsb_lock *l);
+/* A handler of the program's is about to be installed (or was found in
+ * the kernel): from now on every lock blocks signals.  Returns once no
+ * thread holds a lock without having blocked them.  Not called under a
+ * lock of the library's. */
+void nsb_process_handler_coming(void);
 extern struct nsb_lock nsb_table_lock;	/* ranges.c and files.c */
 extern struct nsb_lock nsb_disp_lock;	/* dispositions.c */
 

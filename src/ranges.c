@@ -12,8 +12,8 @@
  *    like a seqlock, registered nowhere.  A writer never waits for them,
  *    which matters: the program may stop a thread inside any call, from a
  *    signal handler, and keep it stopped while another thread maps.
- *  - writers, serialised by the table lock (process.c: every signal
- *    blocked while held).
+ *  - writers, serialised by the table lock (process.c: no handler of the
+ *    program's runs in a holder).
  * The table is a "left-right" pair: two sorted arrays with the same
  * contents.  Handlers use the active copy; a writer changes the inactive
  * one, makes it active, waits until no handler can still be on the other
@@ -490,7 +490,7 @@ update(const struct op *op)
 void
 nsb_ranges_lock(void)
 {
-	nsb_lock(&nsb_table_lock);
+	nsb_lock_quiet(&nsb_table_lock);
 }
 
 /* Files that no record names any more are let go only here, once the

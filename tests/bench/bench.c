@@ -58,6 +58,7 @@ enum child_id {
 	C_IP_LIB, C_IP_NOLIB, C_IP_LIB2, C_IP_NOLIB2,
 	C_PROTECT,
 	C_OPS_LIB, C_OPS_NOLIB, C_OPS_LIB2, C_OPS_NOLIB2, C_OPS_FILES, C_OPS_READ,
+	C_OPS_MANY, C_OPS_MANY_NOLIB,
 	C_COUNT
 };
 
@@ -90,6 +91,9 @@ static const struct child_spec {
 			  { "NOSIGBUS_POLICY=files", "NSB_BENCH_OPS=disk" } },
 	[C_OPS_READ] = { "ops", true, NULL, NULL,
 			 { "NSB_TEST_MAPS=read", "NSB_BENCH_OPS=mprotect" } },
+	/* Many distinct files mapped, with and without the library. */
+	[C_OPS_MANY] = { "ops", true, NULL, NULL, { "NSB_BENCH_OPS=files" } },
+	[C_OPS_MANY_NOLIB] = { "ops", false, NULL, NULL, { "NSB_BENCH_OPS=files" } },
 };
 
 /* A measuring child gets this long; then it is killed (a failure, but for
@@ -328,12 +332,14 @@ run_rounds(const char *self)
 				run_child(abba[r % 2][k], r, self, CHILD_LIMIT_S);
 		}
 		{
-			static const enum child_id ops[2][6] = {
-				{ C_OPS_NOLIB, C_OPS_LIB, C_OPS_FILES, C_OPS_READ, C_OPS_LIB2, C_OPS_NOLIB2 },
-				{ C_OPS_LIB, C_OPS_NOLIB, C_OPS_READ, C_OPS_FILES, C_OPS_NOLIB2, C_OPS_LIB2 },
+			static const enum child_id ops[2][8] = {
+				{ C_OPS_NOLIB, C_OPS_LIB, C_OPS_FILES, C_OPS_READ, C_OPS_MANY_NOLIB,
+				  C_OPS_MANY, C_OPS_LIB2, C_OPS_NOLIB2 },
+				{ C_OPS_LIB, C_OPS_NOLIB, C_OPS_READ, C_OPS_FILES, C_OPS_MANY,
+				  C_OPS_MANY_NOLIB, C_OPS_NOLIB2, C_OPS_LIB2 },
 			};
 
-			for (int k = 0; k < 6; k++)
+			for (int k = 0; k < 8; k++)
 				run_child(ops[r % 2][k], r, self, CHILD_LIMIT_S);
 		}
 		/* Once it has run out of time, later rounds would only wait. */
@@ -789,7 +795,9 @@ ops_ratio(enum child_id a, const char *key, const char *base_key)
 		double lib = a == C_OPS_LIB ? (get(r, C_OPS_LIB, key) + get(r, C_OPS_LIB2, key)) / 2
 					    : get(r, a, key);
 
-		v[r] = lib / ((get(r, C_OPS_NOLIB, base_key) + get(r, C_OPS_NOLIB2, base_key)) / 2);
+		v[r] = lib / (a == C_OPS_MANY ? get(r, C_OPS_MANY_NOLIB, base_key)
+					      : (get(r, C_OPS_NOLIB, base_key) +
+						 get(r, C_OPS_NOLIB2, base_key)) / 2);
 	}
 	return summarise(v);
 }
@@ -811,7 +819,8 @@ ops_row(const char *label, enum child_id a, const char *key, double limit, const
 {
 	char extra[96];
 
-	snprintf(extra, sizeof(extra), "no library: %.1f %s", ops_value(C_OPS_NOLIB, key).med, unit);
+	snprintf(extra, sizeof(extra), "no library: %.1f %s",
+		 ops_value(a == C_OPS_MANY ? C_OPS_MANY_NOLIB : C_OPS_NOLIB, key).med, unit);
 	row(label, ops_value(a, key).med, unit, ops_ratio(a, key, key), "no library", limit, extra);
 }
 
@@ -830,12 +839,24 @@ print_ops(void)
 		 params.ops_batches, params.ops_pairs);
 	section(title);
 	ops_row("mmap+munmap memfd, 1 page", C_OPS_LIB, "ops.memfd.page", 1.3, "ns");
+	ops_row("  ... with a signal handler installed", C_OPS_LIB, "ops.handler.memfd", 1.3, "ns");
 	ops_row("mmap+munmap memfd, 1 MiB", C_OPS_LIB, "ops.memfd.mib", 1.3, "ns");
 	ops_row("mmap+munmap /dev/shm file, 1 page", C_OPS_LIB, "ops.devshm.page", 1.3, "ns");
 	ops_row("mmap+munmap /dev/shm file, 1 MiB", C_OPS_LIB, "ops.devshm.mib", 1.3, "ns");
 	ops_row("pool: memfd_create..close, 16 pages", C_OPS_LIB, "ops.pool", 1.15, "ns");
 	ops_row("mmap+munmap disk file, 1 page", C_OPS_LIB, "ops.disk.page", 1.05, "ns");
 	ops_row("  ... under NOSIGBUS_POLICY=files", C_OPS_FILES, "ops.disk.page", 1.5, "ns");
+	ops_row("recvmsg, no descriptor", C_OPS_LIB, "ops.recv.0", 1.05, "ns");
+	ops_row("recvmsg, one memfd", C_OPS_LIB, "ops.recv.1", 1.05, "ns");
+	for (int i = 0; i < 3; i++) {
+		char key[32], nkey[32], label[64];
+
+		snprintf(key, sizeof(key), "ops.files.%d", i);
+		snprintf(nkey, sizeof(nkey), "ops.files.%d.n", i);
+		snprintf(label, sizeof(label), "  ... with %.0f other files mapped",
+			 ops_value(C_OPS_MANY, nkey).med);
+		ops_row(label, C_OPS_MANY, key, 1.3, "ns");
+	}
 	ops_row("mprotect x2 of a protected page", C_OPS_LIB, "ops.mprotect.ok", 1.3, "ns");
 	printf("  (failed mprotect: the library asks the kernel %s)\n",
 	       query ? "with ioctl(PROCMAP_QUERY) about the span only"
