@@ -211,6 +211,7 @@ after_fork_child(void)
 	atomic_store(&unmasked, 0);
 	pthread_mutex_init(&nsb_table_lock.mutex, NULL);
 	pthread_mutex_init(&nsb_disp_lock.mutex, NULL);
+	nsb_files_after_fork_child();
 	nsb_ranges_after_fork_child();
 	nsb_rescue_after_fork_child();
 	nsb_disp_after_fork_child();
