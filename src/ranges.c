@@ -427,8 +427,14 @@ nsb_ranges_flux_end(void)
 
 #define CHUNK_BYTES (CHUNK * sizeof(struct slot))
 
+/* Chunks made at once where the copy's home cannot grow: 64 KiB, not a
+ * page at a time (memory of its own lands wherever the kernel puts it,
+ * and a page would fit any hole the program leaves). */
+#define CHUNK_BATCH 16
+
 /* A new chunk for copy t: the next of its home in the library's arena
- * (memory.c), else memory of its own.  NULL: ENOMEM. */
+ * (memory.c), else one of a batch of memory of its own (the rest go to
+ * the spare list).  NULL: ENOMEM. */
 static struct slot *
 chunk_make(struct table *t)
 {
@@ -436,7 +442,15 @@ chunk_make(struct table *t)
 
 	if (home)
 		return (struct slot *)(home + t->made++ * CHUNK_BYTES);
-	return nsb_memory(CHUNK_BYTES);
+	home = nsb_memory(CHUNK_BATCH * CHUNK_BYTES);
+	if (!home)
+		return NULL;
+	for (int i = 1; i < CHUNK_BATCH; i++) {
+		*(struct slot **)(home + i * CHUNK_BYTES) = t->spare;
+		t->spare = (struct slot *)(home + i * CHUNK_BYTES);
+		t->nspare++;
+	}
+	return (struct slot *)home;
 }
 
 /* A spare chunk of copy t (room() made sure there is one). */
@@ -938,10 +952,17 @@ nsb_ranges_collect(uintptr_t start, uintptr_t end, struct nsb_saved *saved)
 	return 0;
 }
 
+/* Test hook: the next time the table needs memory, it fails (ENOMEM).
+ * The spare chunks are forgotten, so that the next chunk a change needs is
+ * new memory (a test's memory only: nothing is unmapped). */
 void
 nsb_ranges_fail_next_alloc(void)
 {
 	fail_next_alloc = true;
+	for (int k = 0; k < 2; k++) {
+		copies[k].spare = NULL;
+		copies[k].nspare = 0;
+	}
 }
 
 /* Test hook: chunks split at n records (n <= CHUNK), so that a small

@@ -848,6 +848,7 @@ print_ops(void)
 	ops_row("mmap+munmap /dev/shm file, 1 page", C_OPS_LIB, "ops.devshm.page", 1.3, "ns");
 	ops_row("mmap+munmap /dev/shm file, 1 MiB", C_OPS_LIB, "ops.devshm.mib", 1.3, "ns");
 	ops_row("pool: memfd_create..close, 16 pages", C_OPS_LIB, "ops.pool", 1.15, "ns");
+	ops_row("  ... closed once mapped (libwayland)", C_OPS_LIB, "ops.pool.closed", 1.15, "ns");
 	ops_row("mmap+munmap disk file, 1 page", C_OPS_LIB, "ops.disk.page", 1.05, "ns");
 	ops_row("  ... under NOSIGBUS_POLICY=files", C_OPS_FILES, "ops.disk.page", 1.5, "ns");
 	ops_row("recvmsg, no descriptor", C_OPS_LIB, "ops.recv.0", 1.05, "ns");

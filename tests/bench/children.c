@@ -956,6 +956,25 @@ recv_rows(const struct bench_params *bp, int fd)
 	close(c.sock[1]);
 }
 
+/* The same, the way libwayland-server takes a client's pool: the
+ * descriptor closed as soon as the pool is mapped (the library keeps one
+ * of its own then: files.c), the mapping gone later. */
+static void
+op_pool_closed(void *arg)
+{
+	struct map_ctx *c = arg;
+	int fd = memfd_create("nsb-bench-pool", MFD_CLOEXEC);
+	void *p;
+
+	if (fd < 0 || ftruncate(fd, (off_t)c->len) < 0)
+		die("memfd_create: %s", strerror(errno));
+	p = mmap(c->want, c->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p != c->want)
+		die("mmap did not take the free hint: %s", strerror(errno));
+	close(fd);
+	munmap(p, c->len);
+}
+
 /* A file on a disk file system (not tmpfs) for the policy rows, or -1. */
 static int
 disk_file(size_t len)
@@ -1217,6 +1236,7 @@ child_ops(const struct bench_params *bp)
 			struct map_ctx c = { -1, h.base + page, 16 * page };
 
 			emit(best_of(bp, op_pool, &c), "ops.pool");
+			emit(best_of(bp, op_pool_closed, &c), "ops.pool.closed");
 			hole_drop(h);
 		}
 	}

@@ -173,6 +173,19 @@ main(void)
 
 	ps = nsbt_page();
 	nsb_config_init();
+	/* The library's own memory first: where it cannot have its arena
+	 * (under valgrind), what it maps lands wherever the kernel puts it,
+	 * and the holes of the window below must stay holes. */
+	{
+		char *w = mmap(NULL, 4 * ps, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		NSBT_CHECK(w != MAP_FAILED, "mmap: %s", strerror(errno));
+		NSBT_CHECK(nosigbus_protect(w, 2 * ps) == 0, "nosigbus_protect: %s", strerror(errno));
+		NSBT_CHECK(mprotect(w, 2 * ps, PROT_READ | PROT_WRITE) == 0, "mprotect: %s",
+			   strerror(errno));
+		NSBT_CHECK(nosigbus_unprotect(w, 2 * ps) == 0, "nosigbus_unprotect");
+		munmap(w, 4 * ps);
+	}
 	NSBT_CHECK(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
 	nsbt_on_exit = cleanup;
 	win = mmap(NULL, W * ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
