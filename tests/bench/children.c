@@ -813,11 +813,13 @@ map_rows(const struct bench_params *bp, int fd, const char *name)
 }
 
 /* The compositor's whole work for a pool: the client's memfd, its size,
- * the compositor's mapping, gone again. */
+ * the compositor's mapping, gone again; with closed_first, the way
+ * libwayland-server takes a client's pool: the descriptor closed as soon
+ * as the pool is mapped (the library keeps one of its own then:
+ * files.c), the mapping gone later. */
 static void
-op_pool(void *arg)
+pool_cycle(const struct map_ctx *c, bool closed_first)
 {
-	struct map_ctx *c = arg;
 	int fd = memfd_create("nsb-bench-pool", MFD_CLOEXEC);
 	void *p;
 
@@ -826,8 +828,23 @@ op_pool(void *arg)
 	p = mmap(c->want, c->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p != c->want)
 		die("mmap did not take the free hint: %s", strerror(errno));
+	if (closed_first)
+		close(fd);
 	munmap(p, c->len);
-	close(fd);
+	if (!closed_first)
+		close(fd);
+}
+
+static void
+op_pool(void *arg)
+{
+	pool_cycle(arg, false);
+}
+
+static void
+op_pool_closed(void *arg)
+{
+	pool_cycle(arg, true);
 }
 
 /*
@@ -954,25 +971,6 @@ recv_rows(const struct bench_params *bp, int fd)
 	}
 	close(c.sock[0]);
 	close(c.sock[1]);
-}
-
-/* The same, the way libwayland-server takes a client's pool: the
- * descriptor closed as soon as the pool is mapped (the library keeps one
- * of its own then: files.c), the mapping gone later. */
-static void
-op_pool_closed(void *arg)
-{
-	struct map_ctx *c = arg;
-	int fd = memfd_create("nsb-bench-pool", MFD_CLOEXEC);
-	void *p;
-
-	if (fd < 0 || ftruncate(fd, (off_t)c->len) < 0)
-		die("memfd_create: %s", strerror(errno));
-	p = mmap(c->want, c->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p != c->want)
-		die("mmap did not take the free hint: %s", strerror(errno));
-	close(fd);
-	munmap(p, c->len);
 }
 
 /* A file on a disk file system (not tmpfs) for the policy rows, or -1. */
