@@ -626,7 +626,9 @@ nsb_files_closing(unsigned first, unsigned last)
 
 		any = fd >= 0 && (unsigned)fd >= first && (unsigned)fd <= last;
 	}
-	if (!any)
+	/* A vfork child closes in a descriptor table of its own, over our
+	 * memory: nothing of the parent's to keep there. */
+	if (!any || nsb_in_vfork_child())
 		return;
 	nsb_ranges_lock();
 	for (int w = 0; w < WATCH_MAX; w++) {
