@@ -318,6 +318,11 @@ nsb_disp_install(void)
 		for (int sig = 1; sig < NSIGS; sig++) {
 			if (kernel_only(sig) || nsb_sys_sigaction(sig, NULL, &act) < 0)
 				continue;
+			/* One installed before us, or behind our back: locks
+			 * block signals from now on (process.c; no thread holds
+			 * one without the mask before this is done). */
+			if (is_function(&act))
+				nsb_process_handler_coming();
 			write_action(sig, &act, wrapped(sig, &act));
 			if (sig == SIGBUS || wrapped(sig, &act))
 				kernel_install(sig, &act);
@@ -349,6 +354,10 @@ nsb_disp_action(int sig, const struct sigaction *act, struct sigaction *old)
 	struct sigaction copy, asked, prev, kold;
 	bool prev_ours;
 
+	/* Before the kernel can run it, and before any lock (process.c).  (A
+	 * bad pointer dies here as it would in the C library's copy.) */
+	if (act && sig > 0 && sig < NSIGS && !kernel_only(sig) && is_function(act))
+		nsb_process_handler_coming();
 	if (!atomic_load(&installed) || sig <= 0 || sig >= NSIGS || kernel_only(sig))
 		return nsb_sys_sigaction(sig, act, old);
 	/* Read the program's memory before any lock: a bad pointer kills

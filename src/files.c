@@ -17,8 +17,21 @@
  *    that needs the size (about 0.1 us), for every kind of file.
  * The descriptor wins, for every protected file (a memfd's faults need
  * the size too: userfaultfd in SIGBUS mode, SPEC §5), except under
- * NOSIGBUS_ERRORS=zero, where no rescue needs it.  It must be invisible
- * (libnosigbus(7), "Descriptors"):
+ * NOSIGBUS_ERRORS=zero, where no rescue needs it.  It is made only when
+ * it is needed (issue 24): while the descriptor the program mapped the
+ * file from is open, that one answers (checked against the recorded
+ * inode like ours), and the library keeps one of its own when the
+ * program closes it (the interposed close, fclose, dup2, dup3,
+ * close_range and closefrom watch the numbers files were mapped from:
+ * nsb_files_closing).  A file mapped and unmapped while the program
+ * holds it open - a pool made, used and gone, a file mapped again and
+ * again - costs no descriptor at all; one the program closes while
+ * mapped (a compositor closes a client's pool at once) costs what it
+ * cost before, at the close.  A number the program closes behind the
+ * library's back (a raw close system call) leaves that file without a
+ * descriptor, like one the library let go (below).  At most WATCH_MAX
+ * numbers are watched; past that a descriptor is kept at mmap time.  The
+ * kept descriptor must be invisible (libnosigbus(7), "Descriptors"):
  *  - O_PATH, opened through /proc/self/fd/N (or by path), close-on-exec.
  *    Closing an ordinary descriptor of a file releases every POSIX lock
  *    the process holds on it; closing an O_PATH one does not: Linux's
@@ -30,8 +43,8 @@
  *    fstat() works on one.  Checked by tests/footprint (F_GETLK from
  *    another process after the library let go of its descriptor).
  *  - never a resource limit changed: the numbers come from the program's
- *    budget, at most KEPT_MAX of them, the least recently mapped file
- *    letting go of its own for a new one, numbered from TOP_MAX or the
+ *    budget, at most KEPT_MAX of them, the least recently mapped (or
+ *    closed) file letting go of its own for a new one, numbered from TOP_MAX or the
  *    soft RLIMIT_NOFILE (the lesser) downwards: the lowest free number at
  *    or above top - KEPT_MAX.  The soft limit is read once, and again
  *    only when a number is refused (EINVAL: the program lowered it).
@@ -73,6 +86,8 @@
 
 struct file {
 	atomic_int fd;		/* kept descriptor, -1: none */
+	atomic_int src;		/* the program's descriptor it was mapped from
+				 * (watched: see below), -1: none */
 	uint32_t refs;		/* records naming this file */
 	bool used;
 	bool releasing;		/* on the release list */
@@ -106,6 +121,24 @@ static uint64_t use_clock;
 static atomic_uint kept_count;
 static rlim_t soft_limit;	/* as last read, 0: not yet */
 
+/* The program's descriptors that files are mapped from, while the library
+ * keeps none of its own for them: number + 1 (0: free), lock-free for the
+ * interposed calls that close descriptors; which file each is for, under
+ * the table lock.  Made with the entries. */
+#define WATCH_MAX	64
+struct watching {
+	atomic_uint count;
+	atomic_int fd[WATCH_MAX];
+	uint32_t file[WATCH_MAX];
+};
+static struct watching *watching;
+
+/* The library's descriptor of /proc/self/maps (maps.c's queries): number
+ * + 1, 0: none; kept in a slot like a file's, marked by file 0, while
+ * protected mappings exist. */
+static atomic_int maps_kept;
+static uint64_t maps_dev, maps_ino;
+
 uint64_t
 nsb_dev_of(unsigned major, unsigned minor)
 {
@@ -117,6 +150,8 @@ entries_ready(void)
 {
 	if (!files)
 		files = nsb_memory_area(NSB_AREA_FILES, nsb_config.page_size);
+	if (!watching)
+		watching = nsb_memory(sizeof(*watching));
 	return files != NULL;
 }
 
@@ -231,19 +266,32 @@ is_kept(int fd)
 	saved_errno = errno;
 	file = kept_file[s];
 	fl = (int)syscall(SYS_fcntl, fd, F_GETFL);
-	if (fl >= 0 && (fl & O_PATH) && file && syscall(SYS_fstat, fd, &st) == 0 &&
-	    (uint64_t)st.st_dev == files[file].dev && (uint64_t)st.st_ino == files[file].ino) {
+	if (fl >= 0 && syscall(SYS_fstat, fd, &st) == 0 &&
+	    (file ? (fl & O_PATH) && (uint64_t)st.st_dev == files[file].dev &&
+			    (uint64_t)st.st_ino == files[file].ino
+		  : (uint64_t)st.st_dev == maps_dev && (uint64_t)st.st_ino == maps_ino)) {
 		errno = saved_errno;
 		return true;
 	}
 	errno = saved_errno;
 	if (atomic_compare_exchange_strong(&kept_fd[s], &(int){ fd + 1 }, 0)) {
-		int expected = fd;
+		int expected = file ? fd : fd + 1;
 
-		atomic_compare_exchange_strong(&files[file].fd, &expected, -1);
+		atomic_compare_exchange_strong(file ? &files[file].fd : &maps_kept, &expected,
+					       file ? -1 : 0);
 		atomic_fetch_sub(&kept_count, 1);
 	}
 	return false;
+}
+
+/* Slot s now holds fd (or none: -1) for its file, or for the maps. */
+static void
+slot_names(int s, int fd)
+{
+	if (kept_file[s])
+		atomic_store(&files[kept_file[s]].fd, fd);
+	else
+		atomic_store(&maps_kept, fd + 1);
 }
 
 /* Lets slot s go: its file has no descriptor any more.  Table lock held. */
@@ -254,9 +302,9 @@ let_go(int s)
 
 	if (fd < 0)
 		return;
-	atomic_store(&files[kept_file[s]].fd, -1);
+	slot_names(s, -1);
 	atomic_fetch_sub(&kept_count, 1);
-	syscall(SYS_close, fd);		/* O_PATH: no lock of the program's goes */
+	syscall(SYS_close, fd);		/* O_PATH, or the maps: no lock of the program's goes */
 }
 
 /* The highest number ours may take, from the soft limit as last read. */
@@ -290,7 +338,7 @@ dup_high(int pfd)
  * the least recently mapped file's if all KEPT_MAX are taken.  Table lock
  * held.  Keeps errno.
  */
-static void
+static int
 keep(uint32_t i, int pfd)
 {
 	int saved_errno = errno, s = -1, kfd;
@@ -309,11 +357,64 @@ keep(uint32_t i, int pfd)
 	if (kfd >= 0) {
 		kept_file[s] = i;
 		kept_used[s] = ++use_clock;
-		atomic_store(&files[i].fd, kfd);
+		slot_names(s, kfd);
 		atomic_fetch_add(&kept_count, 1);
 		atomic_store(&kept_fd[s], kfd + 1);
 	}
 	errno = saved_errno;
+	return kfd;
+}
+
+/*
+ * The library's descriptor of /proc/self/maps, for maps.c's queries, or
+ * -1 (then maps.c opens one for the call): kept once a call needed it, in
+ * a slot of the kept descriptors (one of the 16), for as long as protected
+ * mappings exist (nsb_files_release_unused), never in a fork child (it
+ * names the parent's maps: nsb_files_after_fork_child) and never made by a
+ * vfork child (whose descriptor table is not ours).  Table lock held.
+ */
+int
+nsb_files_maps_descriptor(void)
+{
+	int fd = atomic_load(&maps_kept) - 1, pfd;
+	struct stat st;
+
+	if (fd >= 0 || nsb_in_vfork_child())
+		return fd;
+	pfd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (pfd < 0)
+		return -1;
+	if (syscall(SYS_fstat, pfd, &st) == 0) {
+		maps_dev = (uint64_t)st.st_dev;
+		maps_ino = (uint64_t)st.st_ino;
+		fd = keep(0, pfd);
+	}
+	syscall(SYS_close, pfd);
+	return fd;
+}
+
+/* The kept descriptor of the maps answered as no maps file would: the
+ * program closed and reused its number behind our back.  It is the
+ * program's now: forgotten, not closed.  Table lock held. */
+void
+nsb_files_maps_forget(void)
+{
+	int fd = atomic_exchange(&maps_kept, 0) - 1, s = kept_slot(fd);
+
+	if (s >= 0 && !kept_file[s]) {
+		atomic_store(&kept_fd[s], 0);
+		atomic_fetch_sub(&kept_count, 1);
+	}
+}
+
+/* A fork child: the kept descriptor of the maps names the parent's. */
+void
+nsb_files_after_fork_child(void)
+{
+	int s = kept_slot(atomic_load(&maps_kept) - 1);
+
+	if (s >= 0 && !kept_file[s])
+		let_go(s);
 }
 
 /* The file was mapped again: its descriptor is the last to go. */
@@ -379,6 +480,7 @@ add(uint64_t dev, uint64_t ino, const char *path)
 	files[i].ino = ino;
 	files[i].path = intern_path(path);
 	atomic_store(&files[i].fd, -1);
+	atomic_store(&files[i].src, -1);
 	files[i].releasing = true;
 	files[i].next = release_list;
 	release_list = i;
@@ -414,22 +516,132 @@ wants_descriptor(uint32_t meta)
 static int
 path_descriptor(int fd)
 {
-	static atomic_bool no_open_tree;
-	char link[32];
-	int pfd;
+	/* 0: not tried; 1: gives O_PATH (checked once); 2: not here. */
+	static _Atomic int open_tree_state;
+	int state = atomic_load_explicit(&open_tree_state, memory_order_relaxed), pfd;
+	char link[32] = "/proc/self/fd/", *p = link + strlen(link), digits[12];
+	int n = 0;
 
-	if (!atomic_load_explicit(&no_open_tree, memory_order_relaxed)) {
+	if (state != 2) {
 		pfd = (int)syscall(SYS_open_tree, fd, "", AT_EMPTY_PATH | O_CLOEXEC);
-		if (pfd >= 0 && (fcntl(pfd, F_GETFL) & O_PATH))
+		if (pfd >= 0 && (state == 1 || ((int)syscall(SYS_fcntl, pfd, F_GETFL) & O_PATH))) {
+			atomic_store_explicit(&open_tree_state, 1, memory_order_relaxed);
 			return pfd;
+		}
 		if (pfd >= 0)
 			syscall(SYS_close, pfd);	/* never: not O_PATH */
 		else if (errno == EBADF)
 			return -1;
-		atomic_store_explicit(&no_open_tree, true, memory_order_relaxed);
+		atomic_store_explicit(&open_tree_state, 2, memory_order_relaxed);
 	}
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	return open(link, O_PATH | O_CLOEXEC);
+	/* (No snprintf: an interposed close may get here from a handler.) */
+	do
+		digits[n++] = (char)('0' + fd % 10);
+	while ((fd /= 10) && n < (int)sizeof(digits));
+	while (n)
+		*p++ = digits[--n];
+	*p = '\0';
+	return (int)syscall(SYS_openat, AT_FDCWD, link, O_PATH | O_CLOEXEC);
+}
+
+/* ---- watched descriptors ----------------------------------------------- */
+
+/* Entry i's watch slot, or -1.  Table lock held. */
+static int
+watch_slot(uint32_t i)
+{
+	int fd = atomic_load(&files[i].src);
+
+	for (int w = 0; fd >= 0 && w < WATCH_MAX; w++)
+		if (atomic_load(&watching->fd[w]) == fd + 1 && watching->file[w] == i)
+			return w;
+	return -1;
+}
+
+static void
+unwatch(uint32_t i)
+{
+	int w = watch_slot(i);
+
+	atomic_store(&files[i].src, -1);
+	if (w >= 0) {
+		atomic_store(&watching->fd[w], 0);
+		atomic_fetch_sub(&watching->count, 1);
+	}
+}
+
+/* Watches fd for entry i; false if every slot is taken.  Table lock held. */
+static bool
+watch(uint32_t i, int fd)
+{
+	if (atomic_load(&files[i].src) == fd && watch_slot(i) >= 0)
+		return true;
+	unwatch(i);
+	/* A number names one file: another watch of it is stale (closed
+	 * behind our back). */
+	for (int w = 0; w < WATCH_MAX; w++)
+		if (atomic_load(&watching->fd[w]) == fd + 1)
+			unwatch(watching->file[w]);
+	for (int w = 0; w < WATCH_MAX; w++)
+		if (atomic_load(&watching->fd[w]) == 0) {
+			watching->file[w] = i;
+			atomic_store(&files[i].src, fd);
+			atomic_fetch_add(&watching->count, 1);
+			atomic_store(&watching->fd[w], fd + 1);
+			return true;
+		}
+	return false;
+}
+
+/* Entry i keeps a descriptor of its own, made from fd (the program's,
+ * which names the file).  Table lock held. */
+static void
+keep_from(uint32_t i, int fd)
+{
+	int pfd = path_descriptor(fd);
+
+	if (pfd >= 0) {
+		(void)keep(i, pfd);
+		syscall(SYS_close, pfd);
+	}
+}
+
+/*
+ * The program is about to close its descriptors [first, last] (close,
+ * dup2 and dup3 onto one, close_range, closefrom): each file mapped from
+ * one of them, that the library keeps no descriptor of yet, gets one now,
+ * while the number still names it.  Lock-free when none is watched (the
+ * usual close).  An interposed close may run in a signal handler: no lock
+ * of the library's is ever held by a thread a handler runs in (process.c).
+ */
+void
+nsb_files_closing(unsigned first, unsigned last)
+{
+	bool any = false;
+
+	if (!watching || atomic_load_explicit(&watching->count, memory_order_acquire) == 0)
+		return;
+	for (int w = 0; w < WATCH_MAX && !any; w++) {
+		int fd = atomic_load(&watching->fd[w]) - 1;
+
+		any = fd >= 0 && (unsigned)fd >= first && (unsigned)fd <= last;
+	}
+	/* A vfork child closes in a descriptor table of its own, over our
+	 * memory: nothing of the parent's to keep there. */
+	if (!any || nsb_in_vfork_child())
+		return;
+	nsb_ranges_lock();
+	for (int w = 0; w < WATCH_MAX; w++) {
+		int fd = atomic_load(&watching->fd[w]) - 1;
+		uint32_t i = watching->file[w];
+
+		if (fd < 0 || (unsigned)fd < first || (unsigned)fd > last)
+			continue;
+		if (files[i].used && files[i].refs && atomic_load(&files[i].fd) < 0)
+			keep_from(i, fd);
+		unwatch(i);
+	}
+	nsb_ranges_unlock();
 }
 
 uint32_t
@@ -444,16 +656,13 @@ nsb_files_get(int fd, const struct stat *st, const char *path, uint32_t meta)
 		i = add((uint64_t)st->st_dev, (uint64_t)st->st_ino, path);
 	if (!i || !wants_descriptor(meta))
 		return i;
-	if (atomic_load(&files[i].fd) >= 0) {
+	/* A descriptor of our own only once the program closes its own: a
+	 * file mapped and unmapped while the program holds it open costs no
+	 * system call here. */
+	if (atomic_load(&files[i].fd) >= 0)
 		touch(i);
-	} else {
-		int pfd = path_descriptor(fd);
-
-		if (pfd >= 0) {
-			keep(i, pfd);
-			syscall(SYS_close, pfd);
-		}
-	}
+	else if (!watch(i, fd))
+		keep_from(i, fd);
 	return i;
 }
 
@@ -500,7 +709,7 @@ nsb_files_get_mapped(uintptr_t start, uintptr_t end, uint64_t dev, uint64_t ino,
 		*memfs = fstatfs(fd, &fs) == 0 &&
 			 (fs.f_type == TMPFS_MAGIC || fs.f_type == HUGETLBFS_MAGIC);
 		if (i && wants_descriptor(0) && atomic_load(&files[i].fd) < 0)
-			keep(i, fd);
+			(void)keep(i, fd);
 		syscall(SYS_close, fd);
 	}
 	if (i)
@@ -540,11 +749,19 @@ nsb_files_release_unused(void)
 		if (s >= 0 && kept_file[s] == i)
 			let_go(s);
 		atomic_store(&files[i].fd, -1);
+		unwatch(i);
 		index_remove(i);
 		files[i].used = false;
 		files[i].next = free_list;
 		free_list = i;
 		live--;
+	}
+	/* The maps' descriptor goes with the last protected mapping. */
+	if (atomic_load_explicit(&maps_kept, memory_order_relaxed) && nsb_ranges_count() == 0) {
+		int s = kept_slot(atomic_load(&maps_kept) - 1);
+
+		if (s >= 0 && !kept_file[s])
+			let_go(s);
 	}
 }
 
@@ -754,6 +971,11 @@ nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, ui
 	fd = atomic_load(&files[file].fd);
 	/* A number the program reused behind our back is not our file. */
 	ok = fd >= 0 && fstat(fd, &st) == 0 && same_file(file, &st);
+	if (!ok && !(fd >= 0)) {
+		/* None of ours yet: the program's own, still open. */
+		fd = atomic_load(&files[file].src);
+		ok = fd >= 0 && fstat(fd, &st) == 0 && same_file(file, &st);
+	}
 	if (!ok)
 		ok = size_without_descriptor(file, start, end, addr, &st);
 	errno = saved_errno;
@@ -790,7 +1012,7 @@ move_away(int fd)
 		/* Out of numbers: the file's descriptor goes (libnosigbus(7),
 		 * "End of file and errors of the file system"). */
 		kfd = dup_high(fd);
-		atomic_store(&files[kept_file[s]].fd, kfd);
+		slot_names(s, kfd);
 		if (kfd >= 0) {
 			atomic_store(&kept_fd[s], kfd + 1);
 		} else {
@@ -810,7 +1032,22 @@ close(int fd)
 		errno = EBADF;
 		return -1;
 	}
+	if (fd >= 0)
+		nsb_files_closing((unsigned)fd, (unsigned)fd);
 	return real_close(fd);
+}
+
+/* The C library closes a stream's descriptor out of our sight. */
+NSB_EXPORT int
+fclose(FILE *stream)
+{
+	if (stream && watching && atomic_load_explicit(&watching->count, memory_order_relaxed)) {
+		int fd = fileno(stream);
+
+		if (fd >= 0)
+			nsb_files_closing((unsigned)fd, (unsigned)fd);
+	}
+	return real_fclose(stream);
 }
 
 /* Before a dup2 or dup3 of old onto new: -1 (EBADF) if old is ours,
@@ -823,6 +1060,8 @@ may_dup(int old, int new)
 		errno = EBADF;
 		return -1;
 	}
+	if (old != new && new >= 0)
+		nsb_files_closing((unsigned)new, (unsigned)new);
 	return old != new && is_kept(new) && move_away(new);
 }
 
@@ -922,6 +1161,8 @@ NSB_EXPORT int
 close_range(unsigned first, unsigned last, int flags)
 {
 	/* Setting close-on-exec touches nothing of ours that is not so. */
+	if (!(flags & CLOSE_RANGE_CLOEXEC) && first <= last)
+		nsb_files_closing(first, last);
 	if (atomic_load(&kept_count) == 0 || (flags & CLOSE_RANGE_CLOEXEC) || first > last)
 		return sys_close_range(first, last, flags);
 	return close_around(first, last, flags);
@@ -933,6 +1174,7 @@ closefrom(int lowfd)
 	int saved_errno = errno;
 	unsigned first = lowfd < 0 ? 0 : (unsigned)lowfd;	/* as glibc */
 
+	nsb_files_closing(first, UINT_MAX);
 	if (atomic_load(&kept_count) == 0 && real_closefrom) {
 		real_closefrom(lowfd);
 		return;

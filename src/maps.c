@@ -19,10 +19,13 @@
  * one more for what lies above), whatever is mapped below it.  Reading
  * the file costs every line below the span, and is what happens when the
  * kernel lacks the call, for smaps (page sizes and protection keys, which
- * the call does not give), and when NSB_TEST_MAPS=read forces it (the
- * test that both give the same VMAs, and the benchmark's row for the
- * fallback).  Both report the same fields the same way: offset and inode 0
- * without a file, paths with newlines escaped as the file has them.
+ * the call does not give), and when NSB_TEST_MAPS=read or =probe forces
+ * it (the test that both give the same VMAs, and the benchmark's rows for
+ * the fallbacks).  Both report the same fields the same way: offset and
+ * inode 0 without a file, paths with newlines escaped as the file has
+ * them.  Between the two, nsb_maps_hole is the bounded probe that answers
+ * the one question some failed calls need (is there a hole in a range?)
+ * without either (mman.c).
  *
  * Signal context: nsb_maps_find (and the parsing it shares).
  */
@@ -348,8 +351,10 @@ query_each(int fd, uintptr_t lo, uintptr_t hi,
 				with_name = false;	/* kept as "too long" */
 				continue;
 			}
-			/* Only the first query can find the call missing. */
-			return at == lo && (errno == ENOTTY || errno == EINVAL) ? QUERY_MISSING : -1;
+			/* Only the first query can find the call missing (or,
+			 * EBADF, a kept descriptor gone: maps_fd). */
+			return at == lo && (errno == ENOTTY || errno == EINVAL || errno == EBADF)
+				       ? QUERY_MISSING : -1;
 		}
 		if (q.vma_start >= hi)
 			return 0;
@@ -377,19 +382,26 @@ query_each(int fd, uintptr_t lo, uintptr_t hi,
 }
 
 /*
- * The descriptor of /proc/self/maps the queries go to: opened for the
- * call and closed again, never kept (a descriptor that outlives the call
- * would be one more thing a program listing /proc/self/fd sees, or closes
- * with closefrom; libnosigbus(7), "What the library adds to a process").
- * Only calls whose outcome must be checked with the kernel come here.
+ * The descriptor of /proc/self/maps the queries go to: the library's kept
+ * one (files.c: one of its 16 kept descriptors, while protected mappings
+ * exist; opening the file costs three times a query), or, where none can
+ * be kept (*kept false), one opened for the call.  Callers hold the table
+ * lock, or are a fork child's handler (rescue.c).
  */
 static int
-maps_fd(void)
+maps_fd(bool *kept)
 {
-	return open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	int fd = nsb_files_maps_descriptor();
+
+	*kept = fd >= 0;
+	return *kept ? fd : open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 }
 
-/* Whether to try the query: not where it failed, nor when forced off. */
+/* NSB_TEST_MAPS=read: neither query nor probe (the last fallback alone). */
+static _Atomic bool no_probe;
+
+/* Whether to try the query: not where it failed, nor when forced off
+ * (NSB_TEST_MAPS=probe: as a kernel without it; =read: not even a probe). */
 static bool
 query_wanted(void)
 {
@@ -398,10 +410,46 @@ query_wanted(void)
 	if (state == QUERY_UNKNOWN) {
 		const char *force = getenv("NSB_TEST_MAPS");
 
-		state = force && strcmp(force, "read") == 0 ? QUERY_NONE : QUERY_WORKS;
+		atomic_store_explicit(&no_probe, force && strcmp(force, "read") == 0,
+				      memory_order_relaxed);
+		state = force && (strcmp(force, "read") == 0 || strcmp(force, "probe") == 0)
+				? QUERY_NONE : QUERY_WORKS;
 		atomic_store_explicit(&query_state, state, memory_order_relaxed);
 	}
 	return state == QUERY_WORKS;
+}
+
+bool
+nsb_maps_queries(void)
+{
+	return query_wanted();
+}
+
+/*
+ * The bounded probe, for kernels without PROCMAP_QUERY: is any page of
+ * [lo, hi) unmapped?  mincore(2) fails with ENOMEM at the first hole, and
+ * says nothing else that matters here (it changes nothing).  1: a hole;
+ * 0: none; -1: cannot tell (or not wanted).  Costs one call per 4096
+ * pages of the range (4 KiB pages: 16 MiB), whatever is mapped elsewhere.
+ */
+int
+nsb_maps_hole(uintptr_t lo, uintptr_t hi)
+{
+	size_t ps = nsb_config.page_size;
+	unsigned char vec[4096];
+
+	(void)query_wanted();	/* reads NSB_TEST_MAPS */
+	if (atomic_load_explicit(&no_probe, memory_order_relaxed))
+		return -1;
+	atomic_store_explicit(&last_path, 2, memory_order_relaxed);
+	for (uintptr_t at = lo & ~(uintptr_t)(ps - 1); at < hi;) {
+		size_t len = hi - at > sizeof(vec) * ps ? sizeof(vec) * ps : hi - at;
+
+		if (mincore((void *)at, len, vec) < 0)
+			return errno == ENOMEM ? 1 : -1;
+		at += len;
+	}
+	return 0;
 }
 
 int
@@ -412,13 +460,25 @@ nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
 	char buf[8192];
 
 	if (!smaps && query_wanted()) {
-		int fd = maps_fd(), ret, err;
+		bool kept;
+		int fd = maps_fd(&kept), ret, err;
 
 		if (fd < 0)
 			return -1;
 		ret = query_each(fd, lo, hi, fn, arg);
+		if (ret == QUERY_MISSING && kept) {
+			/* Not the maps any more: the program reused our number
+			 * behind our back.  Asked again on a descriptor of its own. */
+			nsb_files_maps_forget();
+			fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+			kept = false;
+			if (fd < 0)
+				return -1;
+			ret = query_each(fd, lo, hi, fn, arg);
+		}
 		err = errno;
-		syscall(SYS_close, fd);
+		if (!kept)
+			syscall(SYS_close, fd);
 		errno = err;
 		if (ret != QUERY_MISSING) {
 			atomic_store_explicit(&last_path, 1, memory_order_relaxed);
@@ -437,11 +497,27 @@ nsb_maps_last_queried(void)
 	return atomic_load(&last_path) == 1;
 }
 
+/* Test hook: which path the last look at the kernel took (0 read, 1 query,
+ * 2 probe). */
+int
+nsb_maps_last_path(void)
+{
+	return atomic_load(&last_path);
+}
+
 /* Test hook: read the file (true) or query where the kernel can (false). */
 void
 nsb_maps_force_read(bool read)
 {
 	atomic_store(&query_state, read ? QUERY_NONE : QUERY_WORKS);
+}
+
+/* Test hook: whether the probe may answer (NSB_TEST_MAPS=read: no). */
+void
+nsb_maps_allow_probe(bool allow)
+{
+	(void)query_wanted();
+	atomic_store(&no_probe, !allow);
 }
 
 /* [signal-safe] */

@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -94,6 +95,7 @@ nsb_record(struct nsb_range *r)
 struct resync {
 	const struct nsb_saved *cands;
 	struct nsb_saved keep;
+	uintptr_t lo, hi;	/* what the kernel is asked about now */
 	int err;
 };
 
@@ -124,6 +126,10 @@ resync_vma(const struct nsb_vma *vma, void *arg)
 		uintptr_t s = r.start > vma->start ? r.start : vma->start;
 		uintptr_t e = r.end < vma->end ? r.end : vma->end;
 
+		if (s < rs->lo)
+			s = rs->lo;
+		if (e > rs->hi)
+			e = rs->hi;
 		if (s >= e || !same_mapping(&r, vma, s))
 			continue;
 		r.off += s - r.start;
@@ -140,13 +146,58 @@ resync_vma(const struct nsb_vma *vma, void *arg)
 	return 0;
 }
 
+static int
+by_start(const void *a, const void *b)
+{
+	const struct nsb_range *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/*
+ * The kernel is asked only about the candidates' own addresses (nothing
+ * else of the span can become a record): one query per VMA there where it
+ * has PROCMAP_QUERY, in runs of adjacent candidates; else one read of the
+ * maps over the span.
+ */
+static int
+ask_kernel(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys,
+	   struct resync *rs)
+{
+	struct nsb_range *runs;
+	size_t n = 0;
+	int ret = 0;
+
+	rs->lo = start;
+	rs->hi = end;
+	if (pkeys || !nsb_maps_queries() || !(runs = nsb_scratch(cands->n * sizeof(*runs))))
+		return nsb_maps_each(start, end, pkeys, resync_vma, rs);
+	memcpy(runs, cands->r, cands->n * sizeof(*runs));
+	qsort(runs, cands->n, sizeof(*runs), by_start);
+	for (size_t i = 0; i < cands->n; i++) {
+		if (n && runs[i].start <= runs[n - 1].end) {
+			if (runs[i].end > runs[n - 1].end)
+				runs[n - 1].end = runs[i].end;
+		} else {
+			runs[n++] = runs[i];
+		}
+	}
+	for (size_t i = 0; i < n && ret == 0; i++) {
+		rs->lo = runs[i].start > start ? runs[i].start : start;
+		rs->hi = runs[i].end < end ? runs[i].end : end;
+		if (rs->lo < rs->hi)
+			ret = nsb_maps_each(rs->lo, rs->hi, false, resync_vma, rs);
+	}
+	return ret;
+}
+
 /*
  * After a call over [start, end) failed, or may have done something else
  * than its arguments say: the records there become exactly those of the
  * candidates (what was recorded before, possibly moved) that the kernel
- * still shows, at the protection it shows.  Slow (it reads the maps), and
- * only for calls that failed.  If the maps cannot be read, nothing of the
- * span stays recorded rather than something wrong.
+ * still shows, at the protection it shows.  Slow (it asks the kernel),
+ * and only for calls that failed.  If the kernel cannot be asked, nothing
+ * of the span stays recorded rather than something wrong.
  */
 static void
 resync(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys)
@@ -156,7 +207,7 @@ resync(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys
 	if (end <= start)
 		return;
 	nsb_saved_init(&rs.keep);
-	if (cands->n && nsb_maps_each(start, end, pkeys, resync_vma, &rs) != 0)
+	if (cands->n && ask_kernel(start, end, cands, pkeys, &rs) != 0)
 		rs.keep.n = 0;
 	nsb_ranges_cut(start, end);
 	for (size_t i = 0; i < rs.keep.n; i++)
@@ -313,6 +364,8 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	}
 	if (replacing)
 		nsb_ranges_cut(start, end);
+	if (d.protect)
+		nsb_policy_prepare();
 	if (d.protect && (!policy_only || nsb_ranges_reserve(4) == 0)) {
 		struct nsb_range r = { .start = (uintptr_t)p,
 				       .end = round_up((uintptr_t)p + len, unit),
@@ -418,6 +471,32 @@ set_prot_whole(uintptr_t start, uintptr_t end, const struct nsb_saved *recs, int
 	}
 }
 
+/*
+ * A failed mprotect changed at most the VMAs from start up to where it
+ * stopped, which is at or below the first hole of its range (the kernel
+ * walks the VMAs in order, and stops at a hole): records that all lie
+ * above a hole below them are as they were.  One probe for a hole below
+ * the lowest record says so (nsb_maps_hole: one call per 16 MiB of 4 KiB
+ * pages), instead of a query, which needs the maps' descriptor, where the
+ * range below is at most that long, and instead of reading the maps
+ * wherever the kernel cannot be asked about the span alone.
+ */
+static bool
+unchanged_above_hole(uintptr_t start, const struct nsb_saved *recs, bool pkeys)
+{
+	uintptr_t lowest = UINTPTR_MAX;
+
+	if (pkeys)
+		return false;
+	for (size_t i = 0; i < recs->n; i++)
+		if (recs->r[i].start < lowest)
+			lowest = recs->r[i].start;
+	if (lowest <= start || lowest == UINTPTR_MAX ||
+	    (nsb_maps_queries() && (lowest - start) / nsb_config.page_size > 4096))
+		return false;
+	return nsb_maps_hole(start, lowest) == 1;
+}
+
 static int
 do_mprotect(void *addr, size_t len, int prot, int pkey, bool with_pkey)
 {
@@ -442,8 +521,8 @@ do_mprotect(void *addr, size_t len, int prot, int pkey, bool with_pkey)
 	err = errno;
 	if (ret == 0)
 		set_prot_whole(start, end, &before, prot, with_pkey ? pkey : -1);
-	else	/* it may have stopped part-way, at a hole */
-		resync(wstart, wend, &before, with_pkey);
+	else if (!unchanged_above_hole(start, &before, with_pkey))
+		resync(wstart, wend, &before, with_pkey);	/* it may have stopped part-way */
 	nsb_ranges_flux_end();
 	nsb_ranges_unlock();
 	nsb_saved_free(&before);

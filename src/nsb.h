@@ -141,6 +141,7 @@ enum nsb_real_fn {
 	NSB_REAL_PROCESS_MADVISE,
 	NSB_REAL_RECVMSG,
 	NSB_REAL_RECVMMSG,
+	NSB_REAL_FCLOSE,
 	NSB_REAL_COUNT
 };
 
@@ -212,6 +213,7 @@ typedef void (*nsb_jump_fn)(struct __jmp_buf_tag *, int) __attribute__((noreturn
 #define real_dup3 ((int (*)(int, int, int))nsb_real(NSB_REAL_DUP3))
 #define real_close_range ((int (*)(unsigned, unsigned, int))nsb_real(NSB_REAL_CLOSE_RANGE))
 #define real_closefrom ((void (*)(int))nsb_real(NSB_REAL_CLOSEFROM))
+#define real_fclose ((int (*)(void *))nsb_real(NSB_REAL_FCLOSE))
 struct msghdr;
 struct mmsghdr;
 #define real_recvmsg ((ssize_t (*)(int, struct msghdr *, int))nsb_real(NSB_REAL_RECVMSG))
@@ -306,19 +308,30 @@ nsb_init(void)
 /* ---- process.c: the library's locks, and what fork does to its state -- */
 
 /*
- * Every lock of the library blocks every signal while it is held: a
- * signal handler can never find a lock held by its own thread (so every
- * interposed call may be made from any handler), and the program can
- * never stop a holder with one of its own handlers (so nobody waits for a
- * thread the program has suspended, SPEC §5 "Progress").
+ * No handler of the program's ever runs in a thread that holds a lock of
+ * the library: a signal handler can never find a lock held by its own
+ * thread (so every interposed call may be made from any handler), and the
+ * program can never stop a holder with one of its own handlers (so nobody
+ * waits for a thread the program has suspended, SPEC §5 "Progress").
+ * nsb_lock() blocks every signal while the lock is held.  nsb_lock_quiet()
+ * does the same, unless the process has no handler of the program's that
+ * could run (process.c): then there is nothing to block, and the two
+ * rt_sigprocmask calls are saved.
  */
 struct nsb_lock {
 	pthread_mutex_t mutex;
 	sigset_t saved;		/* the holder's mask, restored at unlock */
+	bool masked;		/* the holder blocked signals (saved is valid) */
 };
-#define NSB_LOCK_INITIALIZER { PTHREAD_MUTEX_INITIALIZER, { { 0 } } }
+#define NSB_LOCK_INITIALIZER { PTHREAD_MUTEX_INITIALIZER, { { 0 } }, false }
 void nsb_lock(struct nsb_lock *l);
+void nsb_lock_quiet(struct nsb_lock *l);
 void nsb_unlock(struct nsb_lock *l);
+/* A handler of the program's is about to be installed (or was found in
+ * the kernel): from now on every lock blocks signals.  Returns once no
+ * thread holds a lock without having blocked them.  Not called under a
+ * lock of the library's. */
+void nsb_process_handler_coming(void);
 extern struct nsb_lock nsb_table_lock;	/* ranges.c and files.c */
 extern struct nsb_lock nsb_disp_lock;	/* dispositions.c */
 
@@ -495,6 +508,7 @@ int nsb_ranges_set_flags(uintptr_t start, uintptr_t end, uint32_t set, uint32_t 
 size_t nsb_ranges_replaced(uintptr_t start, uintptr_t end);
 
 void nsb_ranges_fail_next_alloc(void);	/* test hook */
+void nsb_ranges_test_chunk(size_t n);	/* test hook: records per chunk */
 void nsb_ranges_after_fork_child(void);
 
 /* ---- account.c: which units the library replaced ---------------------- */
@@ -537,6 +551,15 @@ uint32_t nsb_files_get(int fd, const struct stat *st, const char *path, uint32_t
 uint32_t nsb_files_get_mapped(uintptr_t start, uintptr_t end, uint64_t dev, uint64_t ino,
 			      const char *path, bool *memfs);
 void nsb_files_ref(uint32_t file, int delta);
+/* The program closes its descriptors [first, last]: files mapped from
+ * them get a descriptor of the library's first (files.c).  Not under the
+ * table lock; may be called from a signal handler. */
+void nsb_files_closing(unsigned first, unsigned last);
+/* The library's descriptor of /proc/self/maps, or -1 (files.c); the one it
+ * gave answered as no maps file would; a fork child lets it go. */
+int nsb_files_maps_descriptor(void);
+void nsb_files_maps_forget(void);
+void nsb_files_after_fork_child(void);
 void nsb_files_release_unused(void);
 bool nsb_files_identity(uint32_t file, uint64_t *dev, uint64_t *ino);	/* [signal-safe] */
 /* [signal-safe] The size now of the file mapped at addr, in the record
@@ -642,6 +665,13 @@ int nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
  * true at the first call). */
 void nsb_maps_force_read(bool read);
 bool nsb_maps_last_queried(void);	/* test hook: the last call queried */
+int nsb_maps_last_path(void);	/* test hook: 0 read, 1 queried, 2 probed */
+void nsb_maps_allow_probe(bool allow);	/* test hook */
+/* Does nsb_maps_each ask the kernel about the span alone (PROCMAP_QUERY)? */
+bool nsb_maps_queries(void);
+/* The bounded probe (mincore): 1 if a page of [lo, hi) is not mapped, 0 if
+ * every one is, -1 if it cannot tell or is turned off (NSB_TEST_MAPS=read). */
+int nsb_maps_hole(uintptr_t lo, uintptr_t hi);
 /* [signal-safe] The VMA containing addr (path not kept). */
 bool nsb_maps_find(uintptr_t addr, struct nsb_vma *vma);
 
@@ -658,6 +688,8 @@ struct nsb_decision {
 	bool memfs;
 };
 void nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d);
+/* Table lock held: the memory the decision keeps seals in (policy.c). */
+void nsb_policy_prepare(void);
 
 /* ---- received.c: files handed over by another process ----------------- */
 

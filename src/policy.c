@@ -10,19 +10,28 @@
  *
  * Each system call here is a fifth of what mapping a page costs, so the
  * decision takes as few as it exactly can (issue 24):
- *  - fcntl(F_GET_SEALS) answers for every file: a memory-backed one
- *    (tmpfs, hugetlbfs) gives its seals, any other EINVAL.  A disk file
- *    under the default policy costs this one call.  (Linux 3.17 and
- *    later; on older kernels, the old way below: fstatfs, fstat.)
- *  - statx gives the identity and the mount.  A memfd lives on the
- *    kernel's own tmpfs mount, which is never unmounted (its mount ID is
- *    never anyone else's), never remounted and has no size limit: a
- *    file there needs nothing more.  Its ID comes from a memfd of our
- *    own, made once, when the program first maps a memory-backed file.  The type and block size of any
- *    other mount are those of its superblock for as long as it exists:
- *    they are kept by its unique mount ID (Linux 6.8: never reused), and
- *    fstatfs asks only for a mount not seen before (or on a kernel
- *    without unique IDs, every time).
+ *  - statx gives the identity and the mount.  The type and block size of
+ *    a mount are those of its superblock for as long as it exists: they
+ *    are kept by its unique mount ID (Linux 6.8: never reused), and
+ *    fstatfs asks only for a mount not seen before.  A file on disk under
+ *    the default policy costs this one call, and so does a memory-backed
+ *    file whose seals are known (below).
+ *  - fcntl(F_GET_SEALS) says whether a memfd can shrink.  Seals are only
+ *    ever added: a file with F_SEAL_SHRINK never shrinks, and one with
+ *    F_SEAL_SEAL never gains F_SEAL_SHRINK (every tmpfs file but a memfd
+ *    made with MFD_ALLOW_SEALING is created with it).  Such an answer is
+ *    kept, by identity (device, inode and birth time: an inode number
+ *    used again is another file), in a small table that forgets; a memfd
+ *    that may still be sealed is asked every time.
+ *  - Without unique mount IDs, the older way: fcntl(F_GET_SEALS) first
+ *    answers for every file (a memory-backed one gives its seals, any
+ *    other EINVAL: a disk file costs this one call), then statx.  A memfd
+ *    lives on the kernel's own tmpfs mount, which is never unmounted (its
+ *    mount ID is never anyone else's), never remounted and has no size
+ *    limit: a file there needs nothing more.  Its ID comes from a memfd
+ *    of our own, made once, when the program first maps a memory-backed
+ *    file; other mounts cost an fstatfs.  (Before Linux 3.17, fstatfs and
+ *    fstat.)
  *  - Every protected file's faults are checked against its size at
  *    fault time (SPEC §5), a memfd's too (userfaultfd in SIGBUS mode, a
  *    swap read error and hugetlbfs fault inside the size): nothing here
@@ -192,11 +201,89 @@ mount_of(int fd, const struct statx *sx, long *type, long *bsize)
 		return false;
 	*type = (long)fs.f_type;
 	*bsize = (long)fs.f_bsize;
-	/* hugetlbfs's page size is the superblock's too, but keep it simple:
-	 * only tmpfs mounts are kept. */
-	if (unique && fs.f_type == TMPFS_MAGIC)
+	if (unique)
 		mount_seen(sx->stx_mnt_id, *type, *bsize);
 	return true;
+}
+
+/* Does statx give unique mount IDs here?  0 not known yet, 1 yes, 2 no. */
+static _Atomic int unique_ids;
+
+/* Seals that can no longer change, by file identity: see the top. */
+#define SEALED 64
+struct sealed {
+	atomic_uint seq;	/* odd while written; 0: never written */
+	int seals;
+	uint64_t dev;
+	uint64_t ino;
+	int64_t btime_sec;
+	uint32_t btime_nsec;
+};
+static _Atomic(struct sealed *) sealed_p;
+
+/* Made under the table lock (memory.c), the first time a protected
+ * mapping is recorded; until then nothing is kept. */
+void
+nsb_policy_prepare(void)
+{
+	if (!atomic_load_explicit(&sealed_p, memory_order_acquire))
+		atomic_store_explicit(&sealed_p, nsb_memory(SEALED * sizeof(struct sealed)),
+				      memory_order_release);
+}
+
+static struct sealed *
+sealed_slot(const struct statx *sx)
+{
+	struct sealed *t = atomic_load_explicit(&sealed_p, memory_order_acquire);
+	uint64_t h = (sx->stx_ino ^ ((uint64_t)sx->stx_dev_minor << 32) ^
+		      (uint64_t)sx->stx_btime.tv_nsec) * 0x9e3779b97f4a7c15ull;
+
+	if (!t || !(sx->stx_mask & STATX_BTIME))
+		return NULL;
+	return &t[h >> 58];	/* SEALED = 64 */
+}
+
+static bool
+sealed_same(const struct sealed *e, const struct statx *sx)
+{
+	return e->dev == nsb_dev_of(sx->stx_dev_major, sx->stx_dev_minor) && e->ino == sx->stx_ino &&
+	       e->btime_sec == sx->stx_btime.tv_sec && e->btime_nsec == sx->stx_btime.tv_nsec;
+}
+
+/* The file's seals: kept ones, or asked (and kept if they cannot change). */
+static int
+seals_of(int fd, const struct statx *sx)
+{
+	struct sealed *e = sealed_slot(sx);
+	unsigned s;
+	int seals;
+
+	if (e) {
+		s = atomic_load_explicit(&e->seq, memory_order_acquire);
+		if (s && !(s & 1)) {
+			bool same = sealed_same(e, sx);
+
+			seals = e->seals;
+			atomic_thread_fence(memory_order_acquire);
+			if (atomic_load_explicit(&e->seq, memory_order_relaxed) == s && same)
+				return seals;
+		}
+	}
+	seals = fcntl(fd, F_GET_SEALS);
+	if (!e || seals < 0 || !(seals & (F_SEAL_SEAL | F_SEAL_SHRINK)))
+		return seals;
+	/* Claimed even -> odd; a slot another thread writes is left to it. */
+	s = atomic_load_explicit(&e->seq, memory_order_relaxed);
+	if (!(s & 1) && atomic_compare_exchange_strong(&e->seq, &s, s + 1)) {
+		atomic_thread_fence(memory_order_release);
+		e->seals = seals;
+		e->dev = nsb_dev_of(sx->stx_dev_major, sx->stx_dev_minor);
+		e->ino = sx->stx_ino;
+		e->btime_sec = sx->stx_btime.tv_sec;
+		e->btime_nsec = sx->stx_btime.tv_nsec;
+		atomic_store_explicit(&e->seq, s + 2, memory_order_release);
+	}
+	return seals;
 }
 
 static void
@@ -242,27 +329,50 @@ nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d)
 		}
 		d->meta = NSB_META_ANON;
 	} else if (seals_usable()) {
-		int seals = fcntl(fd, F_GET_SEALS), err = errno;
+		int seals = -1, err;
 		struct statx sx;
 		long type = 0, bsize = 0;
 		unsigned mask = 0;	/* no mount needed: not memory-backed */
 		uint64_t memfd_mnt = 0;
-		bool memfd, maybe_received;
+		bool memfd = false, maybe_received, by_mount;
 
-		if (seals < 0 && err != EINVAL)
-			goto slow;	/* not a file we can map anyway */
-		d->memfs = seals >= 0;
+		/* statx first, where the mount tells the file system (see the
+		 * top); else F_GET_SEALS first. */
+		by_mount = atomic_load_explicit(&unique_ids, memory_order_relaxed) != 2 &&
+			   statx(fd, "", AT_EMPTY_PATH,
+				 STATX_BASIC_STATS | STATX_MNT_ID_UNIQUE | STATX_BTIME, &sx) == 0 &&
+			   (sx.stx_mask & STATX_BASIC_STATS) == STATX_BASIC_STATS;
+		if (by_mount && !(sx.stx_mask & STATX_MNT_ID_UNIQUE)) {
+			atomic_store_explicit(&unique_ids, 2, memory_order_relaxed);
+			by_mount = false;
+		}
+		if (by_mount && mount_of(fd, &sx, &type, &bsize)) {
+			d->memfs = type == TMPFS_MAGIC || type == HUGETLBFS_MAGIC;
+		} else {
+			by_mount = false;
+			seals = fcntl(fd, F_GET_SEALS);
+			err = errno;
+			if (seals < 0 && err != EINVAL)
+				goto slow;	/* not a file we can map anyway */
+			d->memfs = seals >= 0;
+		}
 		/* Under shm, a file on disk is protected only if another
 		 * process handed it over (received.c). */
 		maybe_received = !d->memfs && nsb_received_any();
 		if (!flagged && nsb_config.policy == NSB_POLICY_SHM && !d->memfs && !maybe_received)
 			return;
-		if (d->memfs)
-			mask = memfd_mount(&memfd_mnt);
-		if (statx(fd, "", AT_EMPTY_PATH,
-			  STATX_BASIC_STATS | mask | (maybe_received ? STATX_BTIME : 0), &sx) < 0 ||
-		    (sx.stx_mask & STATX_BASIC_STATS) != STATX_BASIC_STATS)
-			goto slow;
+		if (by_mount) {
+			/* statx said it all */
+		} else {
+			if (d->memfs)
+				mask = memfd_mount(&memfd_mnt);
+			if (statx(fd, "", AT_EMPTY_PATH,
+				  STATX_BASIC_STATS | mask | (maybe_received ? STATX_BTIME : 0),
+				  &sx) < 0 ||
+			    (sx.stx_mask & STATX_BASIC_STATS) != STATX_BASIC_STATS)
+				goto slow;
+			memfd = mask && (sx.stx_mask & mask) && sx.stx_mnt_id == memfd_mnt;
+		}
 		if (maybe_received) {
 			struct nsb_identity id;
 
@@ -273,8 +383,7 @@ nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d)
 			return;
 		stat_of(&sx, &d->st);
 		d->has_file = true;
-		memfd = mask && (sx.stx_mask & mask) && sx.stx_mnt_id == memfd_mnt;
-		if (d->memfs && !memfd && !mount_of(fd, &sx, &type, &bsize)) {
+		if (!by_mount && d->memfs && !memfd && !mount_of(fd, &sx, &type, &bsize)) {
 			if (!flagged)
 				return;
 			type = 0;
@@ -284,6 +393,8 @@ nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d)
 		if (!flagged) {
 			if (!S_ISREG(d->st.st_mode))
 				return;
+			if (d->memfs && by_mount)
+				seals = seals_of(fd, &sx);
 			if (d->memfs && seals > 0 && (seals & F_SEAL_SHRINK))
 				return;	/* a memfd that can never shrink */
 		}

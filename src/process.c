@@ -3,11 +3,26 @@
  * process.c - the library's locks, and the one place that says what fork
  * does to the library's per-process state (SPEC §7).
  *
- * A lock blocks every signal for as long as it is held: no signal handler
- * can then run in the holder, so a handler that calls mmap or sigaction
- * never finds the lock held by its own thread, and a program that stops
- * threads from a handler (a garbage collector) can never stop one holding
- * it.  Holders only make system calls and touch the library's memory.
+ * No handler of the program's ever runs in a thread that holds a lock, so
+ * a handler that calls mmap or sigaction never finds the lock held by its
+ * own thread, and a program that stops threads from a handler (a garbage
+ * collector) can never stop one holding it.  Holders only make system
+ * calls and touch the library's memory.  nsb_lock() keeps handlers out by
+ * blocking every signal for as long as the lock is held: two
+ * rt_sigprocmask calls, as much as a one-page mprotect costs.  In a
+ * process that has no handler of its own there is nothing to keep out:
+ * every other signal is ignored, stops or kills the whole process (which
+ * stops every thread, not one holder), or is the C library's (SIGCANCEL,
+ * SIGSETXID: never blocked by the library either), or SIGBUS, whose
+ * handler, the library's, takes no lock.  nsb_lock_quiet(), the table
+ * lock's, then skips the mask.  "No handler" is known once the library's
+ * own is installed (dispositions.c asks the kernel for every signal's
+ * action then, and sees every later sigaction, signal, sigset...); the
+ * first handler the program installs ends it for good
+ * (nsb_process_handler_coming), after the threads that hold a lock
+ * without the mask have let go: the program cannot stop them, having no
+ * handler yet.  A handler installed with a raw system call is not seen
+ * (libnosigbus(7), "Limitations").
  *
  * fork: the parent takes every lock last, after the program's own fork
  * handlers have run (nsb_process_start), so the child never inherits
@@ -21,6 +36,7 @@
  * Signal context: nsb_gettid.
  */
 #include <fcntl.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -33,6 +49,11 @@ static pid_t owner_pid;	/* the process this memory belongs to */
 /* The mask this thread had before it took its first lock. */
 static __thread sigset_t *outer_mask __attribute__((tls_model("initial-exec")));
 
+/* Set for good when the program may have a handler; threads that hold (or
+ * wait for) a lock without having blocked signals. */
+static atomic_bool handlers_possible;
+static atomic_long unmasked;
+
 void
 nsb_lock(struct nsb_lock *l)
 {
@@ -42,19 +63,57 @@ nsb_lock(struct nsb_lock *l)
 	nsb_sys_sigmask(SIG_BLOCK, &all, &old);
 	pthread_mutex_lock(&l->mutex);
 	l->saved = old;
+	l->masked = true;
 	if (!outer_mask)
 		outer_mask = &l->saved;
 }
 
 void
+nsb_lock_quiet(struct nsb_lock *l)
+{
+	/* Before the library's handler is installed, the program's are not
+	 * known yet.  Counted first, then checked: either the thread that
+	 * installs a handler sees us counted and waits, or we see its flag
+	 * (both sequentially consistent). */
+	if (!atomic_load(&handlers_possible) && nsb_disp_installed()) {
+		atomic_fetch_add(&unmasked, 1);
+		if (!atomic_load(&handlers_possible)) {
+			pthread_mutex_lock(&l->mutex);
+			l->masked = false;
+			return;
+		}
+		atomic_fetch_sub(&unmasked, 1);
+	}
+	nsb_lock(l);
+}
+
+void
 nsb_unlock(struct nsb_lock *l)
 {
-	sigset_t old = l->saved;
+	sigset_t old;
 
+	if (!l->masked) {
+		pthread_mutex_unlock(&l->mutex);
+		atomic_fetch_sub(&unmasked, 1);
+		return;
+	}
+	old = l->saved;
 	if (outer_mask == &l->saved)
 		outer_mask = NULL;
 	pthread_mutex_unlock(&l->mutex);
 	nsb_sys_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+void
+nsb_process_handler_coming(void)
+{
+	if (atomic_load(&handlers_possible))
+		return;
+	atomic_store(&handlers_possible, true);
+	/* Holders without the mask finish what they do: a few system calls,
+	 * which no handler can interrupt (there is none yet). */
+	while (atomic_load(&unmasked) != 0)
+		sched_yield();
 }
 
 sigset_t *
@@ -148,8 +207,11 @@ after_fork_child(void)
 	sigset_t mask = nsb_table_lock.saved;
 
 	owner_pid = getpid();
+	/* Threads that waited for the lock without the mask are not here. */
+	atomic_store(&unmasked, 0);
 	pthread_mutex_init(&nsb_table_lock.mutex, NULL);
 	pthread_mutex_init(&nsb_disp_lock.mutex, NULL);
+	nsb_files_after_fork_child();
 	nsb_ranges_after_fork_child();
 	nsb_rescue_after_fork_child();
 	nsb_disp_after_fork_child();

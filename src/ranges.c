@@ -12,8 +12,8 @@
  *    like a seqlock, registered nowhere.  A writer never waits for them,
  *    which matters: the program may stop a thread inside any call, from a
  *    signal handler, and keep it stopped while another thread maps.
- *  - writers, serialised by the table lock (process.c: every signal
- *    blocked while held).
+ *  - writers, serialised by the table lock (process.c: no handler of the
+ *    program's runs in a holder).
  * The table is a "left-right" pair: two sorted arrays with the same
  * contents.  Handlers use the active copy; a writer changes the inactive
  * one, makes it active, waits until no handler can still be on the other
@@ -26,11 +26,20 @@
  * even during a call that fails part-way, and a page is never rescued on
  * the strength of a record the call is about to remove.
  *
- * The arrays are sorted by descending start address because the kernel
- * hands out addresses top-down, so new records usually go at the end.
- * Storage comes straight from mmap through nsb_sys_mmap, never malloc, and
- * is never unmapped while the process lives (an optimistic reader may
- * still be looking at it).
+ * Each copy is sorted by descending start address (the kernel hands out
+ * addresses top-down, so new records usually go at the end) and kept in
+ * chunks of CHUNK records, with an array of the chunks in order (issue
+ * 24: one sorted array cost a memmove of every record after the place of
+ * a change, twice per call, 40 us a call with 10 000 records): a lookup is
+ * two binary searches, a change moves at most CHUNK records and, when a
+ * chunk fills or empties, the array of chunks (n / CHUNK pointers).  A
+ * chunk that fills splits in two, or, at either end of the table, starts
+ * a new one (records made in the kernel's order fill their chunks); one
+ * that a change leaves small merges with its neighbour.  Storage comes
+ * from the library's arena (memory.c), never malloc, and is never
+ * unmapped while the process lives (an optimistic reader may still be
+ * looking at it); a chunk a copy no longer uses goes back to that copy's
+ * own spare list.
  *
  * Signal context: nsb_ranges_enter, nsb_ranges_leave, nsb_ranges_count,
  * nsb_ranges_version.  Everything else runs with the table lock held,
@@ -98,10 +107,36 @@ slot_file(const struct slot *s)
 	return (uint16_t)(s->off_file & 0xffff);
 }
 
-struct table {
-	struct slot *r;		/* descending by start, never overlapping */
+/* Records per chunk: a chunk is a page of 4 KiB.  (How many a chunk
+ * takes before it splits is `full`, smaller only for tests.) */
+#define CHUNK	128
+static uint8_t full = CHUNK;
+
+struct run {
+	struct slot *s;		/* CHUNK slots, the first n used */
 	size_t n;
-	size_t cap;		/* entries */
+};
+
+/* The array of chunks, with its length: a reader that reads the pointer
+ * reads the bound that goes with it.  Entries never written are zero. */
+struct runs {
+	size_t cap;
+	struct run r[];
+};
+
+struct table {
+	struct runs *c;		/* chunks, descending by start, none empty */
+	size_t nc;
+	size_t n;		/* records */
+	struct slot *spare;	/* chunks this copy does not use, linked
+				 * through their first word */
+	uint32_t nspare;
+	uint32_t made;		/* chunks made in this copy's home */
+};
+
+/* Where a record is: chunk j, slot i; j == nc for "past the last". */
+struct pos {
+	size_t j, i;
 };
 
 struct nsb_lock nsb_table_lock = NSB_LOCK_INITIALIZER;
@@ -111,29 +146,97 @@ static atomic_int active;		/* the copy readers use */
 static atomic_int reader_side;		/* the counter new readers use */
 static atomic_long readers[2];
 static atomic_size_t live_count;	/* records, for lock-free fast paths */
-static atomic_size_t last_hit;		/* index of the last record found */
+static atomic_size_t last_hit;		/* chunk << 8 | slot of the last record found */
 static atomic_ulong version;		/* even: stable; odd: a writer is changing a copy */
 static atomic_uintptr_t flux[4];	/* two spans [flux[0], flux[1]), [flux[2], flux[3]) */
 static bool fail_next_alloc;
 
-/* ---- reader side ------------------------------------------------------- */
-
-/* First index whose start is <= addr, in the first n entries. */
-static size_t
-first_at_or_below(const struct slot *r, size_t n, uintptr_t addr)
+/* The record at p (which is not the end). */
+static inline struct slot *
+at(const struct table *t, struct pos p)
 {
-	size_t lo = 0, hi = n;
+	return &t->c->r[p.j].s[p.i];
+}
 
+/*
+ * [signal-safe] The first record whose start is <= addr (descending
+ * order).  Also for an optimistic reader, in a copy that may be changing
+ * under it: every index is bounded by what it read, and the answer is
+ * thrown away if the copy changed (p.j is then at most the number of
+ * chunks it saw, p.i below CHUNK).
+ */
+static struct pos
+first_at_or_below(const struct table *t, uintptr_t addr)
+{
+	const struct runs *c = t->c;
+	struct pos p = { 0, 0 };
+	size_t nc, lo = 0, hi;
+	const struct slot *s;
+
+	if (!c)
+		return p;
+	nc = t->nc < c->cap ? t->nc : c->cap;
+	/* The first chunk whose last (lowest) record starts at or below. */
+	hi = nc;
 	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
+		size_t mid = lo + (hi - lo) / 2, n = c->r[mid].n;
 
-		if (r[mid].start <= addr)
+		s = c->r[mid].s;
+		if (n > CHUNK)
+			n = CHUNK;
+		if (s && n && s[n - 1].start <= addr)
 			hi = mid;
 		else
 			lo = mid + 1;
 	}
-	return lo;
+	p.j = lo;
+	if (lo == nc || !(s = c->r[lo].s))
+		return p;
+	hi = c->r[lo].n > CHUNK ? CHUNK : c->r[lo].n;
+	lo = 0;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s[mid].start <= addr)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	p.i = lo < CHUNK ? lo : CHUNK - 1;
+	return p;
 }
+
+/* [signal-safe] The record at p in a copy a reader holds, or NULL where
+ * there is none (the end, or what a torn read left). */
+static inline const struct slot *
+slot_if(const struct table *t, struct pos p)
+{
+	const struct runs *c = t->c;
+
+	if (!c || p.j >= t->nc || p.j >= c->cap || p.i >= c->r[p.j].n || p.i >= CHUNK ||
+	    !c->r[p.j].s)
+		return NULL;
+	return &c->r[p.j].s[p.i];
+}
+
+static inline bool
+at_end(const struct table *t, struct pos p)
+{
+	return p.j >= t->nc;
+}
+
+/* The position after p (it may be the end). */
+static inline struct pos
+next_pos(const struct table *t, struct pos p)
+{
+	if (++p.i >= t->c->r[p.j].n) {
+		p.j++;
+		p.i = 0;
+	}
+	return p;
+}
+
+/* ---- reader side ------------------------------------------------------- */
 
 /* [signal-safe] */
 static int
@@ -170,6 +273,8 @@ enum nsb_lookup
 nsb_ranges_enter(uintptr_t addr, struct nsb_range *out, int *ticket)
 {
 	const struct table *t;
+	const struct slot *r;
+	struct pos p;
 	size_t i;
 	int side;
 
@@ -190,18 +295,24 @@ nsb_ranges_enter(uintptr_t addr, struct nsb_range *out, int *ticket)
 	 * The hint may be stale or from the other copy; it is only a guess,
 	 * checked against the copy we hold. */
 	i = atomic_load_explicit(&last_hit, memory_order_relaxed);
-	if (i >= t->n || addr < t->r[i].start || addr >= slot_end(&t->r[i])) {
-		i = first_at_or_below(t->r, t->n, addr);
-		if (i >= t->n || addr >= slot_end(&t->r[i])) {
+	p.j = i >> 8;
+	p.i = i & 0xff;
+	r = slot_if(t, p);
+	if (!r || addr < r->start || addr >= slot_end(r)) {
+		p = first_at_or_below(t, addr);
+		r = slot_if(t, p);
+		if (!r || addr >= slot_end(r)) {
 			nsb_ranges_leave(side);
 			return NSB_LOOKUP_NONE;
 		}
-		atomic_store_explicit(&last_hit, i, memory_order_relaxed);
+		atomic_store_explicit(&last_hit, p.j << 8 | p.i, memory_order_relaxed);
 	}
-	unpack(&t->r[i], out);
+	unpack(r, out);
 	*ticket = side;
 	return NSB_LOOKUP_FOUND;
 }
+
+static bool overlap_locked(uintptr_t start, uintptr_t end);
 
 /*
  * Optimistic: reads the active copy with no registration, and trusts the
@@ -221,31 +332,23 @@ nsb_ranges_overlap(uintptr_t start, uintptr_t end)
 		unsigned long v = atomic_load(&version);
 		const struct table *t;
 		const struct slot *r;
-		size_t n, cap, i;
+		struct pos p;
 
 		if (v & 1) {
 			sched_yield();
 			continue;
 		}
 		t = &copies[atomic_load(&active)];
-		r = t->r;
-		n = t->n;
-		cap = t->cap;
-		if (n > cap)
-			n = cap;
-		i = r ? first_at_or_below(r, n, end - 1) : n;
-		hit = i < n && slot_end(&r[i]) > start;
+		/* A torn read stays inside memory that is never unmapped. */
+		p = first_at_or_below(t, end - 1);
+		r = slot_if(t, p);
+		hit = r && slot_end(r) > start;
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load(&version) == v)
 			return hit;
 	}
 	nsb_ranges_lock();
-	{
-		const struct table *t = &copies[atomic_load(&active)];
-		size_t i = first_at_or_below(t->r, t->n, end - 1);
-
-		hit = i < t->n && slot_end(&t->r[i]) > start;
-	}
+	hit = overlap_locked(start, end);
 	nsb_ranges_unlock();
 	return hit;
 }
@@ -267,7 +370,12 @@ nsb_ranges_version(void)
 size_t
 nsb_ranges_bytes(void)
 {
-	return (copies[0].cap + copies[1].cap) * sizeof(struct slot);
+	size_t b = 0;
+
+	for (int k = 0; k < 2; k++)
+		b += (copies[k].nc + copies[k].nspare) * CHUNK * sizeof(struct slot) +
+		     (copies[k].c ? copies[k].c->cap * sizeof(struct run) : 0);
+	return b;
 }
 
 /* ---- writer side ------------------------------------------------------- */
@@ -315,36 +423,99 @@ nsb_ranges_flux_end(void)
 		atomic_store(&flux[i], 0);
 }
 
-/*
- * Each copy grows in place in its home in the library's reservation
- * (memory.c); past that, it moves to a bigger mapping, and the old one
- * stays mapped for optimistic readers.
- */
-static int
-grow(struct table *t, size_t need)
-{
-	size_t cap = t->cap ? t->cap * 2 : nsb_config.page_size / sizeof(struct slot);
-	void *home, *p;
+/* ---- chunks ----------------------------------------------------------- */
 
-	while (cap < need)
-		cap *= 2;
-	if (fail_next_alloc) {
-		fail_next_alloc = false;
-		errno = ENOMEM;
-		return -1;
+#define CHUNK_BYTES (CHUNK * sizeof(struct slot))
+
+/* Chunks made at once where the copy's home cannot grow: 64 KiB, not a
+ * page at a time (memory of its own lands wherever the kernel puts it,
+ * and a page would fit any hole the program leaves). */
+#define CHUNK_BATCH 16
+
+/* A new chunk for copy t: the next of its home in the library's arena
+ * (memory.c), else one of a batch of memory of its own (the rest go to
+ * the spare list).  NULL: ENOMEM. */
+static struct slot *
+chunk_make(struct table *t)
+{
+	char *home = nsb_memory_table(t == &copies[0] ? 0 : 1, (t->made + 1) * CHUNK_BYTES);
+
+	if (home)
+		return (struct slot *)(home + t->made++ * CHUNK_BYTES);
+	home = nsb_memory(CHUNK_BATCH * CHUNK_BYTES);
+	if (!home)
+		return NULL;
+	for (int i = 1; i < CHUNK_BATCH; i++) {
+		*(struct slot **)(home + i * CHUNK_BYTES) = t->spare;
+		t->spare = (struct slot *)(home + i * CHUNK_BYTES);
+		t->nspare++;
 	}
-	home = nsb_memory_table(t == &copies[0] ? 0 : 1, cap * sizeof(struct slot));
-	if (home && (!t->r || t->r == home)) {
-		p = home;
-	} else {
-		p = nsb_memory(cap * sizeof(struct slot));
-		if (!p)
+	return (struct slot *)home;
+}
+
+/* A spare chunk of copy t (room() made sure there is one). */
+static struct slot *
+chunk_new(struct table *t)
+{
+	struct slot *c = t->spare;
+
+	t->spare = *(struct slot **)c;
+	t->nspare--;
+	return c;
+}
+
+/* A chunk no record of copy t is in any more (no handler reads this copy
+ * now; an optimistic reader throws what it read away). */
+static void
+chunk_free(struct table *t, struct slot *c)
+{
+	*(struct slot **)c = t->spare;
+	t->spare = c;
+	t->nspare++;
+}
+
+/* Room in copy t for `extra` more records: as many spare chunks (each new
+ * record splits at most one chunk), and as many more entries in the array
+ * of chunks.  The array moves to a bigger one, published with its length:
+ * readers of the old one still find the same records. */
+static int
+room(struct table *t, size_t extra)
+{
+	size_t cap = t->c ? t->c->cap : 0;
+
+	if (t->nspare < extra || cap < t->nc + extra) {
+		if (fail_next_alloc) {
+			fail_next_alloc = false;
+			errno = ENOMEM;
 			return -1;
-		if (t->r)
-			memcpy(p, t->r, t->n * sizeof(struct slot));
+		}
 	}
-	t->r = p;
-	t->cap = cap;
+	while (t->nspare < extra) {
+		struct slot *c = chunk_make(t);
+
+		if (!c) {
+			errno = ENOMEM;
+			return -1;
+		}
+		chunk_free(t, c);
+	}
+	if (cap < t->nc + extra) {
+		struct runs *r;
+
+		cap = cap ? cap * 2 : 64;
+		while (cap < t->nc + extra)
+			cap *= 2;
+		r = nsb_memory(sizeof(*r) + cap * sizeof(r->r[0]));
+		if (!r) {
+			errno = ENOMEM;
+			return -1;
+		}
+		r->cap = cap;
+		if (t->c)
+			memcpy(r->r, t->c->r, t->nc * sizeof(r->r[0]));
+		atomic_thread_fence(memory_order_release);
+		t->c = r;
+	}
 	return 0;
 }
 
@@ -352,28 +523,120 @@ grow(struct table *t, size_t need)
 int
 nsb_ranges_reserve(size_t extra)
 {
-	int inactive = 1 - atomic_load(&active);
-	size_t need = copies[inactive].n + extra;
-	int ret = 0;
-
-	if (copies[inactive].cap < need && grow(&copies[inactive], need) < 0)
+	if (room(&copies[0], extra) < 0 || room(&copies[1], extra) < 0)
 		return -1;
-	if (copies[1 - inactive].cap >= need)
-		return 0;
-	/* The contents are equal: swap, then grow the other one. */
-	atomic_fetch_add(&version, 1);
-	switch_copies();
-	ret = grow(&copies[1 - atomic_load(&active)], need);
-	atomic_fetch_add(&version, 1);
-	return ret;
+	return 0;
+}
+
+/* A new chunk of n records at entry j of t's array (room() made both). */
+static struct run *
+run_insert(struct table *t, size_t j)
+{
+	struct run *r = t->c->r;
+
+	memmove(&r[j + 1], &r[j], (t->nc - j) * sizeof(r[0]));
+	r[j].s = chunk_new(t);
+	r[j].n = 0;
+	t->nc++;
+	return &r[j];
 }
 
 static void
-insert_at(struct table *t, size_t i, const struct slot *s)
+run_remove(struct table *t, size_t j)
 {
-	memmove(&t->r[i + 1], &t->r[i], (t->n - i) * sizeof(*s));
-	t->r[i] = *s;
+	struct run *r = t->c->r;
+
+	chunk_free(t, r[j].s);
+	memmove(&r[j], &r[j + 1], (t->nc - j - 1) * sizeof(r[0]));
+	t->nc--;
+}
+
+/* Puts s at position p (before the record there: the first whose start
+ * is below s's), splitting a full chunk; at either end of the table, or
+ * where a neighbour has room, no chunk is split. */
+static void
+insert_at(struct table *t, struct pos p, const struct slot *s)
+{
+	struct run *r;
+
+	if (t->nc == 0) {
+		p.j = p.i = 0;
+		r = run_insert(t, 0);
+	} else {
+		if (at_end(t, p)) {
+			p.j = t->nc - 1;
+			p.i = t->c->r[p.j].n;
+		}
+		r = &t->c->r[p.j];
+		if (r->n == full && p.i == 0 && p.j > 0 && t->c->r[p.j - 1].n < full) {
+			r = &t->c->r[--p.j];
+			p.i = r->n;
+		} else if (r->n == full && p.i == full && p.j + 1 < t->nc &&
+			   t->c->r[p.j + 1].n < full) {
+			r = &t->c->r[++p.j];
+			p.i = 0;
+		} else if (r->n == full && p.i == full) {
+			r = run_insert(t, ++p.j);	/* a new last chunk */
+			p.i = 0;
+		} else if (r->n == full && p.i == 0 && p.j == 0) {
+			r = run_insert(t, 0);		/* a new first chunk */
+		} else if (r->n == full) {
+			struct run *upper = run_insert(t, p.j + 1);
+
+			r = &t->c->r[p.j];
+			memcpy(upper->s, r->s + full / 2, (full - full / 2) * sizeof(*s));
+			upper->n = full - full / 2;
+			r->n = full / 2;
+			if (p.i > full / 2) {
+				r = upper;
+				p.i -= full / 2;
+			}
+		}
+	}
+	memmove(&r->s[p.i + 1], &r->s[p.i], (r->n - p.i) * sizeof(*s));
+	r->s[p.i] = *s;
+	r->n++;
 	t->n++;
+}
+
+/* Chunks j and j + 1 become one where that fills at most half a chunk. */
+static void
+merge_at(struct table *t, size_t j)
+{
+	struct run *r = t->c->r;
+
+	if (j + 1 < t->nc && r[j].n + r[j + 1].n <= full / 2) {
+		memcpy(r[j].s + r[j].n, r[j + 1].s, r[j + 1].n * sizeof(struct slot));
+		r[j].n += r[j + 1].n;
+		run_remove(t, j + 1);
+	}
+}
+
+/* Removes k records from position p on. */
+static void
+remove_at(struct table *t, struct pos p, size_t k)
+{
+	size_t first = p.j;
+
+	t->n -= k;
+	while (k) {
+		struct run *r = &t->c->r[p.j];
+		size_t take = r->n - p.i < k ? r->n - p.i : k;
+
+		memmove(&r->s[p.i], &r->s[p.i + take], (r->n - p.i - take) * sizeof(r->s[0]));
+		r->n -= take;
+		k -= take;
+		if (r->n == 0) {
+			run_remove(t, p.j);
+		} else {
+			p.j++;
+			p.i = 0;
+		}
+	}
+	if (first > 0)
+		merge_at(t, first - 1);
+	if (first < t->nc)
+		merge_at(t, first);
 }
 
 /* Splits the record that strictly contains addr into two.  `count` is
@@ -382,35 +645,41 @@ insert_at(struct table *t, size_t i, const struct slot *s)
 static void
 split_at(struct table *t, uintptr_t addr, bool count)
 {
-	size_t i = first_at_or_below(t->r, t->n, addr);
+	struct pos p = first_at_or_below(t, addr);
+	struct slot *lower, upper;
 	uint64_t below;
-	struct slot upper;
 
-	if (i >= t->n || t->r[i].start == addr || slot_end(&t->r[i]) <= addr)
+	if (at_end(t, p))
 		return;
-	below = (addr - t->r[i].start) / nsb_config.page_size;
-	upper = t->r[i];
+	lower = at(t, p);
+	if (lower->start == addr || slot_end(lower) <= addr)
+		return;
+	below = (addr - lower->start) / nsb_config.page_size;
+	upper = *lower;
 	upper.start = addr;
 	upper.pages -= (uint32_t)below;
 	upper.off_file += below << 16;
-	t->r[i].pages = (uint32_t)below;
-	insert_at(t, i, &upper);
+	lower->pages = (uint32_t)below;
+	insert_at(t, p, &upper);
 	if (count) {
 		nsb_files_ref(slot_file(&upper), 1);
 		nsb_account_ref(upper.acct, 1);
 	}
 }
 
-/* Indexes [*lo, *hi) of the records inside [start, end) after splitting. */
-static void
-span(const struct table *t, uintptr_t start, uintptr_t end, size_t *lo, size_t *hi)
+/* The first of the records inside [start, end) after splitting, and how
+ * many there are. */
+static struct pos
+span(const struct table *t, uintptr_t start, uintptr_t end, size_t *k)
 {
-	size_t i = first_at_or_below(t->r, t->n, end - 1);
+	struct pos p = first_at_or_below(t, end - 1), q = p;
 
-	*lo = i;
-	while (i < t->n && t->r[i].start >= start)
-		i++;
-	*hi = i;
+	*k = 0;
+	while (!at_end(t, q) && at(t, q)->start >= start) {
+		(*k)++;
+		q = next_pos(t, q);
+	}
+	return p;
 }
 
 struct op {
@@ -425,11 +694,12 @@ struct op {
 static void
 apply(struct table *t, const struct op *op, bool count)
 {
-	size_t lo, hi;
+	struct pos lo, q;
+	size_t k;
 
 	switch (op->kind) {
 	case OP_INSERT:
-		insert_at(t, first_at_or_below(t->r, t->n, op->s.start), &op->s);
+		insert_at(t, first_at_or_below(t, op->s.start), &op->s);
 		if (count) {
 			nsb_files_ref(slot_file(&op->s), 1);
 			nsb_account_ref(op->s.acct, 1);
@@ -440,35 +710,35 @@ apply(struct table *t, const struct op *op, bool count)
 	case OP_FLAGS:
 		split_at(t, op->r.start, count);
 		split_at(t, op->r.end, count);
-		span(t, op->r.start, op->r.end, &lo, &hi);
-		if (op->kind == OP_CUT) {
-			if (count)
-				for (size_t i = lo; i < hi; i++) {
-					nsb_files_ref(slot_file(&t->r[i]), -1);
-					nsb_account_ref(t->r[i].acct, -1);
-				}
-			memmove(&t->r[lo], &t->r[hi], (t->n - hi) * sizeof(t->r[0]));
-			t->n -= hi - lo;
-			return;
-		}
-		if (op->kind == OP_FLAGS) {
-			for (size_t i = lo; i < hi; i++)
-				t->r[i].meta_gen = (t->r[i].meta_gen & ~op->clear) | op->set;
-			return;
-		}
-		for (size_t i = lo; i < hi; i++) {
-			uint32_t m = t->r[i].meta_gen & ~NSB_META_PROT;
+		lo = span(t, op->r.start, op->r.end, &k);
+		q = lo;
+		for (size_t i = 0; i < k; i++, q = next_pos(t, q)) {
+			struct slot *r = at(t, q);
 
-			m |= (uint32_t)op->prot & NSB_META_PROT;
-			if (op->pkey >= 0)
-				m = (m & ~NSB_META_PKEY_MASK) | NSB_META_MKPKEY(op->pkey);
-			t->r[i].meta_gen = m;
+			if (op->kind == OP_CUT) {
+				if (count) {
+					nsb_files_ref(slot_file(r), -1);
+					nsb_account_ref(r->acct, -1);
+				}
+			} else if (op->kind == OP_FLAGS) {
+				r->meta_gen = (r->meta_gen & ~op->clear) | op->set;
+			} else {
+				uint32_t m = r->meta_gen & ~NSB_META_PROT;
+
+				m |= (uint32_t)op->prot & NSB_META_PROT;
+				if (op->pkey >= 0)
+					m = (m & ~NSB_META_PKEY_MASK) | NSB_META_MKPKEY(op->pkey);
+				r->meta_gen = m;
+			}
 		}
+		if (op->kind == OP_CUT && k)
+			remove_at(t, lo, k);
 		return;
 	}
 }
 
-/* Applies op to both copies; see the comment at the top. */
+/* Applies op to both copies; see the comment at the top.  (Each inserts
+ * at most two records: the pieces of two splits.) */
 static int
 update(const struct op *op)
 {
@@ -490,7 +760,7 @@ update(const struct op *op)
 void
 nsb_ranges_lock(void)
 {
-	nsb_lock(&nsb_table_lock);
+	nsb_lock_quiet(&nsb_table_lock);
 }
 
 /* Files that no record names any more are let go only here, once the
@@ -541,12 +811,12 @@ static bool
 overlap_locked(uintptr_t start, uintptr_t end)
 {
 	const struct table *t = &copies[atomic_load(&active)];
-	size_t i;
+	struct pos p;
 
 	if (end <= start)
 		return false;
-	i = first_at_or_below(t->r, t->n, end - 1);
-	return i < t->n && slot_end(&t->r[i]) > start;
+	p = first_at_or_below(t, end - 1);
+	return !at_end(t, p) && slot_end(at(t, p)) > start;
 }
 
 int
@@ -587,10 +857,10 @@ nsb_ranges_replaced(uintptr_t start, uintptr_t end)
 	const struct table *t = &copies[atomic_load(&active)];
 	size_t n = 0;
 
-	for (size_t i = 0; i < t->n; i++) {
+	for (struct pos p = { 0, 0 }; !at_end(t, p); p = next_pos(t, p)) {
 		struct nsb_range r;
 
-		unpack(&t->r[i], &r);
+		unpack(at(t, p), &r);
 		if (r.end <= start || r.start >= end)
 			continue;
 		if (r.start < start) {
@@ -654,18 +924,16 @@ int
 nsb_ranges_collect(uintptr_t start, uintptr_t end, struct nsb_saved *saved)
 {
 	const struct table *t = &copies[atomic_load(&active)];
-	size_t i, last;
+	size_t first = saved->n;
 
 	if (end <= start)
 		return 0;
-	i = first_at_or_below(t->r, t->n, end - 1);
-	last = i;
-	while (last < t->n && slot_end(&t->r[last]) > start)
-		last++;
-	while (last-- > i) {
+	/* Highest first, as the table keeps them; then turned around. */
+	for (struct pos p = first_at_or_below(t, end - 1);
+	     !at_end(t, p) && slot_end(at(t, p)) > start; p = next_pos(t, p)) {
 		struct nsb_range r;
 
-		unpack(&t->r[last], &r);
+		unpack(at(t, p), &r);
 		if (r.start < start) {
 			r.off += start - r.start;
 			r.start = start;
@@ -675,13 +943,34 @@ nsb_ranges_collect(uintptr_t start, uintptr_t end, struct nsb_saved *saved)
 		if (nsb_saved_push(saved, &r) < 0)
 			return -1;
 	}
+	for (size_t i = first, j = saved->n; i + 1 < j; i++, j--) {
+		struct nsb_range tmp = saved->r[i];
+
+		saved->r[i] = saved->r[j - 1];
+		saved->r[j - 1] = tmp;
+	}
 	return 0;
 }
 
+/* Test hook: the next time the table needs memory, it fails (ENOMEM).
+ * The spare chunks are forgotten, so that the next chunk a change needs is
+ * new memory (a test's memory only: nothing is unmapped). */
 void
 nsb_ranges_fail_next_alloc(void)
 {
 	fail_next_alloc = true;
+	for (int k = 0; k < 2; k++) {
+		copies[k].spare = NULL;
+		copies[k].nspare = 0;
+	}
+}
+
+/* Test hook: chunks split at n records (n <= CHUNK), so that a small
+ * window of records splits and merges them. */
+void
+nsb_ranges_test_chunk(size_t n)
+{
+	full = (uint8_t)(n >= 4 && n <= CHUNK ? n : CHUNK);
 }
 
 /* The child has one thread: rescues in flight elsewhere are gone with
@@ -690,24 +979,29 @@ void
 nsb_ranges_after_fork_child(void)
 {
 	const struct table *t = &copies[atomic_load(&active)];
+	struct pos p;
 
 	atomic_store(&readers[0], 0);
 	atomic_store(&readers[1], 0);
 	nsb_ranges_flux_end();
 	/* The fork took the table lock: the records are ours to change.
 	 * MADV_DONTFORK mappings are not in the child; MADV_WIPEONFORK ones
-	 * are fresh memory, nothing of it replaced. */
-	for (size_t i = t->n; i-- > 0;) {
+	 * are fresh memory, nothing of it replaced.  Downwards by address: a
+	 * cut changes the table, and the walk goes on below what it cut. */
+	for (p.j = p.i = 0; !at_end(t, p);) {
 		struct nsb_range r;
 
-		unpack(&t->r[i], &r);
+		unpack(at(t, p), &r);
 		if (r.meta & NSB_META_DONTFORK) {
 			(void)nsb_ranges_cut(r.start, r.end);
 			t = &copies[atomic_load(&active)];
-			if (i > t->n)
-				i = t->n;
-		} else if (r.meta & NSB_META_WIPEONFORK) {
-			nsb_account_clear(r.acct, r.off, r.end - r.start);
+			if (r.start == 0)
+				break;
+			p = first_at_or_below(t, r.start - 1);
+			continue;
 		}
+		if (r.meta & NSB_META_WIPEONFORK)
+			nsb_account_clear(r.acct, r.off, r.end - r.start);
+		p = next_pos(t, p);
 	}
 }

@@ -25,10 +25,12 @@
  * table again).
  *
  * Cost: recvmsg without descriptors pays one branch; each received
- * descriptor one statx (two more system calls for the sender, the first
- * time a message brings a regular file: SO_PEERCRED, and /proc/PID/comm
- * only when the log is on).  A program that never received a regular
- * file never asks the table anything (nsb_received_any()).
+ * descriptor one statx, which must be made while the number still names
+ * what arrived (a later one could not tell a number closed and used
+ * again).  The sender, named only in the log, costs two more system calls
+ * with the log on, once per message that brings a regular file:
+ * SO_PEERCRED and /proc/PID/comm.  A program that never received a
+ * regular file never asks the table anything (nsb_received_any()).
  *
  * The table is lock-free: an entry is written between two increments of
  * its sequence number (odd while it is written), and read only if the
@@ -282,13 +284,16 @@ note_message(int sock, const struct msghdr *msg)
 			memcpy(&fd, CMSG_DATA(c) + k * sizeof(int), sizeof(fd));
 			if (!nsb_identity_of(fd, &id))
 				continue;
-			if (pid < 0) {
+			/* The sender is only ever named in the log. */
+			if (pid < 0 && !nsb_config.log) {
+				pid = 0;
+			} else if (pid < 0) {
 				struct ucred cred;
 				socklen_t len = sizeof(cred);
 
 				pid = syscall(SYS_getsockopt, sock, SOL_SOCKET, SO_PEERCRED,
 					      &cred, &len) == 0 ? cred.pid : 0;
-				if (pid > 0 && nsb_config.log)
+				if (pid > 0)
 					read_comm(pid, comm);
 			}
 			remember(&id, pid, comm);

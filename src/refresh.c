@@ -32,8 +32,9 @@
  *    clone(CLONE_VM | CLONE_VFORK) without CLONE_FILES.  The child shares
  *    our memory, so its mmap is ours; it has a copy of the descriptor
  *    table, and POSIX locks belong to a table: the locks its exit
- *    releases are its own, none.  It runs with every signal blocked (the
- *    table lock's mask), exits with signal 0 (no SIGCHLD reaches the
+ *    releases are its own, none.  It runs with every signal blocked
+ *    (blocked around the clone: the table lock may not have), exits with
+ *    signal 0 (no SIGCHLD reaches the
  *    program; a wait for any child without __WALL does not see it) and
  *    is reaped here.  Where the kernel or a seccomp filter refuses the
  *    clone, or a tool turns it into a fork (valgrind: then the child's
@@ -115,6 +116,7 @@ child_main(void *arg)
 static void
 map_in_child(struct job *j, int fd)
 {
+	sigset_t all, old;
 	int status;
 	pid_t pid;
 
@@ -122,10 +124,13 @@ map_in_child(struct job *j, int fd)
 		return;
 	snprintf(j->path, sizeof(j->path), "/proc/self/fd/%d", fd);
 	j->mapped = 0;
+	sigfillset(&all);
+	nsb_sys_sigmask(SIG_BLOCK, &all, &old);
 	pid = clone(child_main, j->stack + CHILD_STACK, CLONE_VM | CLONE_VFORK, j);
 	if (pid > 0)
 		while (syscall(SYS_wait4, pid, &status, __WALL, NULL) < 0 && errno == EINTR)
 			;
+	nsb_sys_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* Maps the job's runs from the file; how many (from the first) it did. */

@@ -33,7 +33,13 @@ sighandler_t bsd_signal(int sig, sighandler_t handler);
  * this is an exact copy of glibc's set, consulted by our signal() once
  * the handler is installed (before, signal() is glibc's own).
  */
-static sigset_t interrupts;
+static uint64_t interrupts;	/* bit sig - 1, signals 1..64 (a sigset_t is 128 bytes of .bss) */
+
+static bool
+interrupts_has(int sig)
+{
+	return sig > 0 && sig < 65 && (interrupts >> (sig - 1) & 1);
+}
 
 static inline bool
 library_owns(int sig)
@@ -42,13 +48,15 @@ library_owns(int sig)
 }
 
 /* A handler of the program is about to be installed: what it may call
- * must be looked up now (real.c).  sigaction() gets there through
- * nsb_sys_sigaction(). */
+ * must be looked up now (real.c), and locks block signals from now on
+ * (process.c).  sigaction() gets there through nsb_disp_action(). */
 static inline void
 before_handler(sighandler_t handler)
 {
-	if (handler != SIG_DFL && handler != SIG_IGN && handler != SIG_ERR && handler != SIG_HOLD)
+	if (handler != SIG_DFL && handler != SIG_IGN && handler != SIG_ERR && handler != SIG_HOLD) {
+		nsb_process_handler_coming();
 		nsb_real_handler_fns();
+	}
 }
 
 /* ---- dispositions ------------------------------------------------------ */
@@ -98,7 +106,7 @@ bsd_semantics(int sig, sighandler_t handler)
 	before_handler(handler);
 	if (!library_owns(sig))
 		return real_signal(sig, handler);
-	return set_handler(sig, handler, sigismember(&interrupts, sig) == 1 ? 0 : SA_RESTART, true);
+	return set_handler(sig, handler, interrupts_has(sig) ? 0 : SA_RESTART, true);
 }
 
 NSB_EXPORT sighandler_t
@@ -144,10 +152,13 @@ siginterrupt(int sig, int flag)
 	 * action below puts right. */
 	if (real_siginterrupt(sig, flag) < 0)
 		return -1;
-	if (flag)
-		sigaddset(&interrupts, sig);
-	else
-		sigdelset(&interrupts, sig);
+	/* Valid: glibc took it. */
+	if (sig > 0 && sig < 65) {
+		if (flag)
+			interrupts |= (uint64_t)1 << (sig - 1);
+		else
+			interrupts &= ~((uint64_t)1 << (sig - 1));
+	}
 	if (!library_owns(sig))
 		return 0;
 	if (nsb_disp_action(sig, NULL, &act) < 0)

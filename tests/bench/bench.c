@@ -58,6 +58,7 @@ enum child_id {
 	C_IP_LIB, C_IP_NOLIB, C_IP_LIB2, C_IP_NOLIB2,
 	C_PROTECT,
 	C_OPS_LIB, C_OPS_NOLIB, C_OPS_LIB2, C_OPS_NOLIB2, C_OPS_FILES, C_OPS_READ,
+	C_OPS_MANY, C_OPS_MANY_NOLIB, C_OPS_PROBE,
 	C_COUNT
 };
 
@@ -90,6 +91,13 @@ static const struct child_spec {
 			  { "NOSIGBUS_POLICY=files", "NSB_BENCH_OPS=disk" } },
 	[C_OPS_READ] = { "ops", true, NULL, NULL,
 			 { "NSB_TEST_MAPS=read", "NSB_BENCH_OPS=mprotect" } },
+	/* As on a kernel without PROCMAP_QUERY: the bounded probe, then the
+	 * read. */
+	[C_OPS_PROBE] = { "ops", true, NULL, NULL,
+			  { "NSB_TEST_MAPS=probe", "NSB_BENCH_OPS=mprotect" } },
+	/* Many distinct files mapped, with and without the library. */
+	[C_OPS_MANY] = { "ops", true, NULL, NULL, { "NSB_BENCH_OPS=files" } },
+	[C_OPS_MANY_NOLIB] = { "ops", false, NULL, NULL, { "NSB_BENCH_OPS=files" } },
 };
 
 /* A measuring child gets this long; then it is killed (a failure, but for
@@ -328,12 +336,14 @@ run_rounds(const char *self)
 				run_child(abba[r % 2][k], r, self, CHILD_LIMIT_S);
 		}
 		{
-			static const enum child_id ops[2][6] = {
-				{ C_OPS_NOLIB, C_OPS_LIB, C_OPS_FILES, C_OPS_READ, C_OPS_LIB2, C_OPS_NOLIB2 },
-				{ C_OPS_LIB, C_OPS_NOLIB, C_OPS_READ, C_OPS_FILES, C_OPS_NOLIB2, C_OPS_LIB2 },
+			static const enum child_id ops[2][9] = {
+				{ C_OPS_NOLIB, C_OPS_LIB, C_OPS_FILES, C_OPS_READ, C_OPS_PROBE,
+				  C_OPS_MANY_NOLIB, C_OPS_MANY, C_OPS_LIB2, C_OPS_NOLIB2 },
+				{ C_OPS_LIB, C_OPS_NOLIB, C_OPS_PROBE, C_OPS_READ, C_OPS_FILES,
+				  C_OPS_MANY, C_OPS_MANY_NOLIB, C_OPS_NOLIB2, C_OPS_LIB2 },
 			};
 
-			for (int k = 0; k < 6; k++)
+			for (int k = 0; k < 9; k++)
 				run_child(ops[r % 2][k], r, self, CHILD_LIMIT_S);
 		}
 		/* Once it has run out of time, later rounds would only wait. */
@@ -789,7 +799,9 @@ ops_ratio(enum child_id a, const char *key, const char *base_key)
 		double lib = a == C_OPS_LIB ? (get(r, C_OPS_LIB, key) + get(r, C_OPS_LIB2, key)) / 2
 					    : get(r, a, key);
 
-		v[r] = lib / ((get(r, C_OPS_NOLIB, base_key) + get(r, C_OPS_NOLIB2, base_key)) / 2);
+		v[r] = lib / (a == C_OPS_MANY ? get(r, C_OPS_MANY_NOLIB, base_key)
+					      : (get(r, C_OPS_NOLIB, base_key) +
+						 get(r, C_OPS_NOLIB2, base_key)) / 2);
 	}
 	return summarise(v);
 }
@@ -811,7 +823,8 @@ ops_row(const char *label, enum child_id a, const char *key, double limit, const
 {
 	char extra[96];
 
-	snprintf(extra, sizeof(extra), "no library: %.1f %s", ops_value(C_OPS_NOLIB, key).med, unit);
+	snprintf(extra, sizeof(extra), "no library: %.1f %s",
+		 ops_value(a == C_OPS_MANY ? C_OPS_MANY_NOLIB : C_OPS_NOLIB, key).med, unit);
 	row(label, ops_value(a, key).med, unit, ops_ratio(a, key, key), "no library", limit, extra);
 }
 
@@ -830,39 +843,61 @@ print_ops(void)
 		 params.ops_batches, params.ops_pairs);
 	section(title);
 	ops_row("mmap+munmap memfd, 1 page", C_OPS_LIB, "ops.memfd.page", 1.3, "ns");
+	ops_row("  ... with a signal handler installed", C_OPS_LIB, "ops.handler.memfd", 1.3, "ns");
 	ops_row("mmap+munmap memfd, 1 MiB", C_OPS_LIB, "ops.memfd.mib", 1.3, "ns");
 	ops_row("mmap+munmap /dev/shm file, 1 page", C_OPS_LIB, "ops.devshm.page", 1.3, "ns");
 	ops_row("mmap+munmap /dev/shm file, 1 MiB", C_OPS_LIB, "ops.devshm.mib", 1.3, "ns");
 	ops_row("pool: memfd_create..close, 16 pages", C_OPS_LIB, "ops.pool", 1.15, "ns");
+	ops_row("  ... closed once mapped (libwayland)", C_OPS_LIB, "ops.pool.closed", 1.15, "ns");
 	ops_row("mmap+munmap disk file, 1 page", C_OPS_LIB, "ops.disk.page", 1.05, "ns");
 	ops_row("  ... under NOSIGBUS_POLICY=files", C_OPS_FILES, "ops.disk.page", 1.5, "ns");
-	ops_row("mprotect x2 of a protected page", C_OPS_LIB, "ops.mprotect.ok", 1.3, "ns");
-	printf("  (failed mprotect: the library asks the kernel %s)\n",
-	       query ? "with ioctl(PROCMAP_QUERY) about the span only"
-		     : "nothing cheaper than reading /proc/self/maps: the kernel lacks PROCMAP_QUERY");
+	ops_row("recvmsg, no descriptor", C_OPS_LIB, "ops.recv.0", 1.05, "ns");
+	ops_row("recvmsg, one memfd", C_OPS_LIB, "ops.recv.1", 1.05, "ns");
 	for (int i = 0; i < 3; i++) {
-		char key[32], vkey[32], label[64], extra[96];
+		char key[32], nkey[32], label[64];
 
-		snprintf(key, sizeof(key), "ops.fail.%d", i);
-		snprintf(vkey, sizeof(vkey), "ops.fail.%d.vmas", i);
-		snprintf(label, sizeof(label), "failed mprotect x2, %s VMAs below",
-			 params.quick ? "(quick)" : fail_labels[i]);
-		snprintf(extra, sizeof(extra), "%.0f VMAs below; no library: %.1f ns",
-			 ops_value(C_OPS_LIB, vkey).med, ops_value(C_OPS_NOLIB, key).med);
-		row(label, ops_value(C_OPS_LIB, key).med, "ns", ops_ratio(C_OPS_LIB, key, key),
-		    "no library", 2, extra);
+		snprintf(key, sizeof(key), "ops.files.%d", i);
+		snprintf(nkey, sizeof(nkey), "ops.files.%d.n", i);
+		snprintf(label, sizeof(label), "  ... with %.0f other files mapped",
+			 ops_value(C_OPS_MANY, nkey).med);
+		ops_row(label, C_OPS_MANY, key, 1.3, "ns");
 	}
-	for (int i = 0; i < 3; i++) {
-		char key[32], vkey[32], label[64], extra[96];
+	ops_row("mprotect x2 of a protected page", C_OPS_LIB, "ops.mprotect.ok", 1.3, "ns");
+	printf("  (failed mprotect: over the protected page and the free page above, or the free\n"
+	       "   page below and it; the library asks the kernel %s;\n"
+	       "   the probe: one mincore() over the range below the records, enough for the second)\n",
+	       query ? "with ioctl(PROCMAP_QUERY) about the records' pages only"
+		     : "by reading /proc/self/maps: the kernel lacks PROCMAP_QUERY");
+	for (int k = 0; k < 8; k++) {
+		/* Paths: query (default), probe then read, read alone. */
+		static const char *const kinds[2] = { "fail", "below" };
+		static const char *const what[2] = { "above", "below" };
+		static const enum child_id by[4] = { C_OPS_LIB, C_OPS_PROBE, C_OPS_PROBE, C_OPS_READ };
+		int path = k / 2, kind = k % 2;
+		enum child_id c = by[path];
+		char key[32], vkey[32], label[64], extra[128];
 
-		snprintf(key, sizeof(key), "ops.fail.%d", i);
-		snprintf(vkey, sizeof(vkey), "ops.fail.%d.vmas", i);
-		snprintf(label, sizeof(label), "  ... reading the maps (fallback), %s",
-			 params.quick ? "(quick)" : fail_labels[i]);
-		snprintf(extra, sizeof(extra), "NSB_TEST_MAPS=read; %.0f VMAs below",
-			 ops_value(C_OPS_READ, vkey).med);
-		row(label, ops_value(C_OPS_READ, key).med, "ns", ops_ratio(C_OPS_READ, key, key),
-		    "no library", 0, extra);
+		if (path == 1 && kind == 0)
+			continue;	/* the probe cannot tell: read, as below */
+		if (path == 2 && kind == 1)
+			continue;
+		for (int i = 0; i < 3; i++) {
+			const char *how = path == 0 ? (kind ? "probe" : query ? "query" : "read")
+					: path == 1 ? "probe" : path == 2 ? "probe, then read"
+					: "read alone";
+
+			snprintf(key, sizeof(key), "ops.%s.%d", kinds[kind], i);
+			snprintf(vkey, sizeof(vkey), "ops.fail.%d.vmas", i);
+			snprintf(label, sizeof(label), "%sfailed mprotect x2, free page %s, %s",
+				 path ? "  ... " : "", what[kind],
+				 params.quick ? "(quick)" : fail_labels[i]);
+			snprintf(extra, sizeof(extra), "%s; %.0f VMAs below%s", how,
+				 ops_value(c, vkey).med,
+				 c == C_OPS_PROBE ? "; NSB_TEST_MAPS=probe"
+				 : c == C_OPS_READ ? "; NSB_TEST_MAPS=read" : "");
+			row(label, ops_value(c, key).med, "ns", ops_ratio(c, key, key), "no library",
+			    path == 0 ? 2 : 0, extra);
+		}
 	}
 	for (int i = 0; i < 2; i++) {
 		static const char *const names[] = { "4k", "clipped" };

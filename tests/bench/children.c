@@ -22,7 +22,10 @@
  *                           (issue 24): mmap+munmap of memfds, /dev/shm and
  *                           disk files, a compositor's pool cycle, mprotect
  *                           that succeeds and that fails next to a protected
- *                           mapping with many VMAs below, hostile frames
+ *                           mapping with many VMAs below, hostile frames,
+ *                           recvmsg with and without a descriptor, a pair
+ *                           with a signal handler installed and with many
+ *                           distinct files mapped
  *   protect    (library)    nosigbus_protect() over a region of many VMAs
  */
 #include <dlfcn.h>
@@ -38,6 +41,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -809,11 +813,13 @@ map_rows(const struct bench_params *bp, int fd, const char *name)
 }
 
 /* The compositor's whole work for a pool: the client's memfd, its size,
- * the compositor's mapping, gone again. */
+ * the compositor's mapping, gone again; with closed_first, the way
+ * libwayland-server takes a client's pool: the descriptor closed as soon
+ * as the pool is mapped (the library keeps one of its own then:
+ * files.c), the mapping gone later. */
 static void
-op_pool(void *arg)
+pool_cycle(const struct map_ctx *c, bool closed_first)
 {
-	struct map_ctx *c = arg;
 	int fd = memfd_create("nsb-bench-pool", MFD_CLOEXEC);
 	void *p;
 
@@ -822,8 +828,149 @@ op_pool(void *arg)
 	p = mmap(c->want, c->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p != c->want)
 		die("mmap did not take the free hint: %s", strerror(errno));
+	if (closed_first)
+		close(fd);
 	munmap(p, c->len);
-	close(fd);
+	if (!closed_first)
+		close(fd);
+}
+
+static void
+op_pool(void *arg)
+{
+	pool_cycle(arg, false);
+}
+
+static void
+op_pool_closed(void *arg)
+{
+	pool_cycle(arg, true);
+}
+
+/*
+ * A program that maps many distinct files (issue 24): the same pair as
+ * map_rows, of one more memfd page, with n other memfds mapped (their
+ * descriptors closed, as a compositor closes a pool's).  The pair's
+ * mapping lies above all of theirs, where a new record goes first in the
+ * table's order.
+ */
+static void
+files_rows(const struct bench_params *bp, int fd)
+{
+	static const size_t steps[] = { 100, 1000, 10000 };
+	struct hole h = hole_make(1);
+	struct map_ctx c = { fd, h.base + page, page };
+	size_t have = 0, most = bp->quick ? steps[2] / 10 : steps[2];
+	/* Their place, below the pair's (the kernel would put a one-page
+	 * mapping in the pair's hole). */
+	char *region = mmap(NULL, most * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (region == MAP_FAILED)
+		die("mmap: %s", strerror(errno));
+	for (int i = 0; i < 3; i++) {
+		size_t want = bp->quick ? steps[i] / 10 : steps[i];
+
+		for (; have < want; have++) {
+			int f = memfd_create("nsb-bench-files", MFD_CLOEXEC);
+
+			if (f < 0 || ftruncate(f, (off_t)page) < 0 ||
+			    mmap(region + have * page, page, PROT_READ, MAP_SHARED | MAP_FIXED, f,
+				 0) == MAP_FAILED)
+				die("mapping file %zu: %s", have, strerror(errno));
+			close(f);
+		}
+		emit(best_of(bp, op_map, &c), "ops.files.%d", i);
+		emit((double)have, "ops.files.%d.n", i);
+	}
+	/* The mappings stay until the process exits. */
+	hole_drop(h);
+}
+
+/* What a signal handler of the program changes (the table's lock blocks
+ * signals only in a process that has one: process.c). */
+static void
+on_usr1(int sig)
+{
+	(void)sig;
+}
+
+static void
+handler_rows(const struct bench_params *bp, int fd)
+{
+	struct sigaction sa;
+	struct hole h = hole_make(1);
+	struct map_ctx c = { fd, h.base + page, page };
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_usr1;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGUSR1, &sa, NULL) < 0)
+		die("sigaction: %s", strerror(errno));
+	emit(best_of(bp, op_map, &c), "ops.handler.memfd");
+	hole_drop(h);
+}
+
+/* recvmsg of a small message (what a Wayland request is), with no
+ * descriptor or with one memfd (a client's new pool), over a socket pair;
+ * the sender's sendmsg and the close of what arrived are timed too. */
+struct recv_ctx {
+	int sock[2];
+	int pass;	/* the descriptor sent, or -1 */
+};
+
+static void
+op_recv(void *arg)
+{
+	struct recv_ctx *c = arg;
+	char data[16] = "request", in[64];
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} out_ctl, in_ctl;
+	struct iovec iov = { data, sizeof(data) }, iov_in = { in, sizeof(in) };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct msghdr r = { .msg_iov = &iov_in, .msg_iovlen = 1,
+			    .msg_control = in_ctl.buf, .msg_controllen = sizeof(in_ctl.buf) };
+
+	if (c->pass >= 0) {
+		struct cmsghdr *h;
+
+		memset(&out_ctl, 0, sizeof(out_ctl));
+		m.msg_control = out_ctl.buf;
+		m.msg_controllen = sizeof(out_ctl.buf);
+		h = CMSG_FIRSTHDR(&m);
+		h->cmsg_level = SOL_SOCKET;
+		h->cmsg_type = SCM_RIGHTS;
+		h->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(h), &c->pass, sizeof(int));
+	}
+	if (sendmsg(c->sock[0], &m, 0) != (ssize_t)sizeof(data) ||
+	    recvmsg(c->sock[1], &r, MSG_CMSG_CLOEXEC) != (ssize_t)sizeof(data))
+		die("sendmsg/recvmsg: %s", strerror(errno));
+	if (c->pass >= 0) {
+		struct cmsghdr *h = CMSG_FIRSTHDR(&r);
+		int got;
+
+		if (!h || h->cmsg_type != SCM_RIGHTS)
+			die("recvmsg: no descriptor arrived");
+		memcpy(&got, CMSG_DATA(h), sizeof(got));
+		close(got);
+	}
+}
+
+static void
+recv_rows(const struct bench_params *bp, int fd)
+{
+	struct recv_ctx c;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, c.sock) < 0)
+		die("socketpair: %s", strerror(errno));
+	for (int i = 0; i < 2; i++) {
+		c.pass = i ? fd : -1;
+		emit(best_of(bp, op_recv, &c), "ops.recv.%d", i);
+	}
+	close(c.sock[0]);
+	close(c.sock[1]);
 }
 
 /* A file on a disk file system (not tmpfs) for the policy rows, or -1. */
@@ -911,21 +1058,24 @@ kernel_has_procmap_query(void)
 /*
  * mprotect of a protected one-page memfd mapping, and mprotect failing
  * next to it: over it and the free page above (ENOMEM once it has changed
- * the mapping), with 40, 1 000 and 10 000 VMAs below (one region whose
- * pages alternate protections, mapped after it: lower, top-down).
+ * the mapping), and over the free page below and it (ENOMEM at once,
+ * nothing changed), with 40, 1 000 and 10 000 VMAs below (one region
+ * whose pages alternate protections, mapped after it: lower, top-down).
  */
 static void
 mprotect_rows(const struct bench_params *bp, int fd)
 {
 	static const size_t targets[] = { 40, 1000, 10000 };
-	struct hole h = hole_make(2);
-	struct prot_ctx ok, bad;
-	char *p = mmap(h.base + page, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+	struct hole h = hole_make(3);
+	struct prot_ctx ok, bad, below;
+	char *p = mmap(h.base + 2 * page, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+		       fd, 0);
 
 	if (p == MAP_FAILED)
 		die("mmap: %s", strerror(errno));
 	ok = (struct prot_ctx){ p, page, false };
 	bad = (struct prot_ctx){ p, 2 * page, true };
+	below = (struct prot_ctx){ p - page, 2 * page, true };
 	emit(best_of(bp, op_mprotect, &ok), "ops.mprotect.ok");
 	for (int i = 0; i < 3; i++) {
 		size_t want = bp->quick ? targets[i] / 10 : targets[i], have = vmas_below((uintptr_t)p);
@@ -947,6 +1097,11 @@ mprotect_rows(const struct bench_params *bp, int fd)
 			       getenv("NSB_TEST_MAPS") ? bp->ops_pairs * 20 / (have + 20) + 5
 						       : bp->ops_pairs),
 		     "ops.fail.%d", i);
+		/* The probe answers this one alone; reading costs as above. */
+		emit(best_of_n(bp, op_mprotect, &below,
+			       getenv("NSB_TEST_MAPS") && !strcmp(getenv("NSB_TEST_MAPS"), "read")
+				       ? bp->ops_pairs * 20 / (have + 20) + 5 : bp->ops_pairs),
+		     "ops.below.%d", i);
 		if (region)
 			munmap(region, extra * page);
 	}
@@ -1079,11 +1234,23 @@ child_ops(const struct bench_params *bp)
 			struct map_ctx c = { -1, h.base + page, 16 * page };
 
 			emit(best_of(bp, op_pool, &c), "ops.pool");
+			emit(best_of(bp, op_pool_closed, &c), "ops.pool.closed");
 			hole_drop(h);
 		}
 	}
+	if (!only || !strcmp(only, "recv")) {
+		recv_rows(bp, mfd);
+		if (only)
+			return;
+	}
 	if (!only || !strcmp(only, "frame"))
 		frame_rows(bp, library);
+	/* Last: it leaves a handler behind. */
+	if (!only || !strcmp(only, "handler"))
+		handler_rows(bp, mfd);
+	/* Only in a child of its own (it leaves 10 000 mappings behind). */
+	if (only && !strcmp(only, "files"))
+		files_rows(bp, mfd);
 	close(mfd);
 	if (dfd >= 0)
 		close(dfd);

@@ -13,6 +13,9 @@
  * and releases them; again and again.  Then the same with each worker's
  * handler making mapping calls too, before it waits: a call made from a
  * handler that interrupted another interposed call in the same thread.
+ * The workers start before the collector's handler exists (a process
+ * without a handler, whose table lock does not block signals: process.c),
+ * and the handler is installed while they map.
  *
  * Without the library such cycles take tens of microseconds on an idle
  * machine (much more on a loaded one: every cycle needs every thread
@@ -170,19 +173,23 @@ suspend_child(void *arg)
 	struct sigaction sa;
 	pthread_t th[WORKERS];
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_suspend;
-	sigemptyset(&sa.sa_mask);
-	sa.sa_flags = SA_RESTART;
-	NSBT_CHECK(sigaction(SIGUSR1, &sa, NULL) == 0, "sigaction: %s", strerror(errno));
 	NSBT_CHECK(sem_init(&stopped, 0, 0) == 0 && sem_init(&resume, 0, 0) == 0 &&
 		   sem_init(&resumed, 0, 0) == 0, "sem_init");
 	zfd = nsbt_file(NSBT_MEMFD, 0);
 	for (intptr_t i = 0; i < WORKERS; i++)
 		if (pthread_create(&th[i], NULL, worker, (void *)i) != 0)
 			nsbt_fail("pthread_create");
+	/* The workers start in a process without a handler of its own, where
+	 * the table lock blocks no signal; the collector's handler comes while
+	 * they hold it (the library then waits for them to let go, and blocks
+	 * signals in every lock from then on). */
 	while (atomic_load(&worker_loops) < 100)
 		sched_yield();
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_suspend;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	NSBT_CHECK(sigaction(SIGUSR1, &sa, NULL) == 0, "sigaction: %s", strerror(errno));
 
 	collect(cycles / 2, th);
 	printf("ok: %lu stop-the-world cycles with %d workers in mapping calls (%lu worker "

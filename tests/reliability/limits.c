@@ -278,7 +278,24 @@ list_fds(char *out, size_t len)
 	return n;
 }
 
-/* Descriptors open now that are not in `before`, into kept[]. */
+/* Is fd a descriptor of /proc/PID/maps (the one the library keeps for its
+ * queries while protected mappings exist)? */
+static bool
+is_maps(int fd)
+{
+	char link[64], target[256];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, target, sizeof(target) - 1);
+	if (n <= 5)
+		return false;
+	target[n] = '\0';
+	return strcmp(target + n - 5, "/maps") == 0 && strncmp(target, "/proc/", 6) == 0;
+}
+
+/* Descriptors open now that are not in `before`, into kept[]: the files'
+ * (the one of the maps checked apart). */
 static int
 new_fds(const char *before, int *kept, int max)
 {
@@ -294,8 +311,18 @@ new_fds(const char *before, int *kept, int max)
 		if (e->d_name[0] == '.' || fd == dirfd(d))
 			continue;
 		snprintf(word, sizeof(word), " %d ", fd);
-		if (!strstr(before, word))
-			kept[n++] = fd;
+		if (strstr(before, word))
+			continue;
+		if (is_maps(fd)) {
+			NSBT_CHECK(fd >= 1024 - 16 && fcntl(fd, F_GETFD) == FD_CLOEXEC,
+				   "the library's descriptor %d of the maps is not high and "
+				   "close-on-exec", fd);
+			NSBT_CHECK(close(fd) == -1 && errno == EBADF,
+				   "close(%d) of the library's descriptor of the maps did not fail "
+				   "with EBADF", fd);
+			continue;
+		}
+		kept[n++] = fd;
 	}
 	closedir(d);
 	return n;
@@ -485,18 +512,43 @@ write_past_end(volatile unsigned char *p, const char *what)
 	NSBT_CHECK(p[0] == 0x5a, "%s: a write did not read back", what);
 }
 
+/* Descriptors open now that were not in before[0..nb) (the library's). */
+static int
+new_descriptors(const int *before, int nb)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	NSBT_CHECK(d != NULL, "opendir");
+	while ((e = readdir(d))) {
+		int fd = atoi(e->d_name), j;
+
+		if (e->d_name[0] == '.' || fd == dirfd(d))
+			continue;
+		for (j = 0; j < nb && before[j] != fd; j++)
+			;
+		n += j == nb;
+	}
+	closedir(d);
+	return n;
+}
+
 /*
  * 20 tmpfs files of /dev/shm (a size-limited tmpfs: their faults need the
- * size), mapped in turn: at most 16 descriptors kept, the first files'
- * let go.  A rescue in one of those is still checked while the program
- * holds a descriptor of the file (found among its own), and counted as
- * unverified once it holds none (unlinked: no path either).
+ * size), mapped in turn while the program holds their descriptors: the
+ * library keeps none of its own (files.c), and a rescue is checked
+ * through the program's.  The program then closes them in turn: the
+ * library keeps a descriptor of each at its close, at most 16, the first
+ * files' let go.  A rescue in one of those is counted as unverified (the
+ * program holds none: unlinked, no path either); one in a file with a
+ * kept descriptor is checked.
  */
 static void
 check_evict(void)
 {
 	enum { FILES = 20 };
-	int fds[FILES], before[64], nb = 0, kept = 0;
+	int fds[FILES], before[64], nb = 0, kept;
 	unsigned char *maps[FILES];
 	struct nosigbus_stats st0, st;
 	DIR *d;
@@ -506,7 +558,7 @@ check_evict(void)
 	d = opendir("/proc/self/fd");
 	NSBT_CHECK(d != NULL, "opendir");
 	while ((e = readdir(d)) && nb < 64)
-		if (e->d_name[0] != '.')
+		if (e->d_name[0] != '.' && atoi(e->d_name) != dirfd(d))
 			before[nb++] = atoi(e->d_name);
 	closedir(d);
 	for (int i = 0; i < FILES; i++) {
@@ -515,35 +567,24 @@ check_evict(void)
 			       fds[i], 0);
 		NSBT_CHECK(maps[i] != MAP_FAILED, "mmap: %s", strerror(errno));
 	}
-	d = opendir("/proc/self/fd");
-	NSBT_CHECK(d != NULL, "opendir");
-	while ((e = readdir(d))) {
-		int fd = atoi(e->d_name), j;
-
-		if (e->d_name[0] == '.' || fd == dirfd(d))
-			continue;
-		for (j = 0; j < nb && before[j] != fd; j++)
-			;
-		if (j < nb)
-			continue;
-		for (j = 0; j < FILES && fds[j] != fd; j++)
-			;
-		kept += j == FILES;
-	}
-	closedir(d);
-	printf("limits: evict: %d files mapped, %d descriptors kept\n", FILES, kept);
-	NSBT_CHECK(kept == 16, "%d descriptors kept for %d files, not 16", kept, FILES);
-
-	/* File 0's descriptor went first; the program still holds its own. */
+	kept = new_descriptors(before, nb) - FILES;
+	printf("limits: evict: %d files mapped, their descriptors open: %d kept\n", FILES, kept);
+	NSBT_CHECK(kept == 0, "%d descriptors kept while the program holds its own", kept);
 	st0 = stats();
-	write_past_end(maps[0] + 3 * ps, "past the end of a file whose descriptor was let go");
+	write_past_end(maps[0] + 3 * ps, "past the end of a file the program holds open");
 	st = stats();
 	NSBT_CHECK(st.rescues == st0.rescues + 1 && st.unverified == st0.unverified,
 		   "%" PRIu64 " rescues, %" PRIu64 " unverified: the size was not found through "
 		   "the program's own descriptor", st.rescues - st0.rescues,
 		   st.unverified - st0.unverified);
-	/* Now nothing names it but the mapping. */
-	close(fds[1]);
+
+	for (int i = 0; i < FILES; i++)
+		close(fds[i]);
+	kept = new_descriptors(before, nb);
+	printf("limits: evict: the program closed them: %d kept\n", kept);
+	NSBT_CHECK(kept == 16, "%d descriptors kept for %d files, not 16", kept, FILES);
+	/* File 1's went (the first ones kept are the first let go): nothing
+	 * names it but the mapping. */
 	write_past_end(maps[1] + 3 * ps, "past the end of a file nothing names");
 	st0 = st;
 	st = stats();
@@ -555,13 +596,11 @@ check_evict(void)
 	st0 = st;
 	st = stats();
 	NSBT_CHECK(st.unverified == st0.unverified, "a rescue with a kept descriptor is unverified");
-	for (int i = 0; i < FILES; i++) {
+	for (int i = 0; i < FILES; i++)
 		munmap(maps[i], 4 * ps);
-		if (i != 1)
-			close(fds[i]);
-	}
-	printf("ok: limits: evict: 16 kept, the let-go file checked through the program's "
-	       "descriptor, unverified only without one\n");
+	NSBT_CHECK(new_descriptors(before, nb) == 0, "descriptors kept after every mapping went");
+	printf("ok: limits: evict: none kept while the program's are open (checked through "
+	       "them), 16 once it closed them, unverified only without one\n");
 }
 
 /* ---- driver -------------------------------------------------------------- */

@@ -16,9 +16,9 @@
  * has the call (else the test says so and checks the fallback alone).
  * Then a failed mprotect next to a protected mapping, through the
  * interposed call, must leave the same records under both paths.  The
- * descriptor the query path keeps must not be trusted once the program
- * closed it and reused its number (the program's file stays open), nor in
- * a fork child (whose own new mapping must show).
+ * descriptor the query path keeps (one, numbered high, close-on-exec,
+ * while protected mappings exist, none after) must not be used in a fork
+ * child (whose own new mapping must show).
  *
  * Usage: unit-maps
  */
@@ -48,6 +48,15 @@ static struct list a, b;	/* static: collecting must not map memory */
 static size_t ps;
 static char dir[] = "/tmp/nsb-unit-maps-XXXXXX";
 static char nl_path[256], del_path[256], off_path[256];
+
+/* Does the kernel answer PROCMAP_QUERY (both() saw the query path)? */
+static bool kernel_queries;
+
+static bool
+queried_once(void)
+{
+	return kernel_queries;
+}
 
 static int
 collect(const struct nsb_vma *vma, void *arg)
@@ -109,8 +118,28 @@ both(uintptr_t lo, uintptr_t hi, const char *what)
 			   b.s[i].has_path ? b.s[i].path : "(none)");
 	}
 	nsb_maps_force_read(false);
+	kernel_queries = queried;
 	if (!queried)
 		printf("note: %s: the kernel lacks PROCMAP_QUERY; the read path alone\n", what);
+}
+
+/* A descriptor of this process's /proc/PID/maps, or -1. */
+static int
+maps_descriptor(void)
+{
+	char link[64], target[256];
+	ssize_t n;
+
+	for (int fd = 3; fd < 4096; fd++) {
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		n = readlink(link, target, sizeof(target) - 1);
+		if (n <= 5)
+			continue;
+		target[n] = '\0';
+		if (strcmp(target + n - 5, "/maps") == 0 && strncmp(target, "/proc/", 6) == 0)
+			return fd;
+	}
+	return -1;
 }
 
 static int
@@ -144,6 +173,19 @@ main(void)
 
 	ps = nsbt_page();
 	nsb_config_init();
+	/* The library's own memory first: where it cannot have its arena
+	 * (under valgrind), what it maps lands wherever the kernel puts it,
+	 * and the holes of the window below must stay holes. */
+	{
+		char *w = mmap(NULL, 4 * ps, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		NSBT_CHECK(w != MAP_FAILED, "mmap: %s", strerror(errno));
+		NSBT_CHECK(nosigbus_protect(w, 2 * ps) == 0, "nosigbus_protect: %s", strerror(errno));
+		NSBT_CHECK(mprotect(w, 2 * ps, PROT_READ | PROT_WRITE) == 0, "mprotect: %s",
+			   strerror(errno));
+		NSBT_CHECK(nosigbus_unprotect(w, 2 * ps) == 0, "nosigbus_unprotect");
+		munmap(w, 4 * ps);
+	}
 	NSBT_CHECK(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
 	nsbt_on_exit = cleanup;
 	win = mmap(NULL, W * ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -221,27 +263,81 @@ main(void)
 			nsb_saved_free(&recs);
 		}
 		both(w0, w1, "after a failed mprotect");
+		/* The query path keeps its descriptor of the maps while
+		 * protected mappings exist: one, numbered high, close-on-exec. */
+		if (!forced && queried_once()) {
+			int fd = maps_descriptor();
+
+			NSBT_CHECK(fd >= 1024 - 16 && (fcntl(fd, F_GETFD) & FD_CLOEXEC),
+				   "the kept descriptor of the maps is %d (not high, or not "
+				   "close-on-exec)", fd);
+		}
 		NSBT_CHECK(nosigbus_unprotect(p, 4 * ps) == 0, "unprotect: %s", strerror(errno));
 		NSBT_CHECK(mprotect(p, 4 * ps, PROT_READ | PROT_WRITE) == 0, "mprotect: %s",
 			   strerror(errno));
 	}
-	/* No descriptor of the maps outlives the calls (libnosigbus(7), "What
-	 * the library adds to a process"). */
-	{
-		char link[64], target[256];
-		ssize_t n;
+	/* A failed mprotect, under each way of asking the kernel: query (where
+	 * it has PROCMAP_QUERY), the probe (as a kernel without it), and the
+	 * read alone.  From the hole at page 2 up over the memfd (pages 3-6):
+	 * the kernel stops at the hole and changes nothing, which the probe
+	 * tells alone (first, even where the kernel could be queried); from
+	 * page 5 over the hole at 11: the memfd's pages 5-6 change, which only
+	 * a query or the read tells. */
+	for (int way = 0; way < 3; way++) {
+		static const char *const ways[] = { "query", "probe", "read" };
+		char *p = win + 3 * ps;
 
-		for (int fd = 3; fd < 4096; fd++) {
-			snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-			n = readlink(link, target, sizeof(target) - 1);
-			if (n <= 5)
-				continue;
-			target[n] = '\0';
-			NSBT_CHECK(!(strcmp(target + n - 5, "/maps") == 0 &&
-				     strncmp(target, "/proc/", 6) == 0),
-				   "descriptor %d of %s left open by the library", fd, target);
+		for (int from_below = 1; from_below >= 0; from_below--) {
+			char *at = from_below ? win + 2 * ps : p + 2 * ps;
+			struct nsb_saved recs;
+			int path;
+
+			NSBT_CHECK(nosigbus_protect(p, 4 * ps) == 0, "nosigbus_protect: %s",
+				   strerror(errno));
+			nsb_maps_force_read(way > 0);
+			nsb_maps_allow_probe(way < 2);
+			errno = 0;
+			NSBT_CHECK(mprotect(at, (from_below ? 6 : 9) * ps, PROT_READ) < 0 &&
+				   errno == ENOMEM, "%s: mprotect over a hole did not fail with ENOMEM",
+				   ways[way]);
+			path = nsb_maps_last_path();
+			nsb_maps_force_read(false);
+			nsb_maps_allow_probe(true);
+			if (way == 0 && !queried_once())
+				continue;	/* said above */
+			NSBT_CHECK(path == (way < 2 && from_below ? 2 : way == 0 ? 1 : 0),
+				   "%s, from %s: the last look at the kernel took path %d",
+				   ways[way], from_below ? "below" : "the memfd", path);
+			nsb_saved_init(&recs);
+			nsb_ranges_lock();
+			NSBT_CHECK(nsb_ranges_collect((uintptr_t)p, (uintptr_t)p + 4 * ps, &recs) == 0,
+				   "collect: %s", strerror(errno));
+			nsb_ranges_unlock();
+			for (size_t i = 0; i < recs.n; i++) {
+				int want = from_below || recs.r[i].start < (uintptr_t)p + 2 * ps
+						   ? PROT_READ | PROT_WRITE : PROT_READ;
+
+				NSBT_CHECK((int)(recs.r[i].meta & NSB_META_PROT) == want,
+					   "%s, from %s: the record at page %zu says prot %u, the "
+					   "kernel %d", ways[way], from_below ? "below" : "the memfd",
+					   (size_t)((recs.r[i].start - w0) / ps),
+					   recs.r[i].meta & NSB_META_PROT, want);
+			}
+			NSBT_CHECK(recs.n >= 1 && recs.r[0].start == (uintptr_t)p &&
+				   recs.r[recs.n - 1].end == (uintptr_t)p + 4 * ps,
+				   "%s: the records do not cover the memfd", ways[way]);
+			nsb_saved_free(&recs);
+			NSBT_CHECK(nosigbus_unprotect(p, 4 * ps) == 0, "unprotect: %s",
+				   strerror(errno));
+			NSBT_CHECK(mprotect(p, 4 * ps, PROT_READ | PROT_WRITE) == 0, "mprotect: %s",
+				   strerror(errno));
 		}
+		printf("ok: a failed mprotect, %s: records as the kernel shows them\n", ways[way]);
 	}
+	/* No descriptor of the maps outlives the last protected mapping
+	 * (libnosigbus(7), "What the library adds to a process"). */
+	NSBT_CHECK(maps_descriptor() < 0, "descriptor %d of the maps left open by the library "
+		   "with no protected mapping left", maps_descriptor());
 	/* A fork child: its own mapping shows through the query path. */
 	{
 		pid_t pid = fork();

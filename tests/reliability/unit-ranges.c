@@ -6,7 +6,9 @@
  *
  *  random   random inserts, cuts (some with the pieces put back after),
  *           restores and protection changes on a window of fake addresses,
- *           checked after each against a page-by-page reference model:
+ *           with the table's chunks as they are and again with chunks of
+ *           4 records, checked after each against a page-by-page
+ *           reference model:
  *           the record count, nsb_ranges_enter() for every page (the
  *           signal handler's lookup), nsb_ranges_overlap() and
  *           nsb_ranges_collect() for random spans.
@@ -514,8 +516,14 @@ main(int argc, char **argv)
 	/* The window of fake addresses: reserved, so nothing real lands there. */
 	base = (uintptr_t)mmap(NULL, U * ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	NSBT_CHECK(base != (uintptr_t)MAP_FAILED, "mmap");
-	if (all || want[0])
+	if (all || want[0]) {
 		test_random(ops);
+		/* Chunks of 4 records (ranges.c splits them at 128): the
+		 * window's records split, merge and empty chunks all the time. */
+		nsb_ranges_test_chunk(4);
+		test_random(ops);
+		nsb_ranges_test_chunk(0);
+	}
 	if (all || want[1])
 		test_alloc();
 	if (all || want[2])
