@@ -17,6 +17,7 @@
 #define NSB_E2E_BACKING_H
 
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,26 @@ open_backing(enum backing backing, const char *dir, const char *who)
 		break;
 	}
 	return fd;
+}
+
+/*
+ * Fills the first size bytes of the file with the 32-bit pixel, through a
+ * mapping of our own that is gone before any truncation: the client
+ * never faults.  0, or -1 (said on stderr, prefixed with who).
+ */
+static inline int
+fill_backing(int fd, size_t size, uint32_t pixel, const char *who)
+{
+	uint32_t *pixels = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+	if (pixels == MAP_FAILED) {
+		fprintf(stderr, "%s: mmap: %m\n", who);
+		return -1;
+	}
+	for (size_t i = 0; i < size / 4; i++)
+		pixels[i] = pixel;
+	munmap(pixels, size);
+	return 0;
 }
 
 #endif

@@ -28,6 +28,37 @@ unset LD_PRELOAD
 SIGBUS_STATUS=$((128 + $(kill -l SIGBUS)))
 export SIGBUS_STATUS
 
+# stop_pid PID TRIES [asked]: SIGTERM (not when the caller has asked it to
+# end some other way), up to TRIES polls of 50 ms for it to end (a bound
+# for a hang, nothing waits that long otherwise), then SIGKILL; reaps it
+# and sets STOP_STATUS to its status as the shell reports it.
+stop_pid() {
+	local pid=$1 tries=$2 n
+	[ "${3-}" = asked ] || kill -TERM "$pid" 2>/dev/null || true
+	for ((n = 0; n < tries; n++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+	# shellcheck disable=SC2034 # the caller reads it
+	STOP_STATUS=0
+	# shellcheck disable=SC2034
+	wait "$pid" || STOP_STATUS=$?
+}
+
+# weston_ini FILE [LINE]...: a weston.ini without animations or panel (the
+# desktop shell's extra LINEs after them), for screens that stay still.
+weston_ini() {
+	local file=$1
+	shift
+	{
+		printf '%s\n' '[core]' 'idle-time=0' '[shell]' 'startup-animation=none' \
+			'animation=none' 'close-animation=none' 'focus-animation=none' \
+			'panel-position=none'
+		[ "$#" = 0 ] || printf '%s\n' "$@"
+	} >"$file"
+}
+
 # Fails (never skips) when a program the suite needs is missing: CI
 # installs them all, and a test that passes without running proves nothing.
 require() {

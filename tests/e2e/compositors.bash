@@ -136,20 +136,26 @@ start_bus() {
 # An Xvfb of its own (Mir's output): the server chooses a free display
 # and writes its number when it is ready (-displayfd).
 start_xvfb() {
-	local tries
 	require Xvfb xvfb
 	rm -f "$COMP_DIR/display"
 	Xvfb -displayfd 4 -screen 0 1024x768x24 -nolisten tcp \
 		</dev/null >/dev/null 2>"$COMP_DIR/xvfb.err" \
 		4>"$COMP_DIR/display" 3>&- &
 	XVFB_PID=$!
+	wait_displayfd "$COMP_DIR/display" "$XVFB_PID" Xvfb
+}
+
+# wait_displayfd FILE PID NAME: waits (bounded) until X server PID, started
+# with -displayfd writing to FILE, says its display; exports DISPLAY.
+wait_displayfd() {
+	local file=$1 pid=$2 name=$3 tries
 	for ((tries = 0; tries < POLL_TRIES; tries++)); do
-		[ -s "$COMP_DIR/display" ] && break
-		kill -0 "$XVFB_PID" 2>/dev/null || fail "Xvfb exited before it was ready"
+		[ -s "$file" ] && break
+		kill -0 "$pid" 2>/dev/null || fail "$name exited before it was ready"
 		sleep 0.05
 	done
-	[ -s "$COMP_DIR/display" ] || fail "Xvfb did not say its display"
-	DISPLAY=:$(tr -d '\n' <"$COMP_DIR/display")
+	[ -s "$file" ] || fail "$name did not say its display"
+	DISPLAY=:$(tr -d '\n' <"$file")
 	export DISPLAY
 }
 
@@ -201,16 +207,7 @@ start_compositor() {
 	case $COMP in
 	weston)
 		require weston weston
-		cat >"$COMP_DIR/weston.ini" <<-EOF
-			[core]
-			idle-time=0
-			[shell]
-			startup-animation=none
-			animation=none
-			close-animation=none
-			focus-animation=none
-			panel-position=none
-		EOF
+		weston_ini "$COMP_DIR/weston.ini"
 		env HOME="$COMP_DIR/home" "${pre[@]}" \
 			weston --backend=headless-backend.so --use-pixman \
 			--width=640 --height=480 --socket="$WAYLAND_DISPLAY" \
@@ -370,23 +367,17 @@ normal_stop_status() {
 # Stops the compositor by pid, or waits for it when it died; sets
 # COMP_STATUS.  Cage is stopped through its only client (see the top).
 stop_compositor() {
-	local tries child children
+	local child children how=
 	[ -n "$COMP_PID" ] || return 0
 	if [ "$COMP" = cage ]; then
 		children=$(cat "/proc/$COMP_PID/task/"*/children 2>/dev/null) || true
 		for child in $children; do
 			kill -TERM "$child" 2>/dev/null || true
 		done
-	else
-		kill -TERM "$COMP_PID" 2>/dev/null || true
+		how=asked
 	fi
-	for ((tries = 0; tries < POLL_TRIES; tries++)); do
-		kill -0 "$COMP_PID" 2>/dev/null || break
-		sleep 0.05
-	done
-	kill -KILL "$COMP_PID" 2>/dev/null || true
-	COMP_STATUS=0
-	wait "$COMP_PID" || COMP_STATUS=$?
+	stop_pid "$COMP_PID" "$POLL_TRIES" $how
+	COMP_STATUS=$STOP_STATUS
 	COMP_PID=
 }
 

@@ -219,28 +219,14 @@ static const struct wl_callback_listener frame_listener = {
 };
 
 /*
- * Fills the first size bytes of the file with the colour, through a
- * mapping of our own that is gone before any truncation: we never fault.
+ * The X byte is "don't care", but weston 10's pixman renderer blends it
+ * as alpha: 0xff keeps the colour, and a zero page (all bytes 0) shows as
+ * black.
  */
 static int
 fill(int fd, size_t size, uint32_t colour)
 {
-	uint32_t *pixels;
-
-	pixels = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (pixels == MAP_FAILED) {
-		perror("hostile-client: mmap");
-		return -1;
-	}
-	/*
-	 * The X byte is "don't care", but weston 10's pixman renderer blends
-	 * it as alpha: 0xff keeps the colour, and a zero page (all bytes 0)
-	 * shows as black.
-	 */
-	for (size_t i = 0; i < size / 4; i++)
-		pixels[i] = 0xff000000u | colour;
-	munmap(pixels, size);
-	return 0;
+	return fill_backing(fd, size, 0xff000000u | colour, "hostile-client");
 }
 
 /* An XRGB8888 buffer at offset 0 of the pool, c->size bytes. */

@@ -36,13 +36,7 @@ recover() {
 	local n
 	start_weston env LD_PRELOAD="$NSB_PRELOAD"
 	assert_preloaded
-	start_client --pause --regrow "$NEW_COLOUR" "$@" "$FRAMES"
-	client_expect "configured ${WINDOW_W}x${WINDOW_H}"
-	client_expect "frame 0"
-	client_expect "paused before truncate"
-	screenshot before
-	assert_screen_window "$HOSTILE_COLOUR"
-	client_resume
+	hostile_until_truncation --regrow "$NEW_COLOUR" "$@"
 
 	client_expect "truncated"
 	for ((n = 1; n <= FRAMES; n++)); do
@@ -62,14 +56,7 @@ recover() {
 
 # The client ends connected, weston normally, the library silently.
 finish() {
-	client_resume
-	client_finish
-	assert_equal "$CLIENT_STATUS" 0
-	run -0 printf '%s' "$CLIENT_OUTPUT"
-	assert_line "connected after $FRAMES frames"
-	refute_line --partial disconnected
-	run -0 cat "$BATS_TEST_TMPDIR/client.err"
-	assert_output ""
+	client_stays_to_the_end
 	assert_weston_running
 	stop_weston
 	assert_equal "$WESTON_STATUS" 0

@@ -76,15 +76,7 @@ start_weston() {
 	mkdir -m 0700 "$XDG_RUNTIME_DIR"
 	export XDG_RUNTIME_DIR
 	export WAYLAND_DISPLAY=nsb-e2e-$BATS_TEST_NUMBER
-	cat >"$BATS_TEST_TMPDIR/weston.ini" <<-EOF
-		[shell]
-		startup-animation=none
-		animation=none
-		close-animation=none
-		focus-animation=none
-		panel-position=none
-		background-color=0xff$BACKGROUND
-	EOF
+	weston_ini "$BATS_TEST_TMPDIR/weston.ini" "background-color=0xff$BACKGROUND"
 	"$@" weston --backend=headless-backend.so --use-pixman \
 		--width=$OUTPUT_W --height=$OUTPUT_H \
 		--shell=desktop-shell.so --socket="$WAYLAND_DISPLAY" \
@@ -124,16 +116,9 @@ wait_for_desktop() {
 
 # Stops weston by pid (SIGTERM, which it handles); sets WESTON_STATUS.
 stop_weston() {
-	local tries
 	[ -n "$WESTON_PID" ] || return 0
-	kill -TERM "$WESTON_PID" 2>/dev/null || true
-	for ((tries = 0; tries < 200; tries++)); do
-		kill -0 "$WESTON_PID" 2>/dev/null || break
-		sleep 0.05
-	done
-	kill -KILL "$WESTON_PID" 2>/dev/null || true
-	WESTON_STATUS=0
-	wait "$WESTON_PID" || WESTON_STATUS=$?
+	stop_pid "$WESTON_PID" 200
+	WESTON_STATUS=$STOP_STATUS
 	WESTON_PID=
 }
 
@@ -182,6 +167,30 @@ client_finish() {
 	CLIENT_STATUS=0
 	wait "$CLIENT_PID" || CLIENT_STATUS=$?
 	CLIENT_PID=
+}
+
+# hostile_until_truncation [OPTIONS]: the hostile client (with OPTIONS)
+# runs up to the truncation; the screen shows its window.
+hostile_until_truncation() {
+	start_client --pause "$@" "$FRAMES"
+	client_expect "configured ${WINDOW_W}x${WINDOW_H}"
+	client_expect "frame 0"
+	client_expect "paused before truncate"
+	screenshot before
+	assert_screen_window "$HOSTILE_COLOUR"
+	client_resume
+}
+
+# The client, let go, ends connected after every frame, quietly.
+client_stays_to_the_end() {
+	client_resume
+	client_finish
+	assert_equal "$CLIENT_STATUS" 0
+	run -0 printf '%s' "$CLIENT_OUTPUT"
+	assert_line "connected after $FRAMES frames"
+	refute_line --partial disconnected
+	run -0 cat "$BATS_TEST_TMPDIR/client.err"
+	assert_output ""
 }
 
 # Takes a screenshot of the output; leaves "WxH" and "RRGGBB COUNT" lines

@@ -172,23 +172,6 @@ image(struct client *c)
 	free(r);
 }
 
-/* Fills the file's first size bytes with the colour, then unmaps it. */
-static int
-fill(int fd, size_t size, uint32_t colour)
-{
-	uint32_t *pixels;
-
-	pixels = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (pixels == MAP_FAILED) {
-		perror("xshm-client: mmap");
-		return -1;
-	}
-	for (size_t i = 0; i < size / 4; i++)
-		pixels[i] = colour;
-	munmap(pixels, size);
-	return 0;
-}
-
 /* The root window's depth, if it has a ZPixmap format of 32 bits a pixel. */
 static int
 depth_32bpp(const xcb_setup_t *setup, uint8_t depth)
@@ -303,7 +286,7 @@ main(int argc, char **argv)
 		perror("xshm-client: ftruncate");
 		return EXIT_SETUP;
 	}
-	if (fill(fd, size, colour) < 0)
+	if (fill_backing(fd, size, colour, "xshm-client") < 0)
 		return EXIT_SETUP;
 
 	/* xcb closes the descriptor it sends: it gets a copy. */

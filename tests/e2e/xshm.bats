@@ -59,7 +59,7 @@ PIXELS=$((64 * 48))
 # start_x SERVER [PRELOAD]: Xvfb, or Xwayland in a weston; the server
 # chooses a free display and writes its number when it is ready.
 start_x() {
-	local server=$1 preload=${2-} tries
+	local server=$1 preload=${2-}
 	local -a pre=()
 	[ -z "$preload" ] || pre=(LD_PRELOAD="$preload")
 	case $server in
@@ -80,14 +80,7 @@ start_x() {
 	env "${pre[@]}" "${X_ARGS[@]}" -displayfd 4 -nolisten tcp \
 		</dev/null >"$X_ERR" 2>&1 4>"$COMP_DIR/x-display" 3>&- &
 	X_PID=$!
-	for ((tries = 0; tries < POLL_TRIES; tries++)); do
-		[ -s "$COMP_DIR/x-display" ] && break
-		kill -0 "$X_PID" 2>/dev/null || fail "$server exited before it was ready"
-		sleep 0.05
-	done
-	[ -s "$COMP_DIR/x-display" ] || fail "$server did not say its display"
-	DISPLAY=:$(tr -d '\n' <"$COMP_DIR/x-display")
-	export DISPLAY
+	wait_displayfd "$COMP_DIR/x-display" "$X_PID" "$server"
 	if [ -n "$preload" ]; then
 		grep -q libnosigbus "/proc/$X_PID/maps" ||
 			fail "libnosigbus is not loaded in $server"
