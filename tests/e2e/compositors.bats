@@ -67,9 +67,21 @@ matrix_without() {
 	for backing in memfd shm disk; do
 		for to in 0 12; do
 			[ -n "$COMP_PID" ] || start_compositor "$1"
-			run_client --backing "$backing" --dir "$DISK_DIR" \
-				--truncate-to "$to" "$FRAMES"
 			if dies_without_library "$to"; then
+				# Now and then (1 run in 8 or so) Mir hangs in its
+				# fatal-signal handler instead of aborting: the
+				# client waits on a server that never answers.
+				CLIENT_MAY_HANG=1 CLIENT_DEADLINE=$(scaled 20) \
+					run_client --backing "$backing" --dir "$DISK_DIR" \
+					--truncate-to "$to" "$FRAMES"
+				if [ "$CLIENT_STATUS" = 124 ]; then
+					assert_compositor_running
+					echo "# Mir, $backing pool truncated to 0: Mir hung in its fatal-signal handler (killed)" >&3
+					kill -KILL "$COMP_PID"
+					wait "$COMP_PID" || true
+					COMP_PID=
+					continue
+				fi
 				assert_client_lost
 				wait_compositor_death
 				assert_equal "$COMP_STATUS" 134
@@ -77,6 +89,8 @@ matrix_without() {
 				assert_output --partial "Mir fatal error: Unsupported attempt to continue after a fatal signal: SIGBUS"
 				continue
 			fi
+			run_client --backing "$backing" --dir "$DISK_DIR" \
+				--truncate-to "$to" "$FRAMES"
 			assert_client_cut_off
 			if [ "$COMP" = mir ]; then
 				mir_after_cut_off "$backing"
