@@ -515,19 +515,9 @@ kernel_blocks(struct resend_space *sp, pid_t tid)
 {
 	char *path = sp->path, *buf = sp->status, *p;
 	ssize_t n;
-	int fd, len;
-	pid_t t = tid;
-	char digits[16];
-	int k = 0;
+	int fd;
 
-	memcpy(path, "/proc/self/task/", sizeof("/proc/self/task/"));
-	len = (int)strlen(path);
-	do
-		digits[k++] = (char)('0' + t % 10);
-	while ((t /= 10) && k < 15);
-	while (k)
-		path[len++] = digits[--k];
-	memcpy(path + len, "/status", 8);
+	nsb_proc_path(path, sizeof(sp->path), "/proc/self/task/", (unsigned long)tid, "/status");
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return true;	/* gone: not a candidate */

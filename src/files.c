@@ -519,8 +519,7 @@ path_descriptor(int fd)
 	/* 0: not tried; 1: gives O_PATH (checked once); 2: not here. */
 	static _Atomic int open_tree_state;
 	int state = atomic_load_explicit(&open_tree_state, memory_order_relaxed), pfd;
-	char link[32] = "/proc/self/fd/", *p = link + strlen(link), digits[12];
-	int n = 0;
+	char link[32];
 
 	if (state != 2) {
 		pfd = (int)syscall(SYS_open_tree, fd, "", AT_EMPTY_PATH | O_CLOEXEC);
@@ -535,12 +534,7 @@ path_descriptor(int fd)
 		atomic_store_explicit(&open_tree_state, 2, memory_order_relaxed);
 	}
 	/* (No snprintf: an interposed close may get here from a handler.) */
-	do
-		digits[n++] = (char)('0' + fd % 10);
-	while ((fd /= 10) && n < (int)sizeof(digits));
-	while (n)
-		*p++ = digits[--n];
-	*p = '\0';
+	nsb_proc_path(link, sizeof(link), "/proc/self/fd/", (unsigned long)fd, "");
 	return (int)syscall(SYS_openat, AT_FDCWD, link, O_PATH | O_CLOEXEC);
 }
 

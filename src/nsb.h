@@ -296,6 +296,28 @@ nsb_log2(size_t v)
 	return s;
 }
 
+/* [signal-safe] head, n in decimal, tail into buf (a /proc path such as
+ * "/proc/self/fd/" N), cut to size - 1 bytes; no stdio, which a handler
+ * may not use. */
+static inline void
+nsb_proc_path(char *buf, size_t size, const char *head, unsigned long n, const char *tail)
+{
+	char digits[24];
+	size_t at = 0;
+	int k = 0;
+
+	do
+		digits[k++] = (char)('0' + n % 10);
+	while ((n /= 10) != 0);
+	for (; *head && at + 1 < size; head++)
+		buf[at++] = *head;
+	while (k && at + 1 < size)
+		buf[at++] = digits[--k];
+	for (; *tail && at + 1 < size; tail++)
+		buf[at++] = *tail;
+	buf[at] = '\0';
+}
+
 /* Everything the interposed calls need, whether or not our constructor
  * has run yet.  Cheap after the first call. */
 static inline void

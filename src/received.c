@@ -152,20 +152,12 @@ nsb_received_sender(uint64_t dev, uint64_t ino, int *pid, char comm[16])
 static void
 read_comm(int pid, char comm[16])
 {
-	char path[32] = "/proc/";
-	char digits[12];
-	size_t at = strlen(path);
-	int i = 0, fd;
+	char path[32];
 	ssize_t n;
+	int fd;
 
 	comm[0] = '\0';
-	do {
-		digits[i++] = (char)('0' + pid % 10);
-		pid /= 10;
-	} while (pid && i < (int)sizeof(digits));
-	while (i)
-		path[at++] = digits[--i];
-	memcpy(path + at, "/comm", 6);
+	nsb_proc_path(path, sizeof(path), "/proc/", (unsigned long)pid, "/comm");
 	fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;

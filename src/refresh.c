@@ -50,7 +50,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
-#include <stdio.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -122,7 +121,7 @@ map_in_child(struct job *j, int fd)
 
 	if (!j->stack && !(j->stack = nsb_scratch(CHILD_STACK)))
 		return;
-	snprintf(j->path, sizeof(j->path), "/proc/self/fd/%d", fd);
+	nsb_proc_path(j->path, sizeof(j->path), "/proc/self/fd/", (unsigned long)fd, "");
 	j->mapped = 0;
 	sigfillset(&all);
 	nsb_sys_sigmask(SIG_BLOCK, &all, &old);
