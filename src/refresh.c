@@ -76,6 +76,8 @@ struct job {
 	int tries;
 	volatile size_t mapped;	/* runs mapped, from the first */
 	char *stack;		/* the child's, from scratch memory */
+	int fd, fd_flags;	/* the record's file's descriptor, once looked
+				 * for (-2: not yet), and its F_GETFL */
 };
 
 /* Maps the job's runs from fd, in order, until one fails. */
@@ -137,10 +139,14 @@ static size_t
 map_from_file(struct job *j)
 {
 	const struct nsb_range *r = j->r;
-	int prot = (int)(r->meta & NSB_META_PROT), flags;
+	int prot = (int)(r->meta & NSB_META_PROT), flags, fd;
 	bool shared = r->meta & NSB_META_SHARED, readable;
-	int fd = nsb_files_descriptor(r->file, &flags);
 
+	/* Looked for once a record: a scan of /proc/self/fd. */
+	if (j->fd == -2)
+		j->fd = nsb_files_descriptor(r->file, &j->fd_flags);
+	fd = j->fd;
+	flags = j->fd_flags;
 	if (fd < 0)
 		return 0;
 	readable = !(flags & O_PATH) && (flags & O_ACCMODE) != O_WRONLY;
@@ -199,6 +205,7 @@ refresh_record(struct job *j, const struct nsb_range *r, uint64_t size)
 
 	j->r = r;
 	j->n = 0;
+	j->fd = -2;
 	for (uintptr_t a = r->start; a < r->end; a += unit) {
 		uint64_t off = r->off + (a - r->start);
 
