@@ -313,6 +313,25 @@ core_reexec(const char *scenario, const char *const *settings)
 }
 
 /*
+ * Runs "argv0 scenario" once under each fill (NOSIGBUS_FILL page, range
+ * and auto), each in a fresh exec; every one must exit 0.
+ */
+static inline void
+core_reexec_each_fill(const char *scenario, const char *what)
+{
+	static const char *const fills[] = { "page", "range", "auto" };
+
+	for (int i = 0; i < 3; i++) {
+		char env[64];
+		const char *settings[] = { env, NULL };
+
+		snprintf(env, sizeof(env), "NOSIGBUS_FILL=%s", fills[i]);
+		nsbt_expect_exit(core_reexec(scenario, settings), 0,
+				 nsbt_fmt("%s, fill=%s", what, fills[i]));
+	}
+}
+
+/*
  * The library reads its NOSIGBUS_* variables once, at start: a test that
  * depends on one (NOSIGBUS_POLICY=flag, say: the default became shm)
  * re-executes itself with it set, unless it already is.

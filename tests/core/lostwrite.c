@@ -224,8 +224,6 @@ swap_child(void *arg)
 	printf("ok: a written rescued page in swap survived a later fill over it\n");
 }
 
-static const char *const fills[] = { "page", "range", "auto" };
-
 int
 main(int argc, char **argv)
 {
@@ -243,14 +241,7 @@ main(int argc, char **argv)
 		return 0;
 	}
 	if (strcmp(what, "attack") == 0) {
-		for (int i = 0; i < 3; i++) {
-			char env[64];
-			const char *settings[] = { env, NULL };
-
-			snprintf(env, sizeof(env), "NOSIGBUS_FILL=%s", fills[i]);
-			nsbt_expect_exit(core_reexec("attack-one", settings), 0,
-					 nsbt_fmt("fill=%s", fills[i]));
-		}
+		core_reexec_each_fill("attack-one", "lost-write attack");
 		return 0;
 	}
 	if (strcmp(what, "swap") == 0) {

@@ -408,7 +408,6 @@ errors(void)
 int
 main(int argc, char **argv)
 {
-	static const char *const fills[] = { "page", "range", "auto" };
 	const char *what = argc > 1 ? argv[1] : "shared";
 
 	ps = nsbt_page();
@@ -416,14 +415,7 @@ main(int argc, char **argv)
 	if (strcmp(what, "shared-one") == 0) {
 		shared();
 	} else if (strcmp(what, "shared") == 0) {
-		for (int i = 0; i < 3; i++) {
-			char env[64];
-			const char *settings[] = { env, NULL };
-
-			snprintf(env, sizeof(env), "NOSIGBUS_FILL=%s", fills[i]);
-			nsbt_expect_exit(core_reexec("shared-one", settings), 0,
-					 nsbt_fmt("refresh, fill=%s", fills[i]));
-		}
+		core_reexec_each_fill("shared-one", "refresh");
 	} else if (strcmp(what, "private") == 0) {
 		nsbt_expect_exit(nsbt_run(private_child, NULL), 0, "refresh of a private mapping");
 	} else if (strcmp(what, "locks") == 0) {

@@ -209,7 +209,6 @@ dontunmap_child(void *arg)
 int
 main(int argc, char **argv)
 {
-	static const char *const fills[] = { "page", "range", "auto" };
 	const char *what = argc > 1 ? argv[1] : "grow";
 
 	ps = nsbt_page();
@@ -219,14 +218,7 @@ main(int argc, char **argv)
 		return 0;
 	}
 	if (strcmp(what, "grow") == 0) {
-		for (int i = 0; i < 3; i++) {
-			char env[64];
-			const char *settings[] = { env, NULL };
-
-			snprintf(env, sizeof(env), "NOSIGBUS_FILL=%s", fills[i]);
-			nsbt_expect_exit(core_reexec("grow-one", settings), 0,
-					 nsbt_fmt("growth, fill=%s", fills[i]));
-		}
+		core_reexec_each_fill("grow-one", "growth");
 		return 0;
 	}
 	if (strcmp(what, "dontunmap") == 0) {
