@@ -1530,6 +1530,21 @@ run_refresh(struct seq *s, const struct op *op)
 }
 
 /*
+ * Where the maps cannot tell (a readable anonymous page moved onto one
+ * that looked the same), the contents can: did the source page, holding
+ * what *moved says, arrive at window page d?
+ */
+static bool
+moved_here(const struct seq *s, int d, const struct mpage *moved)
+{
+	const struct mpage *here = &s->m.pg[d];
+
+	return here->kind == K_ANON && moved->kind == K_ANON && (here->prot & PROT_READ) &&
+	       (moved->prot & PROT_READ) && here->val != moved->val &&
+	       *(volatile unsigned char *)page_addr(s, d) == moved->val;
+}
+
+/*
  * A move of several VMAs at once that failed: newer kernels move them one
  * by one, so some may have moved (MREMAP_DONTUNMAP runs out of RLIMIT_AS
  * half-way, say).  Each destination page is then unmapped, unchanged, or
@@ -1549,9 +1564,11 @@ resync_move(struct seq *s, const struct op *op)
 			memset(&s->m.pg[d], 0, sizeof(s->m.pg[d]));
 			continue;
 		}
-		if (page_as_modelled(s, d) || j >= op->o || s->m.pg[a].kind == K_NONE)
+		if (j >= op->o || s->m.pg[a].kind == K_NONE)
 			continue;
 		moved = s->m.pg[a];
+		if (page_as_modelled(s, d) && !moved_here(s, d, &moved))
+			continue;
 		if (!mpage_matches(s, &moved, &s->k[d], false))
 			continue;
 		s->m.pg[d] = moved;
