@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -59,6 +60,79 @@ struct busy {
  * pays nothing for it at start-up), from memory.c. */
 static struct busy *busy;
 static char *signal_space;	/* nsb_signal_space() */
+
+/*
+ * A fill of many units is populated with the shared zero page at once
+ * (MADV_POPULATE_READ, Linux 5.14): the file's pages are read with the
+ * kernel's fault-around, 16 a fault, while fresh anonymous memory faults
+ * once a page, so a compositor reading a truncated buffer's replaced tail
+ * paid one fault a page where the same buffer untruncated costs a
+ * sixteenth of that (issue 24's hostile frame, 1.55-1.75x; populated,
+ * about 1x).  At most POPULATE_MAX bytes a rescue: populating costs
+ * about a tenth of a fault a page, and a pool may be far bigger than the
+ * buffer read from it (a hostile client may make it so): 64 MiB covers a
+ * 5K buffer.
+ *
+ * Only where a read of anonymous memory maps the zero page: populating
+ * must cost time, never memory (else a client could make a compositor
+ * allocate 64 MiB a pool).  Some kernels never map it (a paravirtualised
+ * guest booted with pvm_no_zero_page=1; s390 under KVM), and transparent
+ * huge pages map a huge zero page only with use_zero_page set.  Asked
+ * once, when the handler is installed: one anonymous page populated, and
+ * /proc/self/pagemap says whether what got mapped there is this
+ * process's own page (bit 56, "exclusively mapped", which unprivileged
+ * readers see too) or the shared zero page.  NSB_TEST_POPULATE=on or off
+ * decides instead (tests).
+ */
+#define POPULATE_MAX	((size_t)64 << 20)
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+static bool populate;
+
+/* The first byte of a small file, or 0. */
+static char
+first_byte(const char *path)
+{
+	char c = 0;
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	if (syscall(SYS_read, fd, &c, 1) != 1)
+		c = 0;
+	(void)syscall(SYS_close, fd);
+	return c;
+}
+
+static bool
+zero_page_used(void)
+{
+	const char *force = nsb_config.secure ? NULL : getenv("NSB_TEST_POPULATE");
+	size_t ps = nsb_config.page_size;
+	uint64_t entry = 0;
+	bool zero = false;
+	void *p;
+	int fd;
+
+	if (force && (!strcmp(force, "on") || !strcmp(force, "off")))
+		return !strcmp(force, "on");
+	if (first_byte("/sys/kernel/mm/transparent_hugepage/enabled") &&
+	    first_byte("/sys/kernel/mm/transparent_hugepage/use_zero_page") != '1')
+		return false;
+	p = nsb_sys_mmap(NULL, ps, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return false;
+	fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && nsb_sys_madvise(p, ps, MADV_POPULATE_READ) == 0 &&
+	    syscall(SYS_pread64, fd, &entry, sizeof(entry), (off_t)((uintptr_t)p / ps * sizeof(entry))) ==
+		    (ssize_t)sizeof(entry))
+		zero = (entry >> 63 & 1) && !(entry >> 56 & 1);
+	if (fd >= 0)
+		(void)syscall(SYS_close, fd);
+	(void)nsb_sys_munmap(p, ps);
+	return zero;
+}
 
 /* [signal-safe] */
 void *
@@ -127,12 +201,17 @@ bind_now(void)
 int
 nsb_rescue_prepare(void)
 {
+	int saved_errno;
+
 	if (!busy) {
 		bind_now();
 		signal_space = nsb_memory((size_t)NSB_SPACE_USERS * NSB_SIGNAL_SLOTS * NSB_SIGNAL_SPACE);
 		if (!signal_space)
 			return -1;
 		busy = nsb_memory(BUSY_SLOTS * sizeof(*busy));
+		saved_errno = errno;
+		populate = zero_page_used();
+		errno = saved_errno;
 	}
 	return busy ? 0 : -1;
 }
@@ -250,6 +329,10 @@ replace(uintptr_t start, uintptr_t end, const struct nsb_range *r)
 		(void)nsb_sys_madvise(p, end - start, MADV_DONTFORK);
 	if (r->meta & NSB_META_WIPEONFORK)
 		(void)nsb_sys_madvise(p, end - start, MADV_WIPEONFORK);
+	/* A fill: its zero pages at once, read-only ones too (see above). */
+	if (populate && (prot & PROT_READ) && end - start > nsb_config.page_size)
+		(void)nsb_sys_madvise(p, end - start < POPULATE_MAX ? end - start : POPULATE_MAX,
+				      MADV_POPULATE_READ);
 	return true;
 }
 
