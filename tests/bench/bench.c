@@ -861,7 +861,7 @@ print_ops(void)
 
 		snprintf(key, sizeof(key), "ops.files.%d", i);
 		snprintf(nkey, sizeof(nkey), "ops.files.%d.n", i);
-		snprintf(label, sizeof(label), "  ... with %.0f other files mapped",
+		snprintf(label, sizeof(label), "memfd pair, %.0f other files mapped",
 			 ops_value(C_OPS_MANY, nkey).med);
 		ops_row(label, C_OPS_MANY, key, 1.3, "ns");
 	}
