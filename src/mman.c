@@ -1086,13 +1086,16 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 	void *new_addr = NULL, *p;
 	int err, saved_errno = errno;
 
-	if (flags & MREMAP_FIXED) {
+	/* The C library reads the fifth argument for both flags: with
+	 * MREMAP_DONTUNMAP alone it is a hint (and must be page-aligned). */
+	if (flags & (MREMAP_FIXED | MREMAP_DONTUNMAP)) {
 		va_list ap;
 
 		va_start(ap, flags);
 		new_addr = va_arg(ap, void *);
 		va_end(ap);
-		dest = (uintptr_t)new_addr;
+		if (flags & MREMAP_FIXED)
+			dest = (uintptr_t)new_addr;
 	}
 	nsb_init();
 	/* old_len == 0 duplicates a shared mapping from old on. */

@@ -331,6 +331,38 @@ dontunmap_partial_child(void *arg)
 	printf("ok: %s: the records follow what moved\n", name);
 }
 
+/*
+ * MREMAP_DONTUNMAP without MREMAP_FIXED: the fifth argument is a hint
+ * (glibc passes it for either flag).  A protected page moved to a free
+ * hint lands there, its record with it; an unaligned one is EINVAL, as
+ * without the library (which passed NULL instead: "moved elsewhere", and
+ * success).  An unprotected page does the same.
+ */
+static void
+dontunmap_hint_child(void *arg)
+{
+	const char *name = "MREMAP_DONTUNMAP with a hint";
+	char *w = window(), *hint = w + 12 * ps, *q;
+
+	(void)arg;
+	NSBT_CHECK(munmap(hint, 2 * ps) == 0, "munmap: %s", strerror(errno));
+	core_map(w + 7 * ps, ps, CORE_PROT_RW, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NOSIGBUS,
+		 -1, 0);
+	q = mremap(w + 7 * ps, ps, ps, MREMAP_MAYMOVE | MREMAP_DONTUNMAP, hint);
+	NSBT_CHECK(q == hint, "%s: the protected page went to %p, not the hint %p (%s)", name,
+		   (void *)q, (void *)hint, q == MAP_FAILED ? strerror(errno) : "moved");
+	expect_record(w + 7 * ps, true, "the source, kept");
+	expect_record(hint, true, "the page at the hint");
+	q = mremap(w + 2 * ps, ps, ps, MREMAP_MAYMOVE | MREMAP_DONTUNMAP, hint + ps);
+	NSBT_CHECK(q == hint + ps, "%s: an unprotected page went to %p, not the hint %p", name,
+		   (void *)q, (void *)(hint + ps));
+	errno = 0;
+	q = mremap(w + 3 * ps, ps, ps, MREMAP_MAYMOVE | MREMAP_DONTUNMAP, w + 20 * ps + 1);
+	NSBT_CHECK(q == MAP_FAILED && errno == EINVAL, "%s: an unaligned hint gave %s", name,
+		   q == MAP_FAILED ? strerror(errno) : "success");
+	printf("ok: %s: the page lands at the hint, an unaligned hint is EINVAL\n", name);
+}
+
 static void
 run_one(const char *what, void (*fn)(void *))
 {
@@ -562,6 +594,7 @@ main(int argc, char **argv)
 		run_one("move of one page of a longer VMA", vma_past_span_child);
 		run_one("MREMAP_DONTUNMAP over a hole", dontunmap_hole_child);
 		run_one("MREMAP_DONTUNMAP failing half-way", dontunmap_partial_child);
+		run_one("MREMAP_DONTUNMAP with a hint", dontunmap_hint_child);
 		return 0;
 	}
 	if (strcmp(argv[1], "hugetlb") != 0)
