@@ -26,17 +26,28 @@
 
 struct nsb_counters nsb_counters;
 
+/* On the handler's stack, which may be an 8 KiB alternate one: the
+ * handler's every path has 1 KiB of its own (SPEC §5).  A path takes at
+ * most PATH_ROOM of it, so that the rest of the line always fits. */
 struct line {
-	char buf[512];
+	char buf[384];
 	size_t len;
 };
+#define PATH_ROOM 200
+
+/* [signal-safe] At most max bytes of s. */
+static void
+put_max(struct line *l, const char *s, size_t max)
+{
+	while (*s && max-- && l->len < sizeof(l->buf) - 1)
+		l->buf[l->len++] = *s++;
+}
 
 /* [signal-safe] */
 static void
 put(struct line *l, const char *s)
 {
-	while (*s && l->len < sizeof(l->buf) - 1)
-		l->buf[l->len++] = *s++;
+	put_max(l, s, sizeof(l->buf));
 }
 
 /* [signal-safe] */
@@ -107,7 +118,11 @@ put_mapping(struct line *l, uint32_t file, uint32_t meta)
 	char comm[16];
 	int pid;
 
-	put(l, path ? path : (meta & NSB_META_ANON) ? "anonymous" : "unknown");
+	if (path && strlen(path) > PATH_ROOM) {
+		put(l, "...");
+		path += strlen(path) - PATH_ROOM;
+	}
+	put_max(l, path ? path : (meta & NSB_META_ANON) ? "anonymous" : "unknown", PATH_ROOM);
 	if (nsb_files_identity(file, &dev, &ino) && nsb_received_sender(dev, ino, &pid, comm)) {
 		put(l, " from ");
 		if (pid > 0) {
