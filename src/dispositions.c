@@ -107,6 +107,13 @@ static __thread siginfo_t held_thread_info __attribute__((tls_model("initial-exe
 static __thread unsigned held_thread_gen __attribute__((tls_model("initial-exec")));
 static atomic_uint discard_gen;
 
+/* A vfork child's view of its SIGBUS bit, once it changes it (`blocked`
+ * is its parent's: the child runs on the parent's thread's memory), for
+ * the mask calls it makes and for its exec; forgotten by the parent's
+ * next mask call. */
+static pid_t vfork_view_pid;
+static bool vfork_view;
+
 static void note_blocker(bool is_blocking);
 static void set_blocked(bool b);
 
@@ -304,7 +311,11 @@ nsb_disp_install(void)
 
 	if (atomic_load(&installed))
 		return 0;
-	nsb_process_note_pid();
+	/* A child that shares our memory (vfork, clone(CLONE_VM)) has signal
+	 * actions of its own: installing there would tell the owner that
+	 * its kernel holds our handler when it does not. */
+	if (nsb_in_vfork_child())
+		return -1;
 	nsb_lock(&nsb_disp_lock);
 	if (!atomic_load(&installed)) {
 		void *p = state ? state : nsb_memory(sizeof(*state));
@@ -732,6 +743,12 @@ nsb_disp_mask(int how, const sigset_t *set, sigset_t *old)
 			return sigmask_call(how, set, old);
 	}
 	was = blocked;
+	if (vfork_view_pid) {
+		if (!nsb_in_vfork_child())
+			vfork_view_pid = 0;	/* its child has gone */
+		else if (vfork_view_pid == getpid())
+			was = vfork_view;
+	}
 	now = was;
 	if (set) {
 		copy = *set;	/* the C library reads it too */
@@ -741,9 +758,20 @@ nsb_disp_mask(int how, const sigset_t *set, sigset_t *old)
 		sigdelset(&copy, SIGBUS);
 	}
 	/* A vfork child has its own mask but our memory: a change of its
-	 * SIGBUS bit goes to its kernel mask, never to the parent's view. */
-	if (set && now != was && nsb_in_vfork_child())
-		return sigmask_call(how, set, old);
+	 * SIGBUS bit goes to its kernel mask and to a view of its own (for
+	 * its exec), never to the parent's view. */
+	if (nsb_in_vfork_child() && (vfork_view_pid == getpid() || (set && now != was))) {
+		ret = sigmask_call(how, set, old);
+		if (ret)
+			return ret;
+		vfork_view = now;
+		vfork_view_pid = getpid();
+		if (old && was)
+			sigaddset(old, SIGBUS);
+		else if (old)
+			sigdelset(old, SIGBUS);
+		return 0;
+	}
 	/* The kernel sets the mask, then writes old: EFAULT after a change. */
 	ret = sigmask_call(how, set ? &copy : NULL, old);
 	if (ret && ret != EFAULT)
@@ -814,8 +842,15 @@ nsb_disp_wait_begin(struct nsb_wait *w, const sigset_t *mask)
 	sigdelset(&w->copy, SIGBUS);
 	w->kmask = &w->copy;
 	if (!blocked && held()) {
-		/* A pending, now unblocked signal: handled, then EINTR. */
+		/* A pending, now unblocked signal: handled, then EINTR - and
+		 * so is every other signal pending that the wait's mask
+		 * unblocks, as the kernel's wait would have it: the wait's
+		 * mask, for as long as one system call. */
+		sigset_t saved;
+
 		deliver_held();
+		if (kernel_mask(SIG_SETMASK, &w->copy, &saved) == 0)
+			kernel_mask(SIG_SETMASK, &saved, NULL);
 		set_blocked(w->was);
 		return EINTR;
 	}
@@ -1168,6 +1203,8 @@ nsb_disp_before_exec(struct nsb_exec *x)
 	read_action(SIGBUS, &act);
 	x->ignored = act.sa_handler == SIG_IGN;
 	x->blocked = blocked;
+	if (vfork_view_pid && nsb_in_vfork_child() && vfork_view_pid == getpid())
+		x->blocked = vfork_view;
 	if (x->blocked) {
 		sigbus_only(&bus);
 		kernel_mask(SIG_BLOCK, &bus, &x->saved_mask);

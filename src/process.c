@@ -177,8 +177,13 @@ nsb_in_vfork_child(void)
 	return owner_pid && getpid() != owner_pid;
 }
 
-/* Learnt when it first matters (the library's handler is installed), not
- * at start-up, which costs nothing it does not need. */
+/* Learnt at start-up (nsb_process_start) and in a fork child: learnt
+ * later, the first process to need it might be a child that shares our
+ * memory without being a thread (clone(CLONE_VM) without CLONE_THREAD,
+ * which LTP's clone tests make), and the real owner would then be taken
+ * for a vfork child for good: its handler never installed, its mask
+ * changes never seen.  Kept for a library loaded by dlopen from such a
+ * child. */
 void
 nsb_process_note_pid(void)
 {
@@ -225,13 +230,15 @@ after_fork_child(void)
  * registration and the others in order, so ours take the library's locks
  * after every handler of the program's has run, and give them back (or
  * reset them, in the child) before any runs: a program's handler may map,
- * unmap, mprotect and change signals like any code.  No system call: the
- * C library keeps its first handlers in static storage.  (Loaded later
- * with dlopen, the library's handlers come after those registered before:
- * such a program's handlers must not call the interposed functions.)
+ * unmap, mprotect and change signals like any code.  The C library keeps
+ * its first handlers in static storage; the one system call is getpid.
+ * (Loaded later with dlopen, the library's handlers come after those
+ * registered before: such a program's handlers must not call the
+ * interposed functions.)
  */
 void
 nsb_process_start(void)
 {
+	nsb_process_note_pid();
 	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }

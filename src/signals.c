@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * signals.c - the interposed signal calls: sigaction and its older
- * relatives, the mask calls, sigpending and sigsuspend.
+ * relatives, the mask calls (the BSD ones too), sigpending and sigsuspend.
  *
  * Thin shims: each keeps the C library's contract (return value, errno,
  * EFAULT for a bad pointer where it gives EFAULT) and hands the work to
@@ -117,6 +117,13 @@ signal(int sig, sighandler_t handler)
 
 NSB_EXPORT sighandler_t
 bsd_signal(int sig, sighandler_t handler)
+{
+	return bsd_semantics(sig, handler);
+}
+
+/* glibc's third name for its BSD signal(). */
+NSB_EXPORT sighandler_t
+ssignal(int sig, sighandler_t handler)
 {
 	return bsd_semantics(sig, handler);
 }
@@ -267,5 +274,112 @@ NSB_EXPORT int
 sigpending(sigset_t *set)
 {
 	return nsb_disp_pending(set);
+}
+
+/*
+ * ---- the BSD mask calls -------------------------------------------------
+ *
+ * sigblock, sigsetmask, siggetmask and sigpause take and give an int whose
+ * bit sig - 1 stands for signals 1 to 32.  glibc's call its own
+ * sigprocmask and sigsuspend, not through the PLT: without these shims
+ * SIGBUS got blocked for real (the next fault killed), and the view went
+ * stale (dash unblocks with sigsetmask(0) in its vfork children: every
+ * command of sh -c, system() and popen() then started with SIGBUS
+ * blocked).  Defined under their symbols' names: <signal.h> maps sigpause
+ * to __xpg_sigpause.
+ */
+int nsb_sigblock(int mask) __asm__("sigblock");
+int nsb_sigsetmask(int mask) __asm__("sigsetmask");
+int nsb_siggetmask(void) __asm__("siggetmask");
+int nsb_sigpause_either(int sig_or_mask, int is_sig) __asm__("__sigpause");
+int nsb_sigpause_bsd(int mask) __asm__("sigpause");
+int nsb_sigpause_xpg(int sig) __asm__("__xpg_sigpause");
+
+static void
+old_mask_set(sigset_t *set, int mask)
+{
+	sigemptyset(set);
+	for (int sig = 1; sig <= 32; sig++)
+		if ((unsigned)mask >> (sig - 1) & 1)
+			(void)sigaddset(set, sig);	/* glibc's own two refuse */
+}
+
+static int
+old_mask_get(const sigset_t *set)
+{
+	unsigned mask = 0;
+
+	for (int sig = 1; sig <= 32; sig++)
+		if (sigismember(set, sig) == 1)
+			mask |= 1u << (sig - 1);
+	return (int)mask;
+}
+
+static int
+old_mask_call(int how, int mask)
+{
+	sigset_t set, old;
+	int err;
+
+	old_mask_set(&set, mask);
+	err = nsb_disp_mask(how, &set, &old);
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return old_mask_get(&old);
+}
+
+NSB_EXPORT int
+nsb_sigblock(int mask)
+{
+	return old_mask_call(SIG_BLOCK, mask);
+}
+
+NSB_EXPORT int
+nsb_sigsetmask(int mask)
+{
+	return old_mask_call(SIG_SETMASK, mask);
+}
+
+NSB_EXPORT int
+nsb_siggetmask(void)
+{
+	return old_mask_call(SIG_BLOCK, 0);
+}
+
+NSB_EXPORT int
+nsb_sigpause_either(int sig_or_mask, int is_sig)
+{
+	sigset_t set;
+	int err;
+
+	if (!is_sig) {
+		old_mask_set(&set, sig_or_mask);
+		return sigsuspend(&set);
+	}
+	/* The X/Open one: the mask without sig. */
+	err = nsb_disp_mask(SIG_BLOCK, NULL, &set);
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	if (sig_or_mask <= 0 || sigdelset(&set, sig_or_mask) < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	return sigsuspend(&set);
+}
+
+NSB_EXPORT int
+nsb_sigpause_bsd(int mask)
+{
+	return nsb_sigpause_either(mask, 0);
+}
+
+NSB_EXPORT int
+nsb_sigpause_xpg(int sig)
+{
+	return nsb_sigpause_either(sig, 1);
 }
 

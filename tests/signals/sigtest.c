@@ -4851,6 +4851,170 @@ struct scenario {
 	const char *env;	/* NAME=VALUE for both runs, or NULL */
 };
 
+/*
+ * glibc's BSD mask calls and ssignal() (an adversarial review's finding):
+ * they call glibc's own sigprocmask, sigsuspend and sigaction, so without
+ * shims sigblock(sigmask(SIGBUS)) blocked SIGBUS for real (the next
+ * protected fault killed), sigsetmask(0) left the view stale, and
+ * ssignal(SIGBUS, h) replaced the library's handler in the kernel.
+ */
+/* A signal's bit in the BSD calls' int (glibc's sigmask() is deprecated). */
+#define OLD_BIT(sig) (1 << ((sig) - 1))
+
+static void
+body_bsd_masks(char **a)
+{
+	int old, r, e;
+
+	(void)a;
+	install(SIGBUS, on_bus_info, SA_SIGINFO, NULL);
+	install(SIGUSR1, on_usr1, 0, NULL);
+	setup_library();
+	old = sigblock(OLD_BIT(SIGBUS));
+	printf("sigblock(BUS) old=%#x mask=%#lx\n", old, cur_mask());
+	rescue_check("SIGBUS blocked by sigblock");
+	raise(SIGBUS);
+	printf("held: pending=%d calls=%d getmask=%#x\n", is_pending(SIGBUS), hs.calls, siggetmask());
+	old = sigsetmask(0);
+	printf("sigsetmask(0) old=%#x calls=%d mask=%#lx pending=%d\n", old, hs.calls, cur_mask(),
+	       is_pending(SIGBUS));
+	old = sigsetmask(OLD_BIT(SIGBUS) | OLD_BIT(SIGUSR1));
+	raise(SIGUSR1);
+	raise(SIGBUS);
+	rescue_check("SIGBUS blocked by sigsetmask");
+	/* X/Open sigpause: the mask without SIGUSR1, for the wait. */
+	r = sigpause(SIGUSR1);
+	e = errno;
+	printf("sigpause(USR1)=%d %s usr1=%d calls=%d mask=%#lx pending=%d\n", r, ename(e),
+	       usr1_count, hs.calls, cur_mask(), is_pending(SIGBUS));
+	r = sigpause(0);
+	e = errno;
+	printf("sigpause(0)=%d %s\n", r, ename(e));
+	old = sigsetmask(0);
+	printf("sigsetmask(0) old=%#x calls=%d mask=%#lx\n", old, hs.calls, cur_mask());
+	printf("ssignal(BUS, plain) returned the old handler: %d\n",
+	       ssignal(SIGBUS, on_bus_plain) == (sighandler_t)(void (*)(void))on_bus_info);
+	rescue_check("after ssignal");
+	raise(SIGBUS);
+	printf("after ssignal: plain calls=%d\n", hs.plain_calls);
+}
+
+/*
+ * dash's way of running a command: every signal blocked with
+ * sigprocmask, vfork, and in the child sigsetmask(0), then exec.  The new
+ * program starts with nothing blocked (it started with SIGBUS blocked:
+ * the child's unblocking went unseen, and exec handed the parent's view
+ * on).  A vfork child that blocks SIGBUS hands that on.
+ */
+static void
+body_bsd_vfork_exec(char **a)
+{
+	sigset_t all, saved;
+	int status;
+
+	(void)a;
+	setup_library();
+	for (int round = 0; round < 2; round++) {
+		pid_t pid;
+
+		sigfillset(&all);
+		NSBT_CHECK(sigprocmask(SIG_SETMASK, &all, &saved) == 0, "sigprocmask");
+		fflush(stdout);
+		pid = vfork();
+		NSBT_CHECK(pid >= 0, "vfork");
+		if (pid == 0) {
+			sigsetmask(round ? OLD_BIT(SIGBUS) : 0);
+			execv(nolib_path(), (char *[]){ (char *)"helper", (char *)"--body",
+							(char *)"report", NULL });
+			_exit(127);
+		}
+		NSBT_CHECK(sigprocmask(SIG_SETMASK, &saved, NULL) == 0, "sigprocmask");
+		waitpid(pid, &status, 0);
+		printf("round %d: helper %s; parent's mask %#lx\n", round, nsbt_status_str(status),
+		       cur_mask());
+	}
+	rescue_check("after the vfork children");
+}
+
+/*
+ * A wait whose mask unblocks a held SIGBUS and other pending signals runs
+ * every one of their handlers, as the kernel's does (sigsuspend, ppoll,
+ * pselect): the library delivered its held SIGBUS and returned EINTR, and
+ * the others stayed pending behind the mask.
+ */
+static void
+body_wait_held_others(char **a)
+{
+	static const char *const waits[] = { "sigsuspend", "ppoll", "pselect" };
+	sigset_t all, none;
+
+	(void)a;
+	install(SIGBUS, on_bus_info, SA_SIGINFO, NULL);
+	install(SIGUSR1, on_usr1, 0, NULL);
+	install(SIGUSR2, on_usr2, 0, NULL);
+	setup_library();
+	sigfillset(&all);
+	sigemptyset(&none);
+	for (int w = 0; w < 3; w++) {
+		struct timespec zero = { 0, 0 };
+		int r, e;
+
+		NSBT_CHECK(sigprocmask(SIG_SETMASK, &all, NULL) == 0, "sigprocmask");
+		kill(getpid(), SIGUSR1);
+		kill(getpid(), SIGBUS);
+		kill(getpid(), SIGUSR2);
+		r = w == 0 ? sigsuspend(&none)
+		    : w == 1 ? ppoll(NULL, 0, &zero, &none)
+			     : pselect(0, NULL, NULL, NULL, &zero, &none);
+		e = errno;
+		printf("%s=%d %s usr1=%d bus=%d usr2=%d mask=%#lx\n", waits[w], r, ename(e),
+		       usr1_count, hs.calls, usr2_count, cur_mask());
+		NSBT_CHECK(sigprocmask(SIG_SETMASK, &none, NULL) == 0, "sigprocmask");
+		printf("unblocked: usr1=%d bus=%d usr2=%d\n", usr1_count, hs.calls, usr2_count);
+	}
+	rescue_check("after the waits");
+}
+
+/*
+ * A child that shares our memory without being a thread
+ * (clone(CLONE_VM), as LTP's clone tests make) is the first to block
+ * SIGBUS, which installs the library's handler: the parent stays the
+ * owner of the library (it was taken for a vfork child for good: its
+ * mask changes unseen, SIGBUS never unblocked, no protection).
+ */
+static int
+clone_vm_child(void *arg)
+{
+	sigset_t bus;
+
+	(void)arg;
+	sigemptyset(&bus);
+	sigaddset(&bus, SIGBUS);
+	sigprocmask(SIG_BLOCK, &bus, NULL);
+	return 0;
+}
+
+static void
+body_clone_vm_install(char **a)
+{
+	size_t size = 64 * 1024;
+	char *stack = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int status;
+	pid_t pid;
+
+	(void)a;
+	NSBT_CHECK(stack != MAP_FAILED, "mmap");
+	pid = clone(clone_vm_child, stack + size, CLONE_VM | SIGCHLD, NULL);
+	NSBT_CHECK(pid > 0, "clone: %s", strerror(errno));
+	NSBT_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+	printf("child: %s; parent: BUS blocked=%d\n", nsbt_status_str(status), is_blocked(SIGBUS));
+	block(SIG_BLOCK, SIGBUS);
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("parent, blocked and unblocked: BUS blocked=%d\n", is_blocked(SIGBUS));
+	setup_library();
+	rescue_check("in the parent of a CLONE_VM child");
+}
+
 static const struct scenario scenarios[] = {
 	{ "install-before-sigaction", body_install_before_sigaction, EXIT(0), NULL },
 	{ "install-after-sigaction", body_install_after_sigaction, EXIT(0), NULL },
@@ -4933,6 +5097,10 @@ static const struct scenario scenarios[] = {
 	{ "chain-back", body_chain_back, KILLED(SIGBUS), NULL },
 	{ "envcheck", body_envcheck, EXIT(0), NULL },
 	{ "envcheck-var", body_envcheck_var, EXIT(0), NULL },
+	{ "bsd-masks", body_bsd_masks, EXIT(0), NULL },
+	{ "bsd-vfork-exec", body_bsd_vfork_exec, EXIT(0), NULL },
+	{ "wait-held-others", body_wait_held_others, EXIT(0), NULL },
+	{ "clone-vm-install", body_clone_vm_install, EXIT(0), NULL },
 	{ "report", body_report, EXIT(0), NULL },
 	{ NULL, NULL, 0, NULL },
 };
