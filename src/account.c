@@ -21,9 +21,10 @@
  * again.
  *
  * Memory: a header and one bit per unit, from size classes carved out of
- * the library's own memory (memory.c), or a mapping of its own for an
- * account bigger than a page (a mapping of more than 128 MiB of 4 KiB
- * pages).  Accounts are counted by the records that name them, like the
+ * the library's own memory (memory.c); an account bigger than half a page
+ * (a mapping of more than 64 MiB of 4 KiB pages) is an allocation of its
+ * own there, reused once released, never a mapping wherever the kernel
+ * would put it (the program may take such an address back).  Accounts are counted by the records that name them, like the
  * files (files.c), and let go only when the table lock is released, after
  * every handler that could still hold one has left (ranges.c).
  *
@@ -45,7 +46,7 @@ struct nsb_account {
 	uint64_t off0;		/* offset of bit 0, in bytes */
 	uint64_t units;
 	unsigned shift;		/* log2 of the unit */
-	unsigned class;		/* log2 of the allocation, or 0: own mapping */
+	unsigned class;		/* log2 of the allocation */
 	size_t bytes;		/* the allocation */
 	long refs;		/* records naming it */
 	bool pending;		/* on the release list */
@@ -55,7 +56,7 @@ struct nsb_account {
 	atomic_ulong bits[];
 };
 
-/* Free lists by size class, up to a page. */
+/* Free lists by size class (log2 of the bytes). */
 #define CLASSES 32
 static struct nsb_account *free_list[CLASSES];
 /* Pages carved at a time, per class: doubling up to 1 MiB, so that a
@@ -86,17 +87,26 @@ allocate(size_t bytes)
 	unsigned class = MIN_CLASS;
 	char *chunk;
 
+	/* More than half a page: a class of its own size (a power of two of
+	 * pages), one allocation at a time, kept on its free list once
+	 * released.  From the library's arena like the rest: a mapping
+	 * wherever the kernel would put it is an address the program may
+	 * just have freed, and may take back with MAP_FIXED (memory.c). */
 	if (bytes > page / 2) {
-		size_t len = (bytes + page - 1) & ~(page - 1);
-
-		a = nsb_sys_mmap(NULL, len, PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (a == MAP_FAILED) {
+		while (((size_t)1 << class) < bytes || ((size_t)1 << class) < page)
+			class++;
+		if (class >= CLASSES) {
 			errno = ENOMEM;
 			return NULL;
 		}
-		a->class = 0;
-		a->bytes = len;
+		a = free_list[class];
+		if (a)
+			free_list[class] = a->next;
+		else if (!(a = nsb_memory((size_t)1 << class)))
+			return NULL;
+		memset(a, 0, (size_t)1 << class);
+		a->class = class;
+		a->bytes = (size_t)1 << class;
 		return a;
 	}
 	while (((size_t)1 << class) < bytes)
@@ -217,12 +227,8 @@ nsb_account_release_unused(void)
 		if (a->refs == 0) {
 			if (atomic_load(&a->log.faults))
 				nsb_log_unmapped(&a->log);
-			if (a->class == 0) {
-				nsb_sys_munmap(a, a->bytes);
-			} else {
-				a->next = free_list[a->class];
-				free_list[a->class] = a;
-			}
+			a->next = free_list[a->class];
+			free_list[a->class] = a;
 		}
 		a = next;
 	}

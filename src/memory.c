@@ -209,6 +209,30 @@ nsb_memory(size_t bytes)
 }
 
 /*
+ * [signal-safe] As nsb_memory, for a caller that may be a signal handler
+ * (recvmsg): NULL, with nothing done, where another thread, or the one
+ * this handler interrupted, is placing or growing the arena; and never a
+ * mapping of its own.
+ */
+void *
+nsb_memory_try(size_t bytes)
+{
+	char *base;
+	void *p = NULL;
+
+	bytes = pages(bytes);
+	if (pthread_mutex_trylock(&memory_mutex) != 0)
+		return NULL;
+	base = area_ensure(NSB_AREA_SMALL, small_used + bytes);
+	if (base) {
+		p = base + small_used;
+		small_used += bytes;
+	}
+	pthread_mutex_unlock(&memory_mutex);
+	return p;
+}
+
+/*
  * Memory for the length of one call, under the table lock: lists of
  * records and pieces.  Never a mapping of its own, which could land where
  * the call is about to put the program's mapping (MAP_FIXED, MREMAP_FIXED

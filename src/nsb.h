@@ -413,6 +413,7 @@ enum nsb_area {
 	NSB_AREAS
 };
 void *nsb_memory(size_t bytes);	/* zeroed, never freed; NULL with ENOMEM */
+void *nsb_memory_try(size_t bytes);	/* [signal-safe] the same, or NULL if busy */
 /* Area a, zeroed and usable up to bytes from its start (it never moves):
  * its start, or NULL. */
 void *nsb_memory_area(enum nsb_area a, size_t bytes);

@@ -179,13 +179,17 @@ table_ready(void)
 
 	if (t)
 		return t;
-	t = nsb_sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (t == MAP_FAILED)
+	/* From the library's arena, never a mapping wherever the kernel would
+	 * put it now: that is an address the program may just have freed
+	 * and may take back with MAP_FIXED, and our writes would land in its
+	 * memory (memory.c).  Its lock is only tried (we may be in a handler
+	 * that interrupted a holder): busy, this file is not remembered, as
+	 * if out of memory, and the next one tries again. */
+	t = nsb_memory_try(len);
+	if (!t)
 		return NULL;
-	if (!atomic_compare_exchange_strong(&table_p, &none, t)) {
-		nsb_sys_munmap(t, len);	/* another thread's is there */
-		return none;
-	}
+	if (!atomic_compare_exchange_strong(&table_p, &none, t))
+		return none;	/* another thread's is there (ours stays unused) */
 	return t;
 }
 
