@@ -51,6 +51,8 @@ struct nsb_account {
 	long refs;		/* records naming it */
 	bool pending;		/* on the release list */
 	atomic_bool unsure;	/* a unit was replaced not known past the end */
+	bool may_write;		/* a shared file mapping whose descriptor was
+				 * opened for writing (refresh.c) */
 	struct nsb_account *next;	/* release list or free list */
 	struct nsb_maplog log;		/* log.c's, about this mapping */
 	atomic_ulong bits[];
@@ -180,6 +182,7 @@ nsb_account_copy(struct nsb_account *from, uint64_t off, size_t len)
 		return a;
 	/* Table lock held: no rescue counts into from meanwhile (the
 	 * records that name it are being replaced). */
+	a->may_write = from->may_write;
 	atomic_store(&a->log.pid, atomic_exchange(&from->log.pid, 0));
 	atomic_store(&a->log.faults, atomic_exchange(&from->log.faults, 0));
 	atomic_store(&a->log.pages, atomic_exchange(&from->log.pages, 0));
@@ -344,6 +347,23 @@ bool
 nsb_account_unsure(const struct nsb_account *a)
 {
 	return a && atomic_load(&a->unsure);
+}
+
+/* Whether a shared mapping of the account's may become writable: the
+ * kernel's VM_MAYWRITE, from the descriptor it was mapped from.  A file
+ * mapped again over replaced units (refresh.c) must have the same, or a
+ * file opened read-only would become writable through mprotect. */
+void
+nsb_account_set_may_write(struct nsb_account *a, bool may)
+{
+	if (a)
+		a->may_write = may;
+}
+
+bool
+nsb_account_may_write(const struct nsb_account *a)
+{
+	return a && a->may_write;
 }
 
 /* How many units of [off, off + len) are replaced (tests, statistics). */

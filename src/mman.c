@@ -376,6 +376,13 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 			nsb_sys_munmap(p, len);
 			p = MAP_FAILED;
 			err = ENOMEM;
+		} else if (r.acct && (d.meta & NSB_META_SHARED) && !(d.meta & NSB_META_ANON)) {
+			/* Writable later (mprotect) only if the descriptor was
+			 * opened for writing: asked only when the mapping is not
+			 * writable now, which proves it (refresh.c). */
+			int fl = (prot & PROT_WRITE) ? O_RDWR : fcntl(fd, F_GETFL);
+
+			nsb_account_set_may_write(r.acct, fl >= 0 && (fl & O_ACCMODE) == O_RDWR);
 		}
 	}
 out:
@@ -1153,6 +1160,8 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 		if (!grown)
 			goto nomem;
 	}
+	nsb_account_set_may_write(dup, from.n && nsb_account_may_write(from.r[0].acct));
+	nsb_account_set_may_write(grown, has_tail && nsb_account_may_write(tail.acct));
 	for (size_t i = 0; old_len && (flags & MREMAP_DONTUNMAP) && i < from.n; i++) {
 		struct nsb_range r = from.r[i];
 

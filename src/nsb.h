@@ -557,6 +557,8 @@ void nsb_account_clear(struct nsb_account *a, uint64_t off, size_t len);
 size_t nsb_account_count(const struct nsb_account *a, uint64_t off, size_t len);
 void nsb_account_set_unsure(struct nsb_account *a);	/* [signal-safe] */
 bool nsb_account_unsure(const struct nsb_account *a);
+void nsb_account_set_may_write(struct nsb_account *a, bool may);
+bool nsb_account_may_write(const struct nsb_account *a);
 /* The memory an account of a mapping of len bytes takes. */
 size_t nsb_account_bytes(size_t len, size_t unit);
 

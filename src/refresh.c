@@ -140,7 +140,7 @@ map_from_file(struct job *j)
 {
 	const struct nsb_range *r = j->r;
 	int prot = (int)(r->meta & NSB_META_PROT), flags, fd;
-	bool shared = r->meta & NSB_META_SHARED, readable;
+	bool shared = r->meta & NSB_META_SHARED, readable, rdwr;
 
 	/* Looked for once a record: a scan of /proc/self/fd. */
 	if (j->fd == -2)
@@ -149,16 +149,17 @@ map_from_file(struct job *j)
 	flags = j->fd_flags;
 	if (fd < 0)
 		return 0;
+	/* A shared mapping gets the access mode it was made with, no more:
+	 * through a descriptor for writing, mprotect could make a file the
+	 * program opened read-only writable (and no less: mprotect could no
+	 * longer make it writable).  A private one may be written whatever
+	 * the descriptor. */
+	rdwr = shared && (nsb_account_may_write(r->acct) || (prot & PROT_WRITE));
 	readable = !(flags & O_PATH) && (flags & O_ACCMODE) != O_WRONLY;
-	if ((flags & O_ACCMODE) == O_RDWR || (readable && (!shared || !(prot & PROT_WRITE))))
+	if (readable && (!shared || ((flags & O_ACCMODE) == O_RDWR) == rdwr))
 		return map_runs(j, fd);
-	/* A shared mapping for writing if it can be (mprotect may make it
-	 * writable later), else for reading if that is enough. */
 	j->tries = 0;
-	if (shared)
-		j->oflags[j->tries++] = O_RDWR;
-	if (!shared || !(prot & PROT_WRITE))
-		j->oflags[j->tries++] = O_RDONLY;
+	j->oflags[j->tries++] = rdwr ? O_RDWR : O_RDONLY;
 	map_in_child(j, fd);
 	return j->mapped;
 }

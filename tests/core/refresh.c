@@ -44,10 +44,14 @@
  * of replaced pages, more than one batch of the library's work), all
  * shown again.
  *
+ * "access": a file opened read-only stays not writable after refresh and
+ * a resize; one opened for writing, mapped read-only, can still be made
+ * writable.
+ *
  * "errors": EINVAL for an unaligned address and a zero or wrapping length;
  * unprotected and unmapped ranges return 0; errno is kept on success.
  *
- * Usage: core-refresh shared|private|locks|dontfork|move|zero|batches|errors
+ * Usage: core-refresh shared|private|locks|dontfork|move|zero|batches|errors|access
  */
 #include "core.h"
 
@@ -381,6 +385,55 @@ batches_child(void *arg)
 	close(fd);
 }
 
+/*
+ * The access mode the mapping was made with, after refresh and after a
+ * resize: a file opened O_RDONLY and mapped MAP_SHARED | PROT_READ (its
+ * descriptor closed) stays not writable (mprotect(PROT_WRITE) EACCES, as
+ * the kernel answers; the library opened it O_RDWR to map it again, and
+ * the program's writes reached the file), and one opened O_RDWR but
+ * mapped PROT_READ can still be made writable.
+ */
+static void
+access_child(void *arg)
+{
+	bool rdwr = arg != NULL;
+	const char *what = rdwr ? "opened O_RDWR, mapped PROT_READ"
+				: "opened O_RDONLY, mapped PROT_READ";
+	char path[64];
+	int fd = shm_file(path, sizeof(path), 2), ro;
+	char *p;
+
+	ro = open(path, rdwr ? O_RDWR : O_RDONLY);
+	NSBT_CHECK(ro >= 0, "open %s: %s", path, strerror(errno));
+	p = core_map(NULL, 2 * ps, PROT_READ, MAP_SHARED | MAP_NOSIGBUS, ro, 0);
+	close(ro);
+	core_truncate(fd, 0);
+	(void)*(volatile char *)p;	/* rescued */
+	(void)*(volatile char *)(p + ps);
+	core_truncate(fd, (off_t)(2 * ps));
+	for (int how = 0; how < 2; how++) {
+		if (how == 0) {
+			NSBT_CHECK(nosigbus_refresh(p, 2 * ps) >= 1, "%s: refresh showed nothing", what);
+		} else {
+			p = mremap(p, 2 * ps, 3 * ps, MREMAP_MAYMOVE);
+			NSBT_CHECK(p != MAP_FAILED, "mremap: %s", strerror(errno));
+		}
+		errno = 0;
+		for (size_t i = 0; i < 2; i++) {
+			int r = mprotect(p + i * ps, ps, PROT_READ | PROT_WRITE);
+
+			NSBT_CHECK(rdwr ? r == 0 : r == -1 && errno == EACCES,
+				   "%s, after %s: mprotect(PROT_WRITE) of page %zu: %s", what,
+				   how ? "a resize" : "refresh", i, r == 0 ? "allowed" : strerror(errno));
+			if (r == 0)
+				(void)mprotect(p + i * ps, ps, PROT_READ);
+		}
+	}
+	unlink(path);
+	close(fd);
+	printf("ok: %s: the access mode of the mapping, after refresh and a resize\n", what);
+}
+
 static void
 errors(void)
 {
@@ -432,8 +485,11 @@ main(int argc, char **argv)
 		nsbt_expect_exit(nsbt_run(batches_child, NULL), 0, "refresh in batches");
 	} else if (strcmp(what, "errors") == 0) {
 		errors();
+	} else if (strcmp(what, "access") == 0) {
+		nsbt_expect_exit(nsbt_run(access_child, NULL), 0, "a file opened read-only");
+		nsbt_expect_exit(nsbt_run(access_child, (void *)1), 0, "a file opened for writing");
 	} else {
-		nsbt_fail("usage: %s shared|private|locks|dontfork|move|zero|batches|errors", argv[0]);
+		nsbt_fail("usage: %s shared|private|locks|dontfork|move|zero|batches|errors|access", argv[0]);
 	}
 	return 0;
 }
