@@ -64,7 +64,7 @@ static struct nsb_account *free_list[CLASSES];
 /* Pages carved at a time, per class: doubling up to 1 MiB, so that a
  * process with tens of thousands of mappings spends a few VMAs of its
  * vm.max_map_count on accounts, and one with a few spends a page. */
-static size_t chunk_pages[CLASSES];
+static uint32_t chunk_pages[CLASSES];	/* (.bss: see tests/bench/startup.c) */
 #define MAX_CHUNK ((size_t)1 << 20)
 static struct nsb_account *release_list;
 static uint64_t next_id = 1;
@@ -117,9 +117,9 @@ allocate(size_t bytes)
 		size_t len;
 
 		chunk_pages[class] = chunk_pages[class] ? chunk_pages[class] * 2 : 1;
-		if (chunk_pages[class] * page > MAX_CHUNK)
-			chunk_pages[class] = MAX_CHUNK / page ? MAX_CHUNK / page : 1;
-		len = chunk_pages[class] * page;
+		if ((size_t)chunk_pages[class] * page > MAX_CHUNK)
+			chunk_pages[class] = MAX_CHUNK / page ? (uint32_t)(MAX_CHUNK / page) : 1;
+		len = (size_t)chunk_pages[class] * page;
 		chunk = nsb_memory(len);
 		if (!chunk)
 			return NULL;

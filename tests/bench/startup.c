@@ -53,6 +53,9 @@ static const struct {
 	{ "rt_sigprocmask", 1,
 	  "reads the start-up signal mask once: a SIGBUS blocked across exec is the "
 	  "program's, and must be unblocked in the kernel before any rescue (SPEC §6)" },
+	{ "getpid", 1,
+	  "the pid the library's memory belongs to: learnt later, the first to ask could "
+	  "be a clone(CLONE_VM) child, and the owner would be taken for a vfork child" },
 };
 
 static char tmpdir[] = "/tmp/nsb-startup-XXXXXX";
