@@ -62,7 +62,10 @@ user_span(void *addr, size_t len, uintptr_t *start, uintptr_t *end)
 	nsb_init();
 	ps = nsb_config.page_size;
 	*start = (uintptr_t)addr;
-	if (!len || (*start & (ps - 1)) || len > UINTPTR_MAX - *start - ps) {
+	/* Its end, rounded up to a page, must not wrap (from the last page,
+	 * UINTPTR_MAX - start - ps would wrap itself). */
+	if (!len || (*start & (ps - 1)) || *start > UINTPTR_MAX - ps ||
+	    len > UINTPTR_MAX - ps - *start) {
 		errno = EINVAL;
 		return false;
 	}

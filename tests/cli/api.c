@@ -162,6 +162,17 @@ check_errors(void)
 	expect_errno(nosigbus_protect(map, 0), EINVAL, "protect len 0");
 	expect_errno(nosigbus_unprotect(map + 1, page), EINVAL, "unprotect unaligned");
 	expect_errno(nosigbus_unprotect(map, 0), EINVAL, "unprotect len 0");
+	/* A range that wraps past the top of the address space, from the
+	 * last page too (its check once wrapped itself there). */
+	{
+		void *top = (void *)(UINTPTR_MAX - page + 1), *below = (void *)(UINTPTR_MAX - 2 * page + 1);
+
+		expect_errno(nosigbus_protect(top, 2 * page), EINVAL, "protect wrapping, last page");
+		expect_errno(nosigbus_protect(top, 1), EINVAL, "protect the last page");
+		expect_errno(nosigbus_unprotect(top, 2 * page), EINVAL, "unprotect wrapping, last page");
+		expect_errno(nosigbus_refresh(top, 2 * page), EINVAL, "refresh wrapping, last page");
+		expect_errno(nosigbus_protect(below, 3 * page), EINVAL, "protect wrapping");
+	}
 
 	/* Three pages where the last one is unmapped: all or nothing. */
 	hole = mmap(NULL, 3 * page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
