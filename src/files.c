@@ -529,8 +529,8 @@ path_descriptor(int fd)
 		}
 		if (pfd >= 0)
 			syscall(SYS_close, pfd);	/* never: not O_PATH */
-		else if (errno == EBADF)
-			return -1;
+		else if (errno != ENOSYS && errno != EPERM && errno != EINVAL)
+			return -1;	/* EBADF, EMFILE...: not for want of open_tree */
 		atomic_store_explicit(&open_tree_state, 2, memory_order_relaxed);
 	}
 	/* (No snprintf: an interposed close may get here from a handler.) */
@@ -592,12 +592,13 @@ watch(uint32_t i, int fd)
 static void
 keep_from(uint32_t i, int fd)
 {
-	int pfd = path_descriptor(fd);
+	int saved_errno = errno, pfd = path_descriptor(fd);
 
 	if (pfd >= 0) {
 		(void)keep(i, pfd);
 		syscall(SYS_close, pfd);
 	}
+	errno = saved_errno;
 }
 
 /*
@@ -1031,9 +1032,12 @@ close(int fd)
 	return real_close(fd);
 }
 
-/* The C library closes a stream's descriptor out of our sight. */
-NSB_EXPORT int
-fclose(FILE *stream)
+/* The C library closes a stream's descriptor out of our sight: fclose,
+ * and freopen (which closes it and opens the new file, often at the same
+ * number: a keep made later, from that number, would pin a file nothing
+ * maps, and its file system). */
+static void
+stream_closing(FILE *stream)
 {
 	if (stream && watching && atomic_load_explicit(&watching->count, memory_order_relaxed)) {
 		int fd = fileno(stream);
@@ -1041,7 +1045,32 @@ fclose(FILE *stream)
 		if (fd >= 0)
 			nsb_files_closing((unsigned)fd, (unsigned)fd);
 	}
+}
+
+NSB_EXPORT int
+fclose(FILE *stream)
+{
+	stream_closing(stream);
 	return real_fclose(stream);
+}
+
+/* Under their symbols' names: with _FILE_OFFSET_BITS=64 <stdio.h> maps
+ * freopen to freopen64. */
+FILE *nsb_freopen(const char *path, const char *mode, FILE *stream) __asm__("freopen");
+FILE *nsb_freopen64(const char *path, const char *mode, FILE *stream) __asm__("freopen64");
+
+NSB_EXPORT FILE *
+nsb_freopen(const char *path, const char *mode, FILE *stream)
+{
+	stream_closing(stream);
+	return real_freopen(path, mode, stream);
+}
+
+NSB_EXPORT FILE *
+nsb_freopen64(const char *path, const char *mode, FILE *stream)
+{
+	stream_closing(stream);
+	return real_freopen64(path, mode, stream);
 }
 
 /* Before a dup2 or dup3 of old onto new: -1 (EBADF) if old is ours,
@@ -1050,13 +1079,18 @@ fclose(FILE *stream)
 static int
 may_dup(int old, int new)
 {
+	/* dup3(fd, fd) is EINVAL, whoever fd is: the kernel's answer. */
+	if (old == new)
+		return 0;
 	if (is_kept(old)) {
 		errno = EBADF;
 		return -1;
 	}
-	if (old != new && new >= 0)
+	if (new >= 0)
 		nsb_files_closing((unsigned)new, (unsigned)new);
-	return old != new && is_kept(new) && move_away(new);
+	/* A vfork child replaces the number in a descriptor table of its
+	 * own: ours stays where it is in the parent's. */
+	return is_kept(new) && !nsb_in_vfork_child() && move_away(new);
 }
 
 /* A dup2/dup3 that failed after ours moved away: the old number is ours
@@ -1134,12 +1168,15 @@ close_around(unsigned first, unsigned last, int flags)
 
 	nsb_ranges_lock();
 	while (first <= last && (fd = next_kept(first, last)) >= 0) {
-		if ((unsigned)fd > first &&
-		    sys_close_range(first, (unsigned)fd - 1, flags) < 0) {
-			ret = -1;
-			goto out;
+		if ((unsigned)fd > first) {
+			if (sys_close_range(first, (unsigned)fd - 1, flags) < 0) {
+				ret = -1;
+				goto out;
+			}
+			/* Once is enough: the table is our own from now on
+			 * (not before a call was made). */
+			flags &= ~(int)CLOSE_RANGE_UNSHARE;
 		}
-		flags &= ~(int)CLOSE_RANGE_UNSHARE;	/* once is enough */
 		if ((unsigned)fd == UINT_MAX)
 			goto out;
 		first = (unsigned)fd + 1;

@@ -142,6 +142,8 @@ enum nsb_real_fn {
 	NSB_REAL_RECVMSG,
 	NSB_REAL_RECVMMSG,
 	NSB_REAL_FCLOSE,
+	NSB_REAL_FREOPEN,
+	NSB_REAL_FREOPEN64,
 	NSB_REAL_COUNT
 };
 
@@ -214,6 +216,9 @@ typedef void (*nsb_jump_fn)(struct __jmp_buf_tag *, int) __attribute__((noreturn
 #define real_close_range ((int (*)(unsigned, unsigned, int))nsb_real(NSB_REAL_CLOSE_RANGE))
 #define real_closefrom ((void (*)(int))nsb_real(NSB_REAL_CLOSEFROM))
 #define real_fclose ((int (*)(void *))nsb_real(NSB_REAL_FCLOSE))
+#define real_freopen ((void *(*)(const char *, const char *, void *))nsb_real(NSB_REAL_FREOPEN))
+#define real_freopen64 \
+	((void *(*)(const char *, const char *, void *))nsb_real(NSB_REAL_FREOPEN64))
 struct msghdr;
 struct mmsghdr;
 #define real_recvmsg ((ssize_t (*)(int, struct msghdr *, int))nsb_real(NSB_REAL_RECVMSG))

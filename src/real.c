@@ -115,6 +115,8 @@ static const struct {
 	[NSB_REAL_RECVMSG] = { "recvmsg", true, true },
 	[NSB_REAL_RECVMMSG] = { "recvmmsg", true, true },
 	[NSB_REAL_FCLOSE] = { "fclose", true, false },
+	[NSB_REAL_FREOPEN] = { "freopen", true, false },
+	[NSB_REAL_FREOPEN64] = { "freopen64", true, false },
 };
 
 /*
