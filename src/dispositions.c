@@ -1228,10 +1228,27 @@ nsb_disp_after_exec(struct nsb_exec *x)
 
 /* ---- start and fork ---------------------------------------------------- */
 
-/* The child starts with no signal pending, one thread, and a new id. */
+/*
+ * The child starts with no signal pending, one thread, and a new id.  An
+ * action that another thread's handler was resetting at the fork
+ * (take_action: SA_RESETHAND; the fork holds the lock of every other
+ * writer) is left odd in the child, where every reader and writer of it
+ * would wait forever: the reset is finished.  That thread took the
+ * handler before the fork, so the child's action is SIG_DFL, as the
+ * kernel would have it.
+ */
 void
 nsb_disp_after_fork_child(void)
 {
+	for (int sig = 1; state && sig < NSIGS; sig++) {
+		struct prog_action *pa = &state->actions[sig];
+		unsigned s = atomic_load(&pa->seq);
+
+		if (s & 1) {
+			pa->act.sa_handler = SIG_DFL;
+			atomic_store(&pa->seq, s + 1);
+		}
+	}
 	held_thread = HELD_NONE;
 	atomic_store(&held_process, HELD_NONE);
 	for (int i = 0; state && i < BLOCKERS; i++)

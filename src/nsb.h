@@ -361,6 +361,7 @@ void nsb_unlock(struct nsb_lock *l);
 void nsb_process_handler_coming(void);
 extern struct nsb_lock nsb_table_lock;	/* ranges.c and files.c */
 extern struct nsb_lock nsb_disp_lock;	/* dispositions.c */
+extern struct nsb_lock nsb_timers_lock;	/* threads.c */
 
 /* The pid whose memory this is: differs from getpid() in a vfork child,
  * which shares our memory and must not take the parent's state. */

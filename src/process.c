@@ -191,10 +191,16 @@ nsb_process_note_pid(void)
 		owner_pid = getpid();
 }
 
-/* The locks are taken in this order everywhere: table, then dispositions. */
+/*
+ * The locks are taken in this order everywhere: table, then dispositions.
+ * The timers lock's holders take no other and make no call (threads.c),
+ * so it could come anywhere: first, so that its saved mask is the forking
+ * thread's own, the one the child gets back.
+ */
 static void
 before_fork(void)
 {
+	nsb_lock(&nsb_timers_lock);
 	nsb_lock(&nsb_table_lock);
 	nsb_lock(&nsb_disp_lock);
 }
@@ -204,16 +210,20 @@ after_fork_parent(void)
 {
 	nsb_unlock(&nsb_disp_lock);
 	nsb_unlock(&nsb_table_lock);
+	nsb_unlock(&nsb_timers_lock);
 }
 
 static void
 after_fork_child(void)
 {
-	sigset_t mask = nsb_table_lock.saved;
+	sigset_t mask = nsb_timers_lock.saved;
 
 	owner_pid = getpid();
+	/* The locks are new, and this thread holds none of them. */
+	outer_mask = NULL;
 	/* Threads that waited for the lock without the mask are not here. */
 	atomic_store(&unmasked, 0);
+	pthread_mutex_init(&nsb_timers_lock.mutex, NULL);
 	pthread_mutex_init(&nsb_table_lock.mutex, NULL);
 	pthread_mutex_init(&nsb_disp_lock.mutex, NULL);
 	nsb_files_after_fork_child();

@@ -140,6 +140,13 @@ wrap(const struct sigevent *sev, struct sigevent *copy, bool once)
  * A deleted timer's notification may still be on its way to a thread:
  * its box is freed only after RETIRED later deletions, so memory stays
  * bounded without freeing one that is about to be read.
+ *
+ * The list and the ring are the timers lock's.  Its holders make no call
+ * at all, malloc and free included: a fork takes the lock after every
+ * fork handler of the program's has run (process.c), and an allocator's
+ * own handler may then hold the allocator's lock.  A fork child keeps the
+ * parent's boxes (its timers are not inherited): a timer the child makes
+ * is listed before any of them, so its id finds its own box.
  */
 #define RETIRED 256
 struct timer_box {
@@ -148,9 +155,25 @@ struct timer_box {
 	struct timer_box *next;
 };
 static struct timer_box *timers;
-static struct notify **retired;	/* RETIRED of them, allocated at first need */
+static struct notify **_Atomic retired;	/* RETIRED of them, made at first need */
 static unsigned retired_next;
-static struct nsb_lock timers_lock = NSB_LOCK_INITIALIZER;
+struct nsb_lock nsb_timers_lock = NSB_LOCK_INITIALIZER;
+
+/* The ring, made outside the lock; NULL if there is no memory for it. */
+static struct notify **
+retired_ring(void)
+{
+	struct notify **r = atomic_load(&retired), **none = NULL;
+
+	if (r)
+		return r;
+	r = calloc(RETIRED, sizeof(*r));
+	if (r && !atomic_compare_exchange_strong(&retired, &none, r)) {
+		free(r);	/* another thread's is there */
+		r = none;
+	}
+	return r;
+}
 
 NSB_EXPORT int
 timer_create(clockid_t clock, struct sigevent *sev, timer_t *id)
@@ -179,10 +202,10 @@ timer_create(clockid_t clock, struct sigevent *sev, timer_t *id)
 	}
 	box->id = *id;
 	box->n = n;
-	nsb_lock(&timers_lock);
+	nsb_lock(&nsb_timers_lock);
 	box->next = timers;
 	timers = box;
-	nsb_unlock(&timers_lock);
+	nsb_unlock(&nsb_timers_lock);
 	return ret;
 }
 
@@ -190,28 +213,27 @@ NSB_EXPORT int
 timer_delete(timer_t id)
 {
 	struct timer_box **p, *box = NULL;
-	struct notify *old = NULL;
+	struct notify *old = NULL, **ring;
 	int ret;
 
 	ret = real_timer_delete(id);
 	if (ret < 0)
 		return ret;
-	nsb_lock(&timers_lock);
-	if (!retired)
-		retired = calloc(RETIRED, sizeof(*retired));
+	ring = retired_ring();
+	nsb_lock(&nsb_timers_lock);
 	for (p = &timers; *p; p = &(*p)->next) {
 		if ((*p)->id == id) {
 			box = *p;
 			*p = box->next;
-			if (retired) {
-				old = retired[retired_next];
-				retired[retired_next] = box->n;
+			if (ring) {
+				old = ring[retired_next];
+				ring[retired_next] = box->n;
 				retired_next = (retired_next + 1) % RETIRED;
 			}	/* else kept: a notification may be on its way */
 			break;
 		}
 	}
-	nsb_unlock(&timers_lock);
+	nsb_unlock(&nsb_timers_lock);
 	free(box);
 	free(old);
 	return ret;
