@@ -130,7 +130,7 @@ nanosleep(const struct timespec *req, struct timespec *rem)
 	bool retried = false;
 
 	if (rem && !save_ts(rem, &before))
-		return real_nanosleep(req, rem);	/* the kernel's EFAULT */
+		return real_nanosleep(req, rem);	/* EFAULT if it writes rem */
 	/* The kernel reads req and writes rem first: its EFAULT, not ours. */
 	WAIT(NULL, ret, ret = real_nanosleep(q, r), (left = *r, q = &left, retried = true));
 	if (ret == 0) {
