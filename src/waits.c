@@ -15,6 +15,13 @@
  *    during it would kill the process.  Its SIGBUS bit goes to the view.
  * Before the handler is installed each is the C library's own call.
  *
+ * glibc's other entry points to the same waits call its own functions
+ * through internal names, past ours, so they are interposed too: what a
+ * program built with _FORTIFY_SOURCE calls for poll and ppoll
+ * (__poll_chk, __ppoll_chk: Debian's default flags), and the public
+ * aliases a binary may be linked to (__poll, which libnsl calls;
+ * __sigsuspend, __nanosleep, __select).
+ *
  * Not used in signal context.
  */
 #include <errno.h>
@@ -26,6 +33,18 @@
 #include <unistd.h>
 
 #include "nsb.h"
+
+/* Exported by glibc, not declared by its headers (the two _chk ones only
+ * under _FORTIFY_SOURCE, which declares them alike). */
+int __poll(struct pollfd *fds, nfds_t n, int timeout);
+int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
+int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask,
+		size_t fdslen);
+int __sigsuspend(const sigset_t *mask);
+int __nanosleep(const struct timespec *req, struct timespec *rem);
+int __select(int nfds, fd_set *r, fd_set *wr, fd_set *e, struct timeval *tv);
+/* glibc's end of a failed _FORTIFY_SOURCE check: its message, then abort. */
+void __chk_fail(void) __attribute__((noreturn));
 
 static struct timespec
 now(void)
@@ -94,13 +113,25 @@ ts_left(const struct timespec *total, struct timespec start)
 		errno = err_;						\
 	} while (0)
 
-NSB_EXPORT int
-sigsuspend(const sigset_t *mask)
+static int
+do_sigsuspend(const sigset_t *mask)
 {
 	int ret;
 
 	WAIT(mask, ret, ret = real_sigsuspend(w_.kmask), (void)0);
 	return ret;
+}
+
+NSB_EXPORT int
+sigsuspend(const sigset_t *mask)
+{
+	return do_sigsuspend(mask);
+}
+
+NSB_EXPORT int
+__sigsuspend(const sigset_t *mask)
+{
+	return do_sigsuspend(mask);
 }
 
 NSB_EXPORT int
@@ -120,8 +151,8 @@ save_ts(const struct timespec *ts, struct timespec *out)
 	return nsb_read_word(ts, &out->tv_sec) && nsb_read_word(&ts->tv_nsec, &out->tv_nsec);
 }
 
-NSB_EXPORT int
-nanosleep(const struct timespec *req, struct timespec *rem)
+static int
+do_nanosleep(const struct timespec *req, struct timespec *rem)
 {
 	struct timespec left, own, before;
 	struct timespec *r = rem ? rem : &own;
@@ -139,6 +170,18 @@ nanosleep(const struct timespec *req, struct timespec *rem)
 		errno = saved_errno;
 	}
 	return ret;
+}
+
+NSB_EXPORT int
+nanosleep(const struct timespec *req, struct timespec *rem)
+{
+	return do_nanosleep(req, rem);
+}
+
+NSB_EXPORT int
+__nanosleep(const struct timespec *req, struct timespec *rem)
+{
+	return do_nanosleep(req, rem);
 }
 
 NSB_EXPORT int
@@ -193,8 +236,8 @@ usleep(useconds_t usec)
 	return nanosleep(&ts, NULL);
 }
 
-NSB_EXPORT int
-poll(struct pollfd *fds, nfds_t n, int timeout)
+static int
+do_poll(struct pollfd *fds, nfds_t n, int timeout)
 {
 	struct timespec start = now();
 	int ret, t = timeout;
@@ -204,7 +247,29 @@ poll(struct pollfd *fds, nfds_t n, int timeout)
 }
 
 NSB_EXPORT int
-ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
+poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	return do_poll(fds, n, timeout);
+}
+
+NSB_EXPORT int
+__poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	return do_poll(fds, n, timeout);
+}
+
+/* fdslen: the size of the buffer at fds, as the compiler knew it.  The
+ * check is glibc's (debug/poll_chk.c), and so is the end when it fails. */
+NSB_EXPORT int
+__poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < n)
+		__chk_fail();
+	return do_poll(fds, n, timeout);
+}
+
+static int
+do_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
 {
 	struct timespec start = now(), left;
 	const struct timespec *t = tmo;
@@ -216,13 +281,40 @@ ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *
 }
 
 NSB_EXPORT int
-select(int nfds, fd_set *r, fd_set *wr, fd_set *e, struct timeval *tv)
+ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
+{
+	return do_ppoll(fds, n, tmo, mask);
+}
+
+NSB_EXPORT int
+__ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask,
+	    size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < n)
+		__chk_fail();
+	return do_ppoll(fds, n, tmo, mask);
+}
+
+static int
+do_select(int nfds, fd_set *r, fd_set *wr, fd_set *e, struct timeval *tv)
 {
 	int ret;
 
 	/* Linux leaves the sets alone on EINTR and counts tv down. */
 	WAIT(NULL, ret, ret = real_select(nfds, r, wr, e, tv), (void)0);
 	return ret;
+}
+
+NSB_EXPORT int
+select(int nfds, fd_set *r, fd_set *wr, fd_set *e, struct timeval *tv)
+{
+	return do_select(nfds, r, wr, e, tv);
+}
+
+NSB_EXPORT int
+__select(int nfds, fd_set *r, fd_set *wr, fd_set *e, struct timeval *tv)
+{
+	return do_select(nfds, r, wr, e, tv);
 }
 
 NSB_EXPORT int
