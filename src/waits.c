@@ -90,11 +90,13 @@ ts_left(const struct timespec *total, struct timespec start)
 }
 
 /* Runs `call` (an expression that sets ret, -1 and errno on failure) until
- * it ends for a reason of its own; `update` prepares a retry. */
+ * it ends for a reason of its own; `update` prepares a retry.  A call that
+ * succeeds after a retry leaves errno as it found it, not at the EINTR
+ * that was retried. */
 #define WAIT(mask, ret, call, update)					\
 	do {								\
 		struct nsb_wait w_;					\
-		int err_;						\
+		int err_, saved_errno_ = errno;				\
 									\
 		err_ = nsb_disp_wait_begin(&w_, (mask));		\
 		if (err_) {						\
@@ -108,7 +110,7 @@ ts_left(const struct timespec *total, struct timespec start)
 				break;					\
 			update;						\
 		}							\
-		err_ = errno;						\
+		err_ = (ret) >= 0 ? saved_errno_ : errno;		\
 		nsb_disp_wait_end(&w_);					\
 		errno = err_;						\
 	} while (0)
@@ -157,18 +159,15 @@ do_nanosleep(const struct timespec *req, struct timespec *rem)
 	struct timespec left, own, before;
 	struct timespec *r = rem ? rem : &own;
 	const struct timespec *q = req;
-	int ret, saved_errno = errno;
 	bool retried = false;
+	int ret;
 
 	if (rem && !save_ts(rem, &before))
 		return real_nanosleep(req, rem);	/* EFAULT if it writes rem */
 	/* The kernel reads req and writes rem first: its EFAULT, not ours. */
 	WAIT(NULL, ret, ret = real_nanosleep(q, r), (left = *r, q = &left, retried = true));
-	if (ret == 0) {
-		if (retried && rem)
-			*rem = before;
-		errno = saved_errno;
-	}
+	if (ret == 0 && retried && rem)
+		*rem = before;
 	return ret;
 }
 

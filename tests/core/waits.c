@@ -20,6 +20,9 @@
  *   fortify-chk	   nfds past the buffer still ends in glibc's check
  *   aliases		   __poll_chk and __ppoll_chk by name, and glibc's
  *			   aliases __poll, __select, __nanosleep, __sigsuspend
+ *   ignored		   the same in the interposed polls, selects and
+ *			   epoll waits themselves
+ * Each wait that succeeds must leave errno as it was.
  *
  *   core-waits TEST	run one meson test (the table at the bottom)
  *   core-waits run BODY ref|lib   a body, in the child
@@ -32,6 +35,7 @@
 #include <link.h>
 #include <poll.h>
 #include <stdatomic.h>
+#include <sys/epoll.h>
 #include <sys/select.h>
 
 #include "core.h"
@@ -126,7 +130,13 @@ is_wait_call(long nr)
 #ifdef SYS_nanosleep
 		SYS_nanosleep,
 #endif
-		SYS_ppoll, SYS_pselect6, SYS_clock_nanosleep, SYS_rt_sigsuspend,
+#ifdef SYS_epoll_wait
+		SYS_epoll_wait,
+#endif
+#ifdef SYS_epoll_pwait2
+		SYS_epoll_pwait2,
+#endif
+		SYS_ppoll, SYS_pselect6, SYS_clock_nanosleep, SYS_rt_sigsuspend, SYS_epoll_pwait,
 	};
 
 	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++)
@@ -182,13 +192,18 @@ on_usr1_count(int sig)
 
 enum wait_call {
 	W_POLL, W_PPOLL, W___POLL_CHK, W___PPOLL_CHK, W___POLL, W___SELECT, W___NANOSLEEP,
-	W___SIGSUSPEND,
+	W___SIGSUSPEND, W_PLAIN_POLL, W_PLAIN_PPOLL, W_SELECT, W_PSELECT, W_EPOLL_WAIT,
+	W_EPOLL_PWAIT, W_EPOLL_PWAIT2,
 };
 
 static const char *const wait_names[] = {
 	"poll (fortified: __poll_chk)", "ppoll (fortified: __ppoll_chk)", "__poll_chk by name",
 	"__ppoll_chk by name", "__poll", "__select", "__nanosleep", "__sigsuspend",
+	"poll (not fortified)", "ppoll (not fortified)", "select", "pselect", "epoll_wait",
+	"epoll_pwait", "epoll_pwait2",
 };
+
+static int epfd = -1;	/* an epoll instance with nothing in it */
 
 /*
  * __poll_chk and __ppoll_chk called by name, whatever the compiler does
@@ -230,6 +245,20 @@ wait_once(enum wait_call how)
 		return __nanosleep(&ts, &rem);
 	case W___SIGSUSPEND:
 		return __sigsuspend(&none);
+	case W_PLAIN_POLL:	/* the size of NULL is not known: plain poll */
+		return poll(NULL, 0, 500);
+	case W_PLAIN_PPOLL:
+		return ppoll(NULL, 0, &ts, &none);
+	case W_SELECT:
+		return select(0, NULL, NULL, NULL, &tv);
+	case W_PSELECT:
+		return pselect(0, NULL, NULL, NULL, &ts, &none);
+	case W_EPOLL_WAIT:
+		return epoll_wait(epfd, (struct epoll_event[1]){ 0 }, 1, 500);
+	case W_EPOLL_PWAIT:
+		return epoll_pwait(epfd, (struct epoll_event[1]){ 0 }, 1, 500, &none);
+	case W_EPOLL_PWAIT2:
+		return epoll_pwait2(epfd, (struct epoll_event[1]){ 0 }, 1, &ts, &none);
 	}
 	return -2;
 }
@@ -237,9 +266,10 @@ wait_once(enum wait_call how)
 /*
  * SIGBUS ignored, the library's handler installed: a SIGBUS sent while
  * the main thread waits must not end the wait (with the library's
- * handler underneath the kernel would end it with EINTR).  Retried when
- * the wait ended before the sender saw it asleep; skipped as too slow if
- * that keeps happening.
+ * handler underneath the kernel would end it with EINTR, which the
+ * library retries), and a wait that succeeds leaves errno as it was.
+ * Retried when the wait ended before the sender saw it asleep; skipped as
+ * too slow if that keeps happening.
  */
 static void
 ignored_round(enum wait_call how)
@@ -254,7 +284,7 @@ ignored_round(enum wait_call how)
 
 		usr1_calls = 0;
 		NSBT_CHECK(pthread_create(&t, NULL, sender_fn, &s) == 0, "pthread_create");
-		errno = 0;
+		errno = ENOTUNIQ;	/* what nothing here sets */
 		r = wait_once(how);
 		e = errno;
 		atomic_store(&s.done, true);
@@ -269,6 +299,9 @@ ignored_round(enum wait_call how)
 		} else if (r != 0) {
 			nsbt_fail("%s: returned %d (%s), expected 0 (the time ran out): an ignored "
 				  "SIGBUS interrupted it", name, r, strerrorname_np(e) ?: "0");
+		} else if (e != ENOTUNIQ) {
+			nsbt_fail("%s: returned 0 with errno %s, expected it unchanged (ENOTUNIQ)",
+				  name, strerrorname_np(e) ?: "0");
 		}
 		printf("ok: %s: an ignored SIGBUS sent during the wait interrupted nothing\n", name);
 		return;
@@ -313,6 +346,23 @@ body_aliases(void)
 	ignored_round(W___SELECT);
 	ignored_round(W___NANOSLEEP);
 	ignored_round(W___SIGSUSPEND);
+}
+
+/* The interposed waits by their own names. */
+static void
+body_ignored(void)
+{
+	protected_pool(1, ps);
+	signal(SIGBUS, SIG_IGN);
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	NSBT_CHECK(epfd >= 0, "epoll_create1: %s", strerror(errno));
+	for (enum wait_call w = W_PLAIN_POLL; w <= W_EPOLL_PWAIT; w++)
+		ignored_round(w);
+	if (epoll_pwait2(epfd, (struct epoll_event[1]){ 0 }, 1, &(struct timespec){ 0, 0 },
+			 NULL) < 0 && errno == ENOSYS)
+		printf("ok: no epoll_pwait2 in this kernel, not tried\n");
+	else
+		ignored_round(W_EPOLL_PWAIT2);
 }
 
 static volatile char *usr1_pool;
@@ -421,6 +471,7 @@ static const struct body {
 	{ "poll-ignored", body_poll_ignored },
 	{ "ppoll-ignored", body_ppoll_ignored },
 	{ "aliases", body_aliases },
+	{ "ignored", body_ignored },
 	{ "chk-fail-poll", body_chk_fail_poll },
 	{ "chk-fail-ppoll", body_chk_fail_ppoll },
 	{ "chk-pass", body_chk_pass },
@@ -509,6 +560,7 @@ static const struct test {
 	{ "fortify-chk", "chk-fail-poll", ABORTS, ABORTS },
 	{ "fortify-chk", "chk-fail-ppoll", ABORTS, ABORTS },
 	{ "aliases", "aliases", EXIT0, EXIT0 },
+	{ "ignored", "ignored", EXIT0, EXIT0 },
 };
 
 /* Does this program import `name` (an undefined symbol of its .dynsym)? */
