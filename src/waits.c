@@ -20,7 +20,9 @@
  * program built with _FORTIFY_SOURCE calls for poll and ppoll
  * (__poll_chk, __ppoll_chk: Debian's default flags), and the public
  * aliases a binary may be linked to (__poll, which libnsl calls;
- * __sigsuspend, __nanosleep, __select).
+ * __sigsuspend, __nanosleep, __select).  So are the C library's waits
+ * that are built on its own sigsuspend and clock_nanosleep: the
+ * sigpause family and C11's thrd_sleep.
  *
  * Not used in signal context.
  */
@@ -43,6 +45,14 @@ int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const 
 int __sigsuspend(const sigset_t *mask);
 int __nanosleep(const struct timespec *req, struct timespec *rem);
 int __select(int nfds, fd_set *r, fd_set *wr, fd_set *e, struct timeval *tv);
+/* The sigpause family.  <signal.h> under GNU C gives the name sigpause to
+ * __xpg_sigpause, so the C library's own sigpause (the BSD one) is
+ * defined under a label. */
+int bsd_sigpause(int mask) __asm__("sigpause");
+int __sigpause(int sig_or_mask, int is_sig);
+int __xpg_sigpause(int sig);
+/* C11 (<threads.h>, which is not needed for this). */
+int thrd_sleep(const struct timespec *req, struct timespec *rem);
 /* glibc's end of a failed _FORTIFY_SOURCE check: its message, then abort. */
 void __chk_fail(void) __attribute__((noreturn));
 
@@ -136,6 +146,51 @@ __sigsuspend(const sigset_t *mask)
 	return do_sigsuspend(mask);
 }
 
+/*
+ * glibc's __sigpause (signal/sigpause.c): is_sig, the X/Open one (what
+ * sigpause() is under GNU C), waits with the mask less sig; else the BSD
+ * one takes the bits of the first 32 signals.  glibc reads the kernel's
+ * mask; the program's is the view, SIGBUS's bit included.
+ */
+static int
+do_sigpause(int sig_or_mask, int is_sig)
+{
+	sigset_t set;
+	int err;
+
+	if (is_sig) {
+		err = nsb_disp_mask(SIG_BLOCK, NULL, &set);
+		if (err) {
+			errno = err;
+			return -1;
+		}
+		if (sigdelset(&set, sig_or_mask) < 0)
+			return -1;
+	} else {
+		sigemptyset(&set);
+		set.__val[0] = (unsigned int)sig_or_mask;
+	}
+	return do_sigsuspend(&set);
+}
+
+NSB_EXPORT int
+bsd_sigpause(int mask)
+{
+	return do_sigpause(mask, 0);
+}
+
+NSB_EXPORT int
+__sigpause(int sig_or_mask, int is_sig)
+{
+	return do_sigpause(sig_or_mask, is_sig);
+}
+
+NSB_EXPORT int
+__xpg_sigpause(int sig)
+{
+	return do_sigpause(sig, 1);
+}
+
 NSB_EXPORT int
 pause(void)
 {
@@ -183,8 +238,8 @@ __nanosleep(const struct timespec *req, struct timespec *rem)
 	return do_nanosleep(req, rem);
 }
 
-NSB_EXPORT int
-clock_nanosleep(clockid_t clock, int flags, const struct timespec *req, struct timespec *rem)
+static int
+do_clock_nanosleep(clockid_t clock, int flags, const struct timespec *req, struct timespec *rem)
 {
 	struct timespec left, own, before;
 	struct timespec *r = rem ? rem : &own;
@@ -212,6 +267,26 @@ clock_nanosleep(clockid_t clock, int flags, const struct timespec *req, struct t
 	if (ret == 0 && retried && rem)
 		*rem = before;
 	return ret;
+}
+
+NSB_EXPORT int
+clock_nanosleep(clockid_t clock, int flags, const struct timespec *req, struct timespec *rem)
+{
+	return do_clock_nanosleep(clock, flags, req, rem);
+}
+
+/* glibc's (its clock_nanosleep on CLOCK_REALTIME), C11's results. */
+NSB_EXPORT int
+thrd_sleep(const struct timespec *req, struct timespec *rem)
+{
+	switch (do_clock_nanosleep(CLOCK_REALTIME, 0, req, rem)) {
+	case 0:
+		return 0;
+	case EINTR:
+		return -1;
+	default:
+		return -2;
+	}
 }
 
 /* glibc's, through our nanosleep: whole seconds left if interrupted. */

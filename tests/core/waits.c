@@ -22,6 +22,10 @@
  *			   aliases __poll, __select, __nanosleep, __sigsuspend
  *   ignored		   the same in the interposed polls, selects and
  *			   epoll waits themselves
+ *   sigpause		   the sigpause family (glibc's calls its own
+ *			   sigsuspend): an ignored SIGBUS, a held one, and
+ *			   SIGBUS in the mask of the BSD one
+ *   thrd-sleep		   C11's thrd_sleep (glibc's own clock_nanosleep)
  * Each wait that succeeds must leave errno as it was.
  *
  *   core-waits TEST	run one meson test (the table at the bottom)
@@ -37,6 +41,7 @@
 #include <stdatomic.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
+#include <threads.h>
 
 #include "core.h"
 
@@ -49,6 +54,8 @@ extern int __poll(struct pollfd *fds, nfds_t n, int timeout);
 extern int __select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv);
 extern int __nanosleep(const struct timespec *req, struct timespec *rem);
 extern int __sigsuspend(const sigset_t *mask);
+/* Declared for compilers other than GNU C: the sigpause of both kinds. */
+extern int __sigpause(int sig_or_mask, int is_sig);
 
 static size_t ps;
 static bool lib;		/* this body runs with the library preloaded */
@@ -193,15 +200,24 @@ on_usr1_count(int sig)
 enum wait_call {
 	W_POLL, W_PPOLL, W___POLL_CHK, W___PPOLL_CHK, W___POLL, W___SELECT, W___NANOSLEEP,
 	W___SIGSUSPEND, W_PLAIN_POLL, W_PLAIN_PPOLL, W_SELECT, W_PSELECT, W_EPOLL_WAIT,
-	W_EPOLL_PWAIT, W_EPOLL_PWAIT2,
+	W_EPOLL_PWAIT, W_EPOLL_PWAIT2, W_SIGPAUSE, W_BSD_SIGPAUSE, W___SIGPAUSE, W_THRD_SLEEP,
 };
 
 static const char *const wait_names[] = {
 	"poll (fortified: __poll_chk)", "ppoll (fortified: __ppoll_chk)", "__poll_chk by name",
 	"__ppoll_chk by name", "__poll", "__select", "__nanosleep", "__sigsuspend",
 	"poll (not fortified)", "ppoll (not fortified)", "select", "pselect", "epoll_wait",
-	"epoll_pwait", "epoll_pwait2",
+	"epoll_pwait", "epoll_pwait2", "sigpause (X/Open: __xpg_sigpause)",
+	"sigpause (BSD, by name)", "__sigpause", "thrd_sleep",
 };
+
+/* Waits that only a handler ends: the sender follows SIGBUS with SIGUSR1. */
+static bool
+ends_by_handler(enum wait_call how)
+{
+	return how == W___SIGSUSPEND || how == W_SIGPAUSE || how == W_BSD_SIGPAUSE ||
+	       how == W___SIGPAUSE;
+}
 
 static int epfd = -1;	/* an epoll instance with nothing in it */
 
@@ -213,6 +229,7 @@ static int epfd = -1;	/* an epoll instance with nothing in it */
  * into them.
  */
 static struct {
+	int (*bsd_sigpause)(int);	/* <signal.h> names __xpg_sigpause sigpause */
 	int (*poll_chk)(struct pollfd *, nfds_t, int, size_t);
 	int (*ppoll_chk)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *,
 			 size_t);
@@ -259,6 +276,14 @@ wait_once(enum wait_call how)
 		return epoll_pwait(epfd, (struct epoll_event[1]){ 0 }, 1, 500, &none);
 	case W_EPOLL_PWAIT2:
 		return epoll_pwait2(epfd, (struct epoll_event[1]){ 0 }, 1, &ts, &none);
+	case W_SIGPAUSE:
+		return sigpause(SIGUSR2);
+	case W_BSD_SIGPAUSE:
+		return by_name.bsd_sigpause(0);
+	case W___SIGPAUSE:
+		return __sigpause(SIGUSR2, 1);
+	case W_THRD_SLEEP:
+		return thrd_sleep(&ts, &rem) == 0 ? 0 : -1;
 	}
 	return -2;
 }
@@ -278,24 +303,24 @@ ignored_round(enum wait_call how)
 
 	for (int attempt = 0; attempt < 5; attempt++) {
 		struct sender s = { .target = pthread_self(), .tid = gettid(),
-				    .then_usr1 = how == W___SIGSUSPEND };
+				    .then_usr1 = ends_by_handler(how) };
 		pthread_t t;
-		int r, e;
+		int r, e, calls;
 
 		usr1_calls = 0;
 		NSBT_CHECK(pthread_create(&t, NULL, sender_fn, &s) == 0, "pthread_create");
 		errno = ENOTUNIQ;	/* what nothing here sets */
 		r = wait_once(how);
 		e = errno;
+		calls = usr1_calls;	/* before the join, where SIGUSR1 may come later */
 		atomic_store(&s.done, true);
 		pthread_join(t, NULL);
 		if (!atomic_load(&s.sent))
 			continue;
-		if (how == W___SIGSUSPEND) {
-			if (r != -1 || e != EINTR || usr1_calls != 1)
+		if (ends_by_handler(how)) {
+			if (r != -1 || e != EINTR || calls != 1)
 				nsbt_fail("%s: returned %d (%s) with %d SIGUSR1 handled: an ignored "
-					  "SIGBUS ended it", name, r, strerrorname_np(e) ?: "0",
-					  (int)usr1_calls);
+					  "SIGBUS ended it", name, r, strerrorname_np(e) ?: "0", calls);
 		} else if (r != 0) {
 			nsbt_fail("%s: returned %d (%s), expected 0 (the time ran out): an ignored "
 				  "SIGBUS interrupted it", name, r, strerrorname_np(e) ?: "0");
@@ -307,6 +332,16 @@ ignored_round(enum wait_call how)
 		return;
 	}
 	nsbt_too_slow(name, 0, 1, 5);
+}
+
+static void
+usr1_counts(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_usr1_count;
+	sigaction(SIGUSR1, &sa, NULL);
 }
 
 static void
@@ -328,8 +363,6 @@ body_ppoll_ignored(void)
 static void
 body_aliases(void)
 {
-	struct sigaction sa;
-
 	protected_pool(1, ps);
 	by_name.poll_chk = (int (*)(struct pollfd *, nfds_t, int, size_t))dlsym(RTLD_DEFAULT,
 										  "__poll_chk");
@@ -337,15 +370,101 @@ body_aliases(void)
 				     const sigset_t *, size_t))dlsym(RTLD_DEFAULT, "__ppoll_chk");
 	NSBT_CHECK(by_name.poll_chk && by_name.ppoll_chk, "glibc has __poll_chk and __ppoll_chk");
 	signal(SIGBUS, SIG_IGN);
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_usr1_count;
-	sigaction(SIGUSR1, &sa, NULL);
+	usr1_counts();
 	ignored_round(W___POLL_CHK);
 	ignored_round(W___PPOLL_CHK);
 	ignored_round(W___POLL);
 	ignored_round(W___SELECT);
 	ignored_round(W___NANOSLEEP);
 	ignored_round(W___SIGSUSPEND);
+}
+
+static void
+body_sigpause_ignored(void)
+{
+	protected_pool(1, ps);
+	by_name.bsd_sigpause = (int (*)(int))dlsym(RTLD_DEFAULT, "sigpause");
+	NSBT_CHECK(by_name.bsd_sigpause, "the C library has sigpause");
+	signal(SIGBUS, SIG_IGN);
+	usr1_counts();
+	ignored_round(W_SIGPAUSE);
+	ignored_round(W_BSD_SIGPAUSE);
+	ignored_round(W___SIGPAUSE);
+}
+
+static volatile sig_atomic_t bus_calls;
+
+static void
+on_bus_count(int sig)
+{
+	(void)sig;
+	bus_calls++;
+}
+
+/* A 5 s alarm ends a wait that never ends, with a line that says why. */
+static void
+on_alarm_stuck(int sig)
+{
+	static const char msg[] = "FAIL: still waiting after 5 s: the SIGBUS sent was not "
+				  "delivered\n";
+
+	(void)sig;
+	if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0)
+		_exit(3);
+	_exit(3);
+}
+
+/*
+ * SIGBUS blocked and sent (the library holds it): sigpause with a mask
+ * that lets it in must get it, as the kernel would deliver a pending one.
+ */
+static void
+body_sigpause_held(void)
+{
+	int (*bsd_sigpause)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "sigpause");
+	static const char *const hows[] = { "sigpause(SIGBUS) (X/Open)", "__sigpause(SIGBUS, 1)",
+					    "sigpause(0) (BSD, by name)" };
+	struct sigaction sa;
+	sigset_t bus;
+
+	protected_pool(1, ps);
+	NSBT_CHECK(bsd_sigpause, "the C library has sigpause");
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_bus_count;
+	sigaction(SIGBUS, &sa, NULL);
+	sa.sa_handler = on_alarm_stuck;
+	sigaction(SIGALRM, &sa, NULL);
+	sigemptyset(&bus);
+	sigaddset(&bus, SIGBUS);
+	for (int i = 0; i < 3; i++) {
+		sigset_t after;
+		int r, e;
+
+		bus_calls = 0;
+		sigprocmask(SIG_BLOCK, &bus, NULL);
+		kill(getpid(), SIGBUS);
+		NSBT_CHECK(bus_calls == 0, "a blocked SIGBUS was handled at once");
+		alarm(5);
+		errno = 0;
+		r = i == 0 ? sigpause(SIGBUS) : i == 1 ? __sigpause(SIGBUS, 1) : bsd_sigpause(0);
+		e = errno;
+		alarm(0);
+		NSBT_CHECK(r == -1 && e == EINTR && bus_calls == 1,
+			   "%s returned %d (%s) with %d SIGBUS handled, expected -1/EINTR after one",
+			   hows[i], r, strerrorname_np(e) ?: "0", (int)bus_calls);
+		sigprocmask(SIG_SETMASK, NULL, &after);
+		NSBT_CHECK(sigismember(&after, SIGBUS), "%s: SIGBUS blocked again after it", hows[i]);
+		sigprocmask(SIG_UNBLOCK, &bus, NULL);
+		printf("ok: %s delivered the SIGBUS held for it\n", hows[i]);
+	}
+}
+
+static void
+body_thrd_sleep(void)
+{
+	protected_pool(1, ps);
+	signal(SIGBUS, SIG_IGN);
+	ignored_round(W_THRD_SLEEP);
 }
 
 /* The interposed waits by their own names. */
@@ -385,20 +504,24 @@ on_usr1_read(int sig)
 }
 
 /*
- * The reviewer's case: ppoll with every signal but SIGUSR1 blocked, a
- * SIGUSR1 pending, whose handler reads a protected page past EOF.  The
- * kernel must not really block SIGBUS meanwhile (it would kill the
- * process); the handler sees it blocked.  The reference dies of SIGBUS.
+ * The reviewer's case: ppoll with every signal but SIGUSR1 blocked (or
+ * the BSD sigpause with SIGBUS's bit), a SIGUSR1 pending, whose handler
+ * reads a protected page past EOF.  The kernel must not really block
+ * SIGBUS meanwhile (it would kill the process); the handler sees it
+ * blocked.  The reference dies of SIGBUS.
  */
 static void
-body_ppoll_mask(void)
+mask_wait(bool bsd_sigpause)
 {
+	const char *how = bsd_sigpause ? "sigpause (BSD, by name)" : "ppoll (fortified)";
+	int (*bsd)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "sigpause");
 	struct pollfd fds[2] = { { .fd = -1 }, { .fd = -1 } };
 	struct timespec ts = { 5, 0 };
 	struct sigaction sa;
 	sigset_t usr1, mask, after;
 	int r, e;
 
+	NSBT_CHECK(bsd, "the C library has sigpause");
 	usr1_pool = protected_pool(2, ps);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_usr1_read;
@@ -412,18 +535,33 @@ body_ppoll_mask(void)
 	sigdelset(&mask, SIGUSR1);
 	fflush(NULL);
 	errno = 0;
-	r = ppoll(fds, nfds_two, &ts, &mask);
+	if (bsd_sigpause)
+		r = bsd((int)(1u << (SIGBUS - 1)));
+	else
+		r = ppoll(fds, nfds_two, &ts, &mask);
 	e = errno;
-	NSBT_CHECK(r == -1 && e == EINTR, "ppoll returned %d (%s), expected -1/EINTR", r,
+	NSBT_CHECK(r == -1 && e == EINTR, "%s returned %d (%s), expected -1/EINTR", how, r,
 		   strerrorname_np(e) ?: "0");
 	NSBT_CHECK(usr1_byte == 0, "the handler read %d past EOF, expected 0", (int)usr1_byte);
 	NSBT_CHECK(usr1_bus_blocked == 1, "in the handler SIGBUS reads back as %s, expected blocked "
-		   "(the ppoll mask)", usr1_bus_blocked == 0 ? "unblocked" : "unknown");
+		   "(the wait's mask)", usr1_bus_blocked == 0 ? "unblocked" : "unknown");
 	sigprocmask(SIG_SETMASK, NULL, &after);
 	NSBT_CHECK(!sigismember(&after, SIGBUS) && sigismember(&after, SIGUSR1),
-		   "after ppoll the mask is the program's again");
-	printf("ok: ppoll (fortified) with SIGBUS in its mask: a handler run during it was "
-	       "rescued past EOF and saw SIGBUS blocked\n");
+		   "after %s the mask is the program's again", how);
+	printf("ok: %s with SIGBUS in its mask: a handler run during it was rescued past EOF "
+	       "and saw SIGBUS blocked\n", how);
+}
+
+static void
+body_ppoll_mask(void)
+{
+	mask_wait(false);
+}
+
+static void
+body_sigpause_mask(void)
+{
+	mask_wait(true);
 }
 
 /* nfds one more than the buffer holds: glibc's check ends the process. */
@@ -472,6 +610,10 @@ static const struct body {
 	{ "ppoll-ignored", body_ppoll_ignored },
 	{ "aliases", body_aliases },
 	{ "ignored", body_ignored },
+	{ "sigpause-ignored", body_sigpause_ignored },
+	{ "sigpause-held", body_sigpause_held },
+	{ "sigpause-mask", body_sigpause_mask },
+	{ "thrd-sleep", body_thrd_sleep },
 	{ "chk-fail-poll", body_chk_fail_poll },
 	{ "chk-fail-ppoll", body_chk_fail_ppoll },
 	{ "chk-pass", body_chk_pass },
@@ -561,6 +703,10 @@ static const struct test {
 	{ "fortify-chk", "chk-fail-ppoll", ABORTS, ABORTS },
 	{ "aliases", "aliases", EXIT0, EXIT0 },
 	{ "ignored", "ignored", EXIT0, EXIT0 },
+	{ "sigpause", "sigpause-ignored", EXIT0, EXIT0 },
+	{ "sigpause", "sigpause-held", EXIT0, EXIT0 },
+	{ "sigpause", "sigpause-mask", DIES(SIGBUS, NULL), EXIT0 },
+	{ "thrd-sleep", "thrd-sleep", EXIT0, EXIT0 },
 };
 
 /* Does this program import `name` (an undefined symbol of its .dynsym)? */
