@@ -431,12 +431,14 @@ nsb_maps_queries(void)
  * says nothing else that matters here (it changes nothing).  1: a hole;
  * 0: none; -1: cannot tell (or not wanted).  Costs one call per 4096
  * pages of the range (4 KiB pages: 16 MiB), whatever is mapped elsewhere.
+ * errno is left as it was.
  */
 int
 nsb_maps_hole(uintptr_t lo, uintptr_t hi)
 {
 	size_t ps = nsb_config.page_size;
 	unsigned char vec[4096];
+	int saved_errno = errno, ret = 0;
 
 	(void)query_wanted();	/* reads NSB_TEST_MAPS */
 	if (atomic_load_explicit(&no_probe, memory_order_relaxed))
@@ -445,11 +447,14 @@ nsb_maps_hole(uintptr_t lo, uintptr_t hi)
 	for (uintptr_t at = lo & ~(uintptr_t)(ps - 1); at < hi;) {
 		size_t len = hi - at > sizeof(vec) * ps ? sizeof(vec) * ps : hi - at;
 
-		if (mincore((void *)at, len, vec) < 0)
-			return errno == ENOMEM ? 1 : -1;
+		if (mincore((void *)at, len, vec) < 0) {
+			ret = errno == ENOMEM ? 1 : -1;
+			break;
+		}
 		at += len;
 	}
-	return 0;
+	errno = saved_errno;
+	return ret;
 }
 
 int

@@ -373,6 +373,8 @@ pid_t nsb_gettid(void);	/* [signal-safe] */
  * (NULL: it holds none): what "this thread's mask" means under a lock. */
 sigset_t *nsb_outer_mask(void);
 bool nsb_other_threads(void);
+/* One word of the program's memory, or false where the kernel would give
+ * EFAULT; errno untouched. */
 bool nsb_read_word(const void *user, void *out);	/* [signal-safe] */
 
 /*

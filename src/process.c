@@ -35,6 +35,7 @@
  *
  * Signal context: nsb_gettid.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -122,17 +123,24 @@ nsb_outer_mask(void)
 	return outer_mask;
 }
 
-/* [signal-safe] Reads one word of the program's memory, or fails as the
- * kernel would with EFAULT instead of crashing: the kernel reads the
- * 8-byte signal set, and rt_sigprocmask can block nothing for good. */
+/* [signal-safe] Reads one word of the program's memory, or returns false
+ * where the kernel would fail with EFAULT, instead of crashing: the kernel
+ * reads the 8-byte signal set, and rt_sigprocmask can block nothing for
+ * good.  errno is left as it was either way: a caller that fails with
+ * EFAULT says so itself, and one that goes on to a call that succeeds
+ * (nanosleep's rem, which the kernel writes only when interrupted) must
+ * not leave the probe's EFAULT behind. */
 bool
 nsb_read_word(const void *user, void *out)
 {
 	uint64_t old, val;
+	int saved_errno = errno;
 
 	_Static_assert(sizeof(void *) == 8, "64-bit targets only");
-	if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, user, &old, 8) < 0)
+	if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, user, &old, 8) < 0) {
+		errno = saved_errno;
 		return false;
+	}
 	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
 	memcpy(&val, user, 8);
 	memcpy(out, &val, 8);

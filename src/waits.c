@@ -15,6 +15,15 @@
  *    during it would kill the process.  Its SIGBUS bit goes to the view.
  * Before the handler is installed each is the C library's own call.
  *
+ * glibc's other entry points to the same waits call its own functions
+ * through internal names, past ours, so they are interposed too: what a
+ * program built with _FORTIFY_SOURCE calls for poll and ppoll
+ * (__poll_chk, __ppoll_chk: Debian's default flags), and the public
+ * aliases a binary may be linked to (__poll, which libnsl calls;
+ * __sigsuspend, __nanosleep, __select).  So are the C library's waits
+ * that are built on its own sigsuspend and clock_nanosleep: the
+ * sigpause family and C11's thrd_sleep.
+ *
  * Not used in signal context.
  */
 #include <errno.h>
@@ -26,6 +35,26 @@
 #include <unistd.h>
 
 #include "nsb.h"
+
+/* Exported by glibc, not declared by its headers (the two _chk ones only
+ * under _FORTIFY_SOURCE, which declares them alike). */
+int __poll(struct pollfd *fds, nfds_t n, int timeout);
+int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
+int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask,
+		size_t fdslen);
+int __sigsuspend(const sigset_t *mask);
+int __nanosleep(const struct timespec *req, struct timespec *rem);
+int __select(int nfds, fd_set *r, fd_set *wr, fd_set *e, struct timeval *tv);
+/* The sigpause family.  <signal.h> under GNU C gives the name sigpause to
+ * __xpg_sigpause, so the C library's own sigpause (the BSD one) is
+ * defined under a label. */
+int bsd_sigpause(int mask) __asm__("sigpause");
+int __sigpause(int sig_or_mask, int is_sig);
+int __xpg_sigpause(int sig);
+/* C11 (<threads.h>, which is not needed for this). */
+int thrd_sleep(const struct timespec *req, struct timespec *rem);
+/* glibc's end of a failed _FORTIFY_SOURCE check: its message, then abort. */
+void __chk_fail(void) __attribute__((noreturn));
 
 static struct timespec
 now(void)
@@ -71,11 +100,13 @@ ts_left(const struct timespec *total, struct timespec start)
 }
 
 /* Runs `call` (an expression that sets ret, -1 and errno on failure) until
- * it ends for a reason of its own; `update` prepares a retry. */
+ * it ends for a reason of its own; `update` prepares a retry.  A call that
+ * succeeds after a retry leaves errno as it found it, not at the EINTR
+ * that was retried. */
 #define WAIT(mask, ret, call, update)					\
 	do {								\
 		struct nsb_wait w_;					\
-		int err_;						\
+		int err_, saved_errno_ = errno;				\
 									\
 		err_ = nsb_disp_wait_begin(&w_, (mask));		\
 		if (err_) {						\
@@ -89,18 +120,75 @@ ts_left(const struct timespec *total, struct timespec start)
 				break;					\
 			update;						\
 		}							\
-		err_ = errno;						\
+		err_ = (ret) >= 0 ? saved_errno_ : errno;		\
 		nsb_disp_wait_end(&w_);					\
 		errno = err_;						\
 	} while (0)
 
-NSB_EXPORT int
-sigsuspend(const sigset_t *mask)
+static int
+do_sigsuspend(const sigset_t *mask)
 {
 	int ret;
 
 	WAIT(mask, ret, ret = real_sigsuspend(w_.kmask), (void)0);
 	return ret;
+}
+
+NSB_EXPORT int
+sigsuspend(const sigset_t *mask)
+{
+	return do_sigsuspend(mask);
+}
+
+NSB_EXPORT int
+__sigsuspend(const sigset_t *mask)
+{
+	return do_sigsuspend(mask);
+}
+
+/*
+ * glibc's __sigpause (signal/sigpause.c): is_sig, the X/Open one (what
+ * sigpause() is under GNU C), waits with the mask less sig; else the BSD
+ * one takes the bits of the first 32 signals.  glibc reads the kernel's
+ * mask; the program's is the view, SIGBUS's bit included.
+ */
+static int
+do_sigpause(int sig_or_mask, int is_sig)
+{
+	sigset_t set;
+	int err;
+
+	if (is_sig) {
+		err = nsb_disp_mask(SIG_BLOCK, NULL, &set);
+		if (err) {
+			errno = err;
+			return -1;
+		}
+		if (sigdelset(&set, sig_or_mask) < 0)
+			return -1;
+	} else {
+		sigemptyset(&set);
+		set.__val[0] = (unsigned int)sig_or_mask;
+	}
+	return do_sigsuspend(&set);
+}
+
+NSB_EXPORT int
+bsd_sigpause(int mask)
+{
+	return do_sigpause(mask, 0);
+}
+
+NSB_EXPORT int
+__sigpause(int sig_or_mask, int is_sig)
+{
+	return do_sigpause(sig_or_mask, is_sig);
+}
+
+NSB_EXPORT int
+__xpg_sigpause(int sig)
+{
+	return do_sigpause(sig, 1);
 }
 
 NSB_EXPORT int
@@ -120,29 +208,38 @@ save_ts(const struct timespec *ts, struct timespec *out)
 	return nsb_read_word(ts, &out->tv_sec) && nsb_read_word(&ts->tv_nsec, &out->tv_nsec);
 }
 
-NSB_EXPORT int
-nanosleep(const struct timespec *req, struct timespec *rem)
+static int
+do_nanosleep(const struct timespec *req, struct timespec *rem)
 {
 	struct timespec left, own, before;
 	struct timespec *r = rem ? rem : &own;
 	const struct timespec *q = req;
-	int ret, saved_errno = errno;
 	bool retried = false;
+	int ret;
 
 	if (rem && !save_ts(rem, &before))
-		return real_nanosleep(req, rem);	/* the kernel's EFAULT */
+		return real_nanosleep(req, rem);	/* EFAULT if it writes rem */
 	/* The kernel reads req and writes rem first: its EFAULT, not ours. */
 	WAIT(NULL, ret, ret = real_nanosleep(q, r), (left = *r, q = &left, retried = true));
-	if (ret == 0) {
-		if (retried && rem)
-			*rem = before;
-		errno = saved_errno;
-	}
+	if (ret == 0 && retried && rem)
+		*rem = before;
 	return ret;
 }
 
 NSB_EXPORT int
-clock_nanosleep(clockid_t clock, int flags, const struct timespec *req, struct timespec *rem)
+nanosleep(const struct timespec *req, struct timespec *rem)
+{
+	return do_nanosleep(req, rem);
+}
+
+NSB_EXPORT int
+__nanosleep(const struct timespec *req, struct timespec *rem)
+{
+	return do_nanosleep(req, rem);
+}
+
+static int
+do_clock_nanosleep(clockid_t clock, int flags, const struct timespec *req, struct timespec *rem)
 {
 	struct timespec left, own, before;
 	struct timespec *r = rem ? rem : &own;
@@ -172,6 +269,26 @@ clock_nanosleep(clockid_t clock, int flags, const struct timespec *req, struct t
 	return ret;
 }
 
+NSB_EXPORT int
+clock_nanosleep(clockid_t clock, int flags, const struct timespec *req, struct timespec *rem)
+{
+	return do_clock_nanosleep(clock, flags, req, rem);
+}
+
+/* glibc's (its clock_nanosleep on CLOCK_REALTIME), C11's results. */
+NSB_EXPORT int
+thrd_sleep(const struct timespec *req, struct timespec *rem)
+{
+	switch (do_clock_nanosleep(CLOCK_REALTIME, 0, req, rem)) {
+	case 0:
+		return 0;
+	case EINTR:
+		return -1;
+	default:
+		return -2;
+	}
+}
+
 /* glibc's, through our nanosleep: whole seconds left if interrupted. */
 NSB_EXPORT unsigned
 sleep(unsigned seconds)
@@ -193,8 +310,8 @@ usleep(useconds_t usec)
 	return nanosleep(&ts, NULL);
 }
 
-NSB_EXPORT int
-poll(struct pollfd *fds, nfds_t n, int timeout)
+static int
+do_poll(struct pollfd *fds, nfds_t n, int timeout)
 {
 	struct timespec start = now();
 	int ret, t = timeout;
@@ -204,7 +321,29 @@ poll(struct pollfd *fds, nfds_t n, int timeout)
 }
 
 NSB_EXPORT int
-ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
+poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	return do_poll(fds, n, timeout);
+}
+
+NSB_EXPORT int
+__poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	return do_poll(fds, n, timeout);
+}
+
+/* fdslen: the size of the buffer at fds, as the compiler knew it.  The
+ * check is glibc's (debug/poll_chk.c), and so is the end when it fails. */
+NSB_EXPORT int
+__poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < n)
+		__chk_fail();
+	return do_poll(fds, n, timeout);
+}
+
+static int
+do_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
 {
 	struct timespec start = now(), left;
 	const struct timespec *t = tmo;
@@ -216,13 +355,40 @@ ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *
 }
 
 NSB_EXPORT int
-select(int nfds, fd_set *r, fd_set *wr, fd_set *e, struct timeval *tv)
+ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
+{
+	return do_ppoll(fds, n, tmo, mask);
+}
+
+NSB_EXPORT int
+__ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask,
+	    size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < n)
+		__chk_fail();
+	return do_ppoll(fds, n, tmo, mask);
+}
+
+static int
+do_select(int nfds, fd_set *r, fd_set *wr, fd_set *e, struct timeval *tv)
 {
 	int ret;
 
 	/* Linux leaves the sets alone on EINTR and counts tv down. */
 	WAIT(NULL, ret, ret = real_select(nfds, r, wr, e, tv), (void)0);
 	return ret;
+}
+
+NSB_EXPORT int
+select(int nfds, fd_set *r, fd_set *wr, fd_set *e, struct timeval *tv)
+{
+	return do_select(nfds, r, wr, e, tv);
+}
+
+NSB_EXPORT int
+__select(int nfds, fd_set *r, fd_set *wr, fd_set *e, struct timeval *tv)
+{
+	return do_select(nfds, r, wr, e, tv);
 }
 
 NSB_EXPORT int

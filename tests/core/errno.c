@@ -4,8 +4,9 @@
  * interposed mmap/munmap/mremap/mprotect/pkey_mprotect return what the
  * kernel returns for the same call made with syscall(2) directly, with the
  * same errno; a failed call records nothing; MAP_NOSIGBUS is stripped
- * before the kernel sees it (a seccomp filter proves it); and a rescue
- * leaves errno as it found it.
+ * before the kernel sees it (a seccomp filter proves it); and a rescue,
+ * or a sleep that succeeds with an unreadable rem, leaves errno as it
+ * found it.
  */
 #include <linux/audit.h>
 #include <linux/filter.h>
@@ -504,6 +505,78 @@ errno_split_child(void *arg)
 	}
 }
 
+/*
+ * nanosleep and clock_nanosleep write rem only when a handler interrupts
+ * them: with an unreadable rem (a PROT_NONE page, an address nothing
+ * maps) or none, a sleep that ends succeeds and leaves errno as it was.
+ * The library reads rem first (to put it back after a retry); that read
+ * must not leave its EFAULT behind.  Before the library's handler is
+ * installed and after.
+ */
+static void
+errno_sleep_round(const char *when)
+{
+	static const int values[] = { EDOM, 0, ENOENT };
+	char *none = core_map(NULL, ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct {
+		const char *name;
+		struct timespec *rem;
+	} rems[] = {
+		{ "a PROT_NONE page", (struct timespec *)none },
+		{ "address 8", (struct timespec *)8 },
+		{ "NULL", NULL },
+	};
+	struct timespec t = { 0, 1000 };
+
+	for (size_t r = 0; r < sizeof(rems) / sizeof(rems[0]); r++) {
+		struct timespec *rem = rems[r].rem;
+
+		NSBT_CHECK(syscall(SYS_nanosleep, &t, rem) == 0,
+			   "the kernel's nanosleep with rem %s: %s (test assumption wrong)",
+			   rems[r].name, strerror(errno));
+		for (size_t v = 0; v < sizeof(values) / sizeof(values[0]); v++) {
+			const char *was = values[v] ? strerrorname_np(values[v]) : "0";
+			struct timespec abs;
+			int ret;
+
+			errno = values[v];
+			ret = nanosleep(&t, rem);
+			if (ret != 0 || errno != values[v])
+				nsbt_fail("%s: nanosleep with rem %s returned %d, errno was %s "
+					  "before, %s after", when, rems[r].name, ret, was,
+					  strerrorname_np(errno) ?: "0");
+			errno = values[v];
+			ret = clock_nanosleep(CLOCK_MONOTONIC, 0, &t, rem);
+			if (ret != 0 || errno != values[v])
+				nsbt_fail("%s: clock_nanosleep with rem %s returned %d, errno was %s "
+					  "before, %s after", when, rems[r].name, ret, was,
+					  strerrorname_np(errno) ?: "0");
+			clock_gettime(CLOCK_MONOTONIC, &abs);
+			errno = values[v];
+			ret = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &abs, rem);
+			if (ret != 0 || errno != values[v])
+				nsbt_fail("%s: clock_nanosleep(TIMER_ABSTIME) with rem %s returned %d, "
+					  "errno was %s before, %s after", when, rems[r].name, ret, was,
+					  strerrorname_np(errno) ?: "0");
+		}
+	}
+	munmap(none, ps);
+	printf("ok: %s: errno kept by successful nanosleep and clock_nanosleep with rem "
+	       "unreadable or NULL\n", when);
+}
+
+static void
+errno_sleep_child(void *arg)
+{
+	int fd = nsbt_file(NSBT_MEMFD, ps);
+
+	(void)arg;
+	errno_sleep_round("before any protected mapping");
+	core_map(NULL, ps, PROT_READ, MAP_SHARED | MAP_NOSIGBUS, fd, 0);
+	NSBT_CHECK(core_stats().mappings >= 1, "the mapping is protected");
+	errno_sleep_round("with a protected mapping");
+}
+
 int
 main(void)
 {
@@ -521,5 +594,7 @@ main(void)
 	nsbt_expect_exit(nsbt_run(errno_rescue_child, NULL), 0, "errno across rescues");
 	nsbt_expect_exit(nsbt_run(errno_split_child, NULL), 0,
 			 "errno after successful calls on a split protected mapping");
+	nsbt_expect_exit(nsbt_run(errno_sleep_child, NULL), 0,
+			 "errno after successful sleeps with an unreadable rem");
 	return 0;
 }
