@@ -279,21 +279,19 @@ sigpending(sigset_t *set)
 /*
  * ---- the BSD mask calls -------------------------------------------------
  *
- * sigblock, sigsetmask, siggetmask and sigpause take and give an int whose
- * bit sig - 1 stands for signals 1 to 32.  glibc's call its own
- * sigprocmask and sigsuspend, not through the PLT: without these shims
+ * sigblock, sigsetmask and siggetmask take and give an int whose bit
+ * sig - 1 stands for signals 1 to 32 (the sigpause family, which waits,
+ * is in waits.c).  glibc's call its own sigprocmask, not through the
+ * PLT: without these shims
  * SIGBUS got blocked for real (the next fault killed), and the view went
  * stale (dash unblocks with sigsetmask(0) in its vfork children: every
  * command of sh -c, system() and popen() then started with SIGBUS
- * blocked).  Defined under their symbols' names: <signal.h> maps sigpause
- * to __xpg_sigpause.
+ * blocked).  Defined under their symbols' names, as glibc's headers
+ * mark them deprecated.
  */
 int nsb_sigblock(int mask) __asm__("sigblock");
 int nsb_sigsetmask(int mask) __asm__("sigsetmask");
 int nsb_siggetmask(void) __asm__("siggetmask");
-int nsb_sigpause_either(int sig_or_mask, int is_sig) __asm__("__sigpause");
-int nsb_sigpause_bsd(int mask) __asm__("sigpause");
-int nsb_sigpause_xpg(int sig) __asm__("__xpg_sigpause");
 
 static void
 old_mask_set(sigset_t *set, int mask)
@@ -346,40 +344,5 @@ NSB_EXPORT int
 nsb_siggetmask(void)
 {
 	return old_mask_call(SIG_BLOCK, 0);
-}
-
-NSB_EXPORT int
-nsb_sigpause_either(int sig_or_mask, int is_sig)
-{
-	sigset_t set;
-	int err;
-
-	if (!is_sig) {
-		old_mask_set(&set, sig_or_mask);
-		return sigsuspend(&set);
-	}
-	/* The X/Open one: the mask without sig. */
-	err = nsb_disp_mask(SIG_BLOCK, NULL, &set);
-	if (err) {
-		errno = err;
-		return -1;
-	}
-	if (sig_or_mask <= 0 || sigdelset(&set, sig_or_mask) < 0) {
-		errno = EINVAL;
-		return -1;
-	}
-	return sigsuspend(&set);
-}
-
-NSB_EXPORT int
-nsb_sigpause_bsd(int mask)
-{
-	return nsb_sigpause_either(mask, 0);
-}
-
-NSB_EXPORT int
-nsb_sigpause_xpg(int sig)
-{
-	return nsb_sigpause_either(sig, 1);
 }
 
