@@ -196,9 +196,70 @@ ask_kernel(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool p
  * than its arguments say: the records there become exactly those of the
  * candidates (what was recorded before, possibly moved) that the kernel
  * still shows, at the protection it shows.  Slow (it asks the kernel),
- * and only for calls that failed.  If the kernel cannot be asked, nothing
- * of the span stays recorded rather than something wrong.
+ * and only for calls that failed.  If the kernel cannot be asked about
+ * its mappings, what is still mapped (keep_mapped).
  */
+static bool
+page_mapped(uintptr_t at)
+{
+	unsigned char v;
+
+	return mincore((void *)at, 1, &v) == 0 || errno != ENOMEM;
+}
+
+/*
+ * Where the kernel cannot be asked about its mappings (no /proc in a
+ * sandbox, every descriptor number taken), the candidates are kept where
+ * their pages are still mapped (mincore, which needs neither): no failed
+ * call that gets here maps something new in place of what was recorded
+ * (a failed mprotect changes no mapping, a failed munmap, mmap or mremap
+ * leaves what it did not reach and unmaps what it took), so a page still
+ * mapped is the recorded mapping.  At the recorded protection, which a
+ * failed mprotect may have changed in part: the lesser wrong, as a live
+ * protected page is never left unprotected (SPEC §4).
+ */
+static void
+keep_mapped(uintptr_t lo, uintptr_t hi, const struct nsb_saved *cands, struct nsb_saved *keep)
+{
+	int saved_errno = errno;
+
+	for (size_t i = 0; i < cands->n; i++) {
+		struct nsb_range c = cands->r[i];
+		size_t unit = unit_of(c.meta);
+		uintptr_t s = c.start > lo ? c.start : lo, e = c.end < hi ? c.end : hi, run = 0;
+
+		/* All of it mapped (a call per 16 MiB), or page by page. */
+		if (s < e && nsb_maps_hole(s, e) == 0) {
+			c.off += s - c.start;
+			c.start = s;
+			c.end = e;
+			if (nsb_saved_push(keep, &c) < 0)
+				break;
+			continue;
+		}
+		for (uintptr_t a = s; a <= e; a += unit) {
+			bool mapped = a < e && page_mapped(a);
+
+			if (mapped && !run) {
+				run = a;
+			} else if (!mapped && run) {
+				struct nsb_range r = c;
+
+				r.off += run - c.start;
+				r.start = run;
+				r.end = a;
+				if (nsb_saved_push(keep, &r) < 0)
+					goto out;
+				run = 0;
+			}
+			if (a == e)
+				break;
+		}
+	}
+out:
+	errno = saved_errno;
+}
+
 static void
 resync(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys)
 {
@@ -207,8 +268,11 @@ resync(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys
 	if (end <= start)
 		return;
 	nsb_saved_init(&rs.keep);
-	if (cands->n && ask_kernel(start, end, cands, pkeys, &rs) != 0)
+	if (cands->n && ask_kernel(start, end, cands, pkeys, &rs) != 0) {
 		rs.keep.n = 0;
+		if (rs.err != ENOMEM)
+			keep_mapped(start, end, cands, &rs.keep);
+	}
 	nsb_ranges_cut(start, end);
 	for (size_t i = 0; i < rs.keep.n; i++)
 		(void)nsb_ranges_insert(&rs.keep.r[i]);

@@ -13,7 +13,9 @@
  *    mapped file, never the file freopen opened;
  *  - a close that succeeds keeps errno, even where every number is taken
  *    and the library could not make its own (EMFILE leaked into errno);
- *  - dup3(K, K) is EINVAL, as the kernel says (EBADF).
+ *  - dup3(K, K) is EINVAL, as the kernel says (EBADF);
+ *  - a failed call with every number taken (the maps cannot be read):
+ *    its records stay where the mapping still is.
  * Each runs in a child.
  */
 #include <pthread.h>
@@ -170,6 +172,38 @@ errno_child(void *arg)
 	printf("ok: a successful close keeps errno, every number taken\n");
 }
 
+/*
+ * A failed mprotect (it runs into a hole above a protected mapping) while
+ * every descriptor number is taken: the library cannot open
+ * /proc/self/maps to ask what the call did.  The mapping is still there,
+ * so it stays protected (the records of the span were dropped: a Bus
+ * error after the file shrank).
+ */
+static void
+resync_child(void *arg)
+{
+	struct rlimit rl = { 256, 256 };
+	char *area, *m;
+	int fd;
+
+	(void)arg;
+	NSBT_CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0, "setrlimit: %s", strerror(errno));
+	fd = nsbt_file(NSBT_MEMFD, 4 * ps);
+	area = core_free_range(8 * ps);
+	m = core_map(area, 4 * ps, CORE_PROT_RW, MAP_SHARED | MAP_FIXED | MAP_NOSIGBUS, fd, 0);
+	NSBT_CHECK(core_stats().mappings == 1, "not recorded");
+	while (dup(0) >= 0)
+		;
+	NSBT_CHECK(mprotect(m, 8 * ps, PROT_READ) == -1 && errno == ENOMEM,
+		   "mprotect over a hole: %s", strerror(errno));
+	NSBT_CHECK(core_stats().mappings == 1, "after a failed mprotect with every number "
+		   "taken: %llu protected mappings, not 1",
+		   (unsigned long long)core_stats().mappings);
+	core_truncate(fd, 0);
+	NSBT_CHECK(*(volatile char *)m == 0, "read past the end");
+	printf("ok: a failed call with every number taken keeps what is still mapped\n");
+}
+
 static void
 dup3_child(void *arg)
 {
@@ -195,6 +229,7 @@ main(int argc, char **argv)
 		{ "freopen", freopen_child },
 		{ "errno of a close", errno_child },
 		{ "dup3 onto itself", dup3_child },
+		{ "a failed mprotect with every number taken", resync_child },
 	};
 	int failed = 0;
 
