@@ -179,26 +179,36 @@ nsb_memory_area(enum nsb_area a, size_t bytes)
 	return p;
 }
 
+/* bytes (whole pages) from the arena's small area, or NULL.  Memory lock
+ * held. */
+static void *
+small_take(size_t bytes)
+{
+	char *base;
+
+	bytes = pages(bytes);
+	base = area_ensure(NSB_AREA_SMALL, small_used + bytes);
+	if (!base)
+		return NULL;
+	small_used += bytes;
+	return base + small_used - bytes;
+}
+
 /* bytes of zeroed memory, or NULL with errno ENOMEM.  NORESERVE: only the
  * pages used are committed. */
 void *
 nsb_memory(size_t bytes)
 {
-	char *base;
 	void *p;
 
 	nsb_init();
-	bytes = pages(bytes);
 	pthread_mutex_lock(&memory_mutex);
-	base = area_ensure(NSB_AREA_SMALL, small_used + bytes);
-	if (base) {
-		p = base + small_used;
-		small_used += bytes;
-		pthread_mutex_unlock(&memory_mutex);
-		return p;
-	}
+	p = small_take(bytes);
 	pthread_mutex_unlock(&memory_mutex);
+	if (p)
+		return p;
 	/* The arena is full or taken: a mapping of its own. */
+	bytes = pages(bytes);
 	p = nsb_sys_mmap(NULL, bytes, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED) {
@@ -217,17 +227,11 @@ nsb_memory(size_t bytes)
 void *
 nsb_memory_try(size_t bytes)
 {
-	char *base;
-	void *p = NULL;
+	void *p;
 
-	bytes = pages(bytes);
 	if (pthread_mutex_trylock(&memory_mutex) != 0)
 		return NULL;
-	base = area_ensure(NSB_AREA_SMALL, small_used + bytes);
-	if (base) {
-		p = base + small_used;
-		small_used += bytes;
-	}
+	p = small_take(bytes);
 	pthread_mutex_unlock(&memory_mutex);
 	return p;
 }

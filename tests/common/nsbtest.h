@@ -97,6 +97,29 @@ nsbt_fmt(const char *fmt, ...)
  * under load (N of M done)" and skips (exit 77), never "hung", never that
  * the code is wrong.
  */
+/*
+ * The system call thread tid of process pid is blocked in (its number), or
+ * -1 while it runs or when this cannot be read (/proc/PID/task/TID/syscall).
+ */
+static inline long
+nsbt_task_syscall(pid_t pid, pid_t tid)
+{
+	char path[64], buf[256];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0 || buf[0] < '0' || buf[0] > '9')
+		return -1;
+	buf[n] = '\0';
+	return strtol(buf, NULL, 10);
+}
+
 static inline double
 nsbt_time_scale(void)
 {

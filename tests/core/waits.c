@@ -111,16 +111,7 @@ asleep_in(pid_t tid)
 	p = strrchr(buf, ')');
 	if (!p || p[1] != ' ' || p[2] != 'S')
 		return -1;
-	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0 || buf[0] < '0' || buf[0] > '9')
-		return -1;
-	buf[n] = '\0';
-	return strtol(buf, NULL, 10);
+	return nsbt_task_syscall(getpid(), tid);
 }
 
 /* Every system call glibc may wait in for the calls tested here. */

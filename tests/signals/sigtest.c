@@ -550,28 +550,13 @@ thread_state(pid_t pid, pid_t tid)
 	return p && p[1] == ' ' ? p[2] : 0;
 }
 
-/*
- * The system call a thread is blocked in (its number), or -1 while it runs
- * or when this cannot be read: a thread seen asleep may be asleep in
- * something else than the call a test waits for (a lock, a page fault).
- */
+/* The system call a thread is blocked in, or -1 (nsbtest.h): a thread seen
+ * asleep may be asleep in something else than the call a test waits for
+ * (a lock, a page fault). */
 static long
 thread_syscall(pid_t pid, pid_t tid)
 {
-	char path[64], buf[256];
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0 || buf[0] < '0' || buf[0] > '9')
-		return -1;
-	buf[n] = '\0';
-	return strtol(buf, NULL, 10);
+	return nsbt_task_syscall(pid, tid);
 }
 
 /* Is the thread asleep in one of the calls listed (ending with -1)? */
