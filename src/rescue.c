@@ -122,8 +122,12 @@ zero_page_used(void)
 	if (first_byte("/sys/kernel/mm/transparent_hugepage/enabled") &&
 	    first_byte("/sys/kernel/mm/transparent_hugepage/use_zero_page") != '1')
 		return false;
-	p = nsb_sys_mmap(NULL, ps, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
+	/* A page of the library's own memory, never touched yet (a mapping
+	 * wherever the kernel would put it could be an address another
+	 * thread is taking back with MAP_FIXED, which our munmap would
+	 * undo: memory.c).  Kept: one page of address space. */
+	p = nsb_memory(ps);
+	if (!p)
 		return false;
 	fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0 && nsb_sys_madvise(p, ps, MADV_POPULATE_READ) == 0 &&
@@ -132,7 +136,6 @@ zero_page_used(void)
 		zero = (entry >> 63 & 1) && !(entry >> 56 & 1);
 	if (fd >= 0)
 		(void)syscall(SYS_close, fd);
-	(void)nsb_sys_munmap(p, ps);
 	return zero;
 }
 
