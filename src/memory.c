@@ -82,8 +82,8 @@ area_base(enum nsb_area a)
 }
 
 /*
- * Where the arena goes, once: between the break and where the next
- * mapping would land (a probe page, unmapped again at once).  With the
+ * Where the arena goes, once: between the break and where mappings are
+ * made (the library's own, mapped there by the loader).  With the
  * legacy bottom-up layout (mappings above the heap, growing up) the probe
  * is above the break too but mappings grow towards the top: half the
  * probe's address is then below both.
@@ -93,19 +93,16 @@ static void *area_ensure(enum nsb_area a, size_t bytes);
 static void
 place_arena(void)
 {
-	size_t total = 0, page = nsb_config.page_size;
+	size_t total = 0;
 	uintptr_t probe, low, at;
-	void *p;
 
 	for (int i = 0; i < NSB_AREAS; i++)
 		total += area_size[i];
-	p = nsb_sys_mmap(NULL, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED) {
-		arena = (uintptr_t)-1;
-		return;
-	}
-	(void)nsb_sys_munmap(p, page);
-	probe = (uintptr_t)p;
+	/* Where mappings are made now: the library's own, which the loader
+	 * made there.  (A probe mapping, made and unmapped, could take an
+	 * address another thread is taking back with MAP_FIXED, and its
+	 * munmap would undo that.) */
+	probe = (uintptr_t)&arena;
 	low = (uintptr_t)sbrk(0) + ((uintptr_t)1 << 30);	/* room for the heap */
 	if (probe > low + 4 * total)
 		at = low + (probe - low) / 2;
