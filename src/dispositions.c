@@ -733,7 +733,7 @@ int
 nsb_disp_mask(int how, const sigset_t *set, sigset_t *old)
 {
 	sigset_t copy;
-	bool was, now, set_has = false;
+	bool was, now, set_has = false, own_view = false;
 	int ret;
 
 	if (!atomic_load(&installed)) {
@@ -747,6 +747,8 @@ nsb_disp_mask(int how, const sigset_t *set, sigset_t *old)
 		if (!nsb_in_vfork_child())
 			vfork_view_pid = 0;	/* its child has gone */
 		else if (vfork_view_pid == getpid())
+			own_view = true;
+		if (own_view)
 			was = vfork_view;
 	}
 	now = was;
@@ -760,7 +762,7 @@ nsb_disp_mask(int how, const sigset_t *set, sigset_t *old)
 	/* A vfork child has its own mask but our memory: a change of its
 	 * SIGBUS bit goes to its kernel mask and to a view of its own (for
 	 * its exec), never to the parent's view. */
-	if (nsb_in_vfork_child() && (vfork_view_pid == getpid() || (set && now != was))) {
+	if (own_view || (set && now != was && nsb_in_vfork_child())) {
 		ret = sigmask_call(how, set, old);
 		if (ret)
 			return ret;
