@@ -453,11 +453,18 @@ chunk_make(struct table *t)
 	return (struct slot *)home;
 }
 
-/* A spare chunk of copy t (room() made sure there is one). */
+static void chunk_free(struct table *t, struct slot *c);
+
+/* A spare chunk of copy t (room() made sure there is one; should its
+ * count ever fall short, one is made here). */
 static struct slot *
 chunk_new(struct table *t)
 {
 	struct slot *c = t->spare;
+
+	if (!c && (c = chunk_make(t)))
+		chunk_free(t, c);
+	c = t->spare;
 
 	t->spare = *(struct slot **)c;
 	t->nspare--;
@@ -474,15 +481,44 @@ chunk_free(struct table *t, struct slot *c)
 	t->nspare++;
 }
 
-/* Room in copy t for `extra` more records: as many spare chunks (each new
- * record splits at most one chunk), and as many more entries in the array
- * of chunks.  The array moves to a bigger one, published with its length:
- * readers of the old one still find the same records. */
+/*
+ * The spare chunks copy t needs for `extra` more records.  A record takes
+ * a new chunk only where it goes into a full one (split, or a new one at
+ * an end): a chunk with f free slots takes f records first, and each half
+ * of a split one full / 2 more.  So none where every chunk has room for
+ * all of them - the usual case: a call asks for a few, and a table of a
+ * few records has one chunk, mostly free.  (Asking for one a record, as
+ * before, made a shrinking mremap of five records want 16 new chunks of
+ * each copy, and fail with ENOMEM under a tight RLIMIT_AS although the
+ * kernel's call would have succeeded, SPEC §12.)
+ */
+static size_t
+spares_needed(const struct table *t, size_t extra)
+{
+	size_t half = full / 2, need = 0;
+
+	if (t->nc == 0)
+		need = 1 + (extra > full ? (extra - full + half - 1) / half : 0);
+	for (size_t j = 0; j < t->nc && need < extra; j++) {
+		size_t n = t->c->r[j].n, f = n < full ? full - n : 0;
+
+		if (extra > f)
+			need += (extra - f + half - 1) / half;
+	}
+	return need < extra ? need : extra;
+}
+
+/* Room in copy t for `extra` more records: the spare chunks they may
+ * need, and as many more entries in the array of chunks.  The array
+ * moves to a bigger one, published with its length: readers of the old
+ * one still find the same records. */
 static int
 room(struct table *t, size_t extra)
 {
 	size_t cap = t->c ? t->c->cap : 0;
 
+	if (t->nspare < extra || cap < t->nc + extra)
+		extra = spares_needed(t, extra);
 	if (t->nspare < extra || cap < t->nc + extra) {
 		if (fail_next_alloc) {
 			fail_next_alloc = false;
