@@ -187,7 +187,8 @@ dontunmap_child(void *arg)
 	/* Page 3 rescued: the mapping is two VMAs and a rescued page. */
 	NSBT_CHECK(p[3 * ps] == 0, "%s: page 3", name);
 	p[3 * ps + 1] = 'w';
-	q = mremap((void *)p, 4 * ps, 4 * ps, MREMAP_MAYMOVE | MREMAP_DONTUNMAP);
+	/* The fifth argument is read for MREMAP_DONTUNMAP (a hint): NULL. */
+	q = mremap((void *)p, 4 * ps, 4 * ps, MREMAP_MAYMOVE | MREMAP_DONTUNMAP, NULL);
 	NSBT_CHECK(q != MAP_FAILED, "MREMAP_DONTUNMAP of a %s mapping a rescue split: %s", name,
 		   strerror(errno));
 	NSBT_CHECK(q[0] == 'N' && q[ps] == 'N' + 1 && q[3 * ps + 1] == 'w',
