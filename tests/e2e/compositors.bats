@@ -89,8 +89,24 @@ matrix_without() {
 				assert_output --partial "Mir fatal error: Unsupported attempt to continue after a fatal signal: SIGBUS"
 				continue
 			fi
-			run_client --backing "$backing" --dir "$DISK_DIR" \
-				--truncate-to "$to" "$FRAMES"
+			if [ "$COMP" = mir ]; then
+				# Mir may die of SIGSEGV here (mir_after_cut_off),
+				# and hang in its fatal-signal handler doing so, as
+				# above (seen once in CI, disk pool, 12 bytes).
+				CLIENT_MAY_HANG=1 CLIENT_DEADLINE=$(scaled 20) \
+					run_client --backing "$backing" --dir "$DISK_DIR" \
+					--truncate-to "$to" "$FRAMES"
+				if [ "$CLIENT_STATUS" = 124 ]; then
+					echo "# Mir, $backing pool truncated to $to bytes: Mir hung in its fatal-signal handler (killed)" >&3
+					kill -KILL "$COMP_PID"
+					wait "$COMP_PID" || true
+					COMP_PID=
+					continue
+				fi
+			else
+				run_client --backing "$backing" --dir "$DISK_DIR" \
+					--truncate-to "$to" "$FRAMES"
+			fi
 			assert_client_cut_off
 			if [ "$COMP" = mir ]; then
 				mir_after_cut_off "$backing"
