@@ -45,7 +45,7 @@
 
 /* Addresses only: an area costs nothing until it is used. */
 static const size_t area_size[NSB_AREAS] = {
-	[NSB_AREA_SMALL] = (size_t)8 << 20,	/* nsb_memory() */
+	[NSB_AREA_SMALL] = (size_t)32 << 20,	/* nsb_memory(): accounts of big mappings too */
 	[NSB_AREA_SCRATCH] = (size_t)8 << 20,	/* nsb_scratch() */
 	[NSB_AREA_TABLE0] = (size_t)40 << 20,	/* each copy of the table */
 	[NSB_AREA_TABLE1] = (size_t)40 << 20,
