@@ -24,9 +24,10 @@
  * the library's own memory (memory.c); an account bigger than half a page
  * (a mapping of more than 64 MiB of 4 KiB pages) is an allocation of its
  * own there, reused once released, never a mapping wherever the kernel
- * would put it (the program may take such an address back).  Accounts are counted by the records that name them, like the
- * files (files.c), and let go only when the table lock is released, after
- * every handler that could still hold one has left (ranges.c).
+ * would put it (the program may take such an address back).  Accounts
+ * are counted by the records that name them, like the files (files.c),
+ * and let go only when the table lock is released, after every handler
+ * that could still hold one has left (ranges.c).
  *
  * Signal context: nsb_account_claim, nsb_account_claim_run,
  * nsb_account_unclaim, nsb_account_test, nsb_account_log,
@@ -94,13 +95,13 @@ allocate(size_t bytes)
 	 * released.  From the library's arena like the rest: a mapping
 	 * wherever the kernel would put it is an address the program may
 	 * just have freed, and may take back with MAP_FIXED (memory.c). */
+	while (((size_t)1 << class) < bytes || (bytes > page / 2 && ((size_t)1 << class) < page))
+		class++;
+	if (class >= CLASSES) {
+		errno = ENOMEM;
+		return NULL;
+	}
 	if (bytes > page / 2) {
-		while (((size_t)1 << class) < bytes || ((size_t)1 << class) < page)
-			class++;
-		if (class >= CLASSES) {
-			errno = ENOMEM;
-			return NULL;
-		}
 		a = free_list[class];
 		if (a)
 			free_list[class] = a->next;
@@ -111,8 +112,6 @@ allocate(size_t bytes)
 		a->bytes = (size_t)1 << class;
 		return a;
 	}
-	while (((size_t)1 << class) < bytes)
-		class++;
 	if (!free_list[class]) {
 		size_t len;
 

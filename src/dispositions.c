@@ -114,6 +114,20 @@ static atomic_uint discard_gen;
 static pid_t vfork_view_pid;
 static bool vfork_view;
 
+/* Has this vfork child a view of its own?  (The parent, asking, forgets
+ * the one of a child that has gone.) */
+static bool
+vfork_view_mine(void)
+{
+	if (!vfork_view_pid)
+		return false;
+	if (!nsb_in_vfork_child()) {
+		vfork_view_pid = 0;
+		return false;
+	}
+	return vfork_view_pid == getpid();
+}
+
 static void note_blocker(bool is_blocking);
 static void set_blocked(bool b);
 
@@ -733,7 +747,7 @@ int
 nsb_disp_mask(int how, const sigset_t *set, sigset_t *old)
 {
 	sigset_t copy;
-	bool was, now, set_has = false, own_view = false;
+	bool was, now, set_has = false, own_view;
 	int ret;
 
 	if (!atomic_load(&installed)) {
@@ -742,15 +756,8 @@ nsb_disp_mask(int how, const sigset_t *set, sigset_t *old)
 		    nsb_disp_install() < 0)
 			return sigmask_call(how, set, old);
 	}
-	was = blocked;
-	if (vfork_view_pid) {
-		if (!nsb_in_vfork_child())
-			vfork_view_pid = 0;	/* its child has gone */
-		else if (vfork_view_pid == getpid())
-			own_view = true;
-		if (own_view)
-			was = vfork_view;
-	}
+	own_view = vfork_view_mine();
+	was = own_view ? vfork_view : blocked;
 	now = was;
 	if (set) {
 		copy = *set;	/* the C library reads it too */
@@ -1204,9 +1211,7 @@ nsb_disp_before_exec(struct nsb_exec *x)
 		return;
 	read_action(SIGBUS, &act);
 	x->ignored = act.sa_handler == SIG_IGN;
-	x->blocked = blocked;
-	if (vfork_view_pid && nsb_in_vfork_child() && vfork_view_pid == getpid())
-		x->blocked = vfork_view;
+	x->blocked = vfork_view_mine() ? vfork_view : blocked;
 	if (x->blocked) {
 		sigbus_only(&bus);
 		kernel_mask(SIG_BLOCK, &bus, &x->saved_mask);

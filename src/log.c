@@ -35,19 +35,12 @@ struct line {
 };
 #define PATH_ROOM 200
 
-/* [signal-safe] At most max bytes of s. */
-static void
-put_max(struct line *l, const char *s, size_t max)
-{
-	while (*s && max-- && l->len < sizeof(l->buf) - 1)
-		l->buf[l->len++] = *s++;
-}
-
 /* [signal-safe] */
 static void
 put(struct line *l, const char *s)
 {
-	put_max(l, s, sizeof(l->buf));
+	while (*s && l->len < sizeof(l->buf) - 1)
+		l->buf[l->len++] = *s++;
 }
 
 /* [signal-safe] */
@@ -114,15 +107,16 @@ static void
 put_mapping(struct line *l, uint32_t file, uint32_t meta)
 {
 	const char *path = nsb_files_path(file);
+	size_t n = path ? strlen(path) : 0;
 	uint64_t dev, ino;
 	char comm[16];
 	int pid;
 
-	if (path && strlen(path) > PATH_ROOM) {
+	if (n > PATH_ROOM) {
 		put(l, "...");
-		path += strlen(path) - PATH_ROOM;
+		path += n - PATH_ROOM;	/* its end: the file's name */
 	}
-	put_max(l, path ? path : (meta & NSB_META_ANON) ? "anonymous" : "unknown", PATH_ROOM);
+	put(l, path ? path : (meta & NSB_META_ANON) ? "anonymous" : "unknown");
 	if (nsb_files_identity(file, &dev, &ino) && nsb_received_sender(dev, ino, &pid, comm)) {
 		put(l, " from ");
 		if (pid > 0) {

@@ -192,22 +192,6 @@ ask_kernel(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool p
 }
 
 /*
- * After a call over [start, end) failed, or may have done something else
- * than its arguments say: the records there become exactly those of the
- * candidates (what was recorded before, possibly moved) that the kernel
- * still shows, at the protection it shows.  Slow (it asks the kernel),
- * and only for calls that failed.  If the kernel cannot be asked about
- * its mappings, what is still mapped (keep_mapped).
- */
-static bool
-page_mapped(uintptr_t at)
-{
-	unsigned char v;
-
-	return mincore((void *)at, 1, &v) == 0 || errno != ENOMEM;
-}
-
-/*
  * Where the kernel cannot be asked about its mappings (no /proc in a
  * sandbox, every descriptor number taken), the candidates are kept where
  * their pages are still mapped (mincore, which needs neither): no failed
@@ -221,8 +205,6 @@ page_mapped(uintptr_t at)
 static void
 keep_mapped(uintptr_t lo, uintptr_t hi, const struct nsb_saved *cands, struct nsb_saved *keep)
 {
-	int saved_errno = errno;
-
 	for (size_t i = 0; i < cands->n; i++) {
 		struct nsb_range c = cands->r[i];
 		size_t unit = unit_of(c.meta);
@@ -238,7 +220,9 @@ keep_mapped(uintptr_t lo, uintptr_t hi, const struct nsb_saved *cands, struct ns
 			continue;
 		}
 		for (uintptr_t a = s; a <= e; a += unit) {
-			bool mapped = a < e && page_mapped(a);
+			/* A hole (1), or mapped; where mincore cannot tell
+			 * (-1), kept. */
+			bool mapped = a < e && nsb_maps_hole(a, a + unit) != 1;
 
 			if (mapped && !run) {
 				run = a;
@@ -249,17 +233,23 @@ keep_mapped(uintptr_t lo, uintptr_t hi, const struct nsb_saved *cands, struct ns
 				r.start = run;
 				r.end = a;
 				if (nsb_saved_push(keep, &r) < 0)
-					goto out;
+					return;
 				run = 0;
 			}
 			if (a == e)
 				break;
 		}
 	}
-out:
-	errno = saved_errno;
 }
 
+/*
+ * After a call over [start, end) failed, or may have done something else
+ * than its arguments say: the records there become exactly those of the
+ * candidates (what was recorded before, possibly moved) that the kernel
+ * still shows, at the protection it shows.  Slow (it asks the kernel),
+ * and only for calls that failed.  If the kernel cannot be asked about
+ * its mappings, what is still mapped (keep_mapped).
+ */
 static void
 resync(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys)
 {

@@ -301,6 +301,22 @@ nsb_log2(size_t v)
 	return s;
 }
 
+/* The signal set of a BSD mask (sigblock, sigsetmask, sigpause): bit
+ * sig - 1 for signals 1 to 32, as glibc's sigset_set_old_mask, and the
+ * way back. */
+static inline void
+nsb_bsd_mask_set(sigset_t *set, int mask)
+{
+	sigemptyset(set);
+	set->__val[0] = (unsigned int)mask;
+}
+
+static inline int
+nsb_bsd_mask_get(const sigset_t *set)
+{
+	return (int)(unsigned int)set->__val[0];
+}
+
 /* [signal-safe] head, n in decimal, tail into buf (a /proc path such as
  * "/proc/self/fd/" N), cut to size - 1 bytes; no stdio, which a handler
  * may not use. */
@@ -367,7 +383,6 @@ extern struct nsb_lock nsb_timers_lock;	/* threads.c */
  * which shares our memory and must not take the parent's state. */
 bool nsb_in_vfork_child(void);
 void nsb_process_start(void);	/* from the constructor: fork handlers */
-void nsb_process_note_pid(void);
 pid_t nsb_gettid(void);	/* [signal-safe] */
 /* The mask to restore when this thread releases its outermost lock
  * (NULL: it holds none): what "this thread's mask" means under a lock. */

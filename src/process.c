@@ -185,20 +185,6 @@ nsb_in_vfork_child(void)
 	return owner_pid && getpid() != owner_pid;
 }
 
-/* Learnt at start-up (nsb_process_start) and in a fork child: learnt
- * later, the first process to need it might be a child that shares our
- * memory without being a thread (clone(CLONE_VM) without CLONE_THREAD,
- * which LTP's clone tests make), and the real owner would then be taken
- * for a vfork child for good: its handler never installed, its mask
- * changes never seen.  Kept for a library loaded by dlopen from such a
- * child. */
-void
-nsb_process_note_pid(void)
-{
-	if (!owner_pid)
-		owner_pid = getpid();
-}
-
 /*
  * The locks are taken in this order everywhere: table, then dispositions.
  * The timers lock's holders take no other and make no call (threads.c),
@@ -257,6 +243,11 @@ after_fork_child(void)
 void
 nsb_process_start(void)
 {
-	nsb_process_note_pid();
+	/* Learnt here, not when it first matters: the first process to
+	 * need it might be a child that shares our memory without being a
+	 * thread (clone(CLONE_VM) without CLONE_THREAD, as LTP's clone tests
+	 * make), and the owner would then be taken for a vfork child for
+	 * good: its handler never installed, its mask changes never seen. */
+	owner_pid = getpid();
 	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }

@@ -460,12 +460,11 @@ static void chunk_free(struct table *t, struct slot *c);
 static struct slot *
 chunk_new(struct table *t)
 {
-	struct slot *c = t->spare;
+	struct slot *c;
 
-	if (!c && (c = chunk_make(t)))
+	if (!t->spare && (c = chunk_make(t)))
 		chunk_free(t, c);
 	c = t->spare;
-
 	t->spare = *(struct slot **)c;
 	t->nspare--;
 	return c;

@@ -293,39 +293,19 @@ int nsb_sigblock(int mask) __asm__("sigblock");
 int nsb_sigsetmask(int mask) __asm__("sigsetmask");
 int nsb_siggetmask(void) __asm__("siggetmask");
 
-static void
-old_mask_set(sigset_t *set, int mask)
-{
-	sigemptyset(set);
-	for (int sig = 1; sig <= 32; sig++)
-		if ((unsigned)mask >> (sig - 1) & 1)
-			(void)sigaddset(set, sig);	/* glibc's own two refuse */
-}
-
-static int
-old_mask_get(const sigset_t *set)
-{
-	unsigned mask = 0;
-
-	for (int sig = 1; sig <= 32; sig++)
-		if (sigismember(set, sig) == 1)
-			mask |= 1u << (sig - 1);
-	return (int)mask;
-}
-
 static int
 old_mask_call(int how, int mask)
 {
 	sigset_t set, old;
 	int err;
 
-	old_mask_set(&set, mask);
+	nsb_bsd_mask_set(&set, mask);
 	err = nsb_disp_mask(how, &set, &old);
 	if (err) {
 		errno = err;
 		return -1;
 	}
-	return old_mask_get(&old);
+	return nsb_bsd_mask_get(&old);
 }
 
 NSB_EXPORT int

@@ -167,8 +167,7 @@ do_sigpause(int sig_or_mask, int is_sig)
 		if (sigdelset(&set, sig_or_mask) < 0)
 			return -1;
 	} else {
-		sigemptyset(&set);
-		set.__val[0] = (unsigned int)sig_or_mask;
+		nsb_bsd_mask_set(&set, sig_or_mask);
 	}
 	return do_sigsuspend(&set);
 }
