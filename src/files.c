@@ -521,7 +521,12 @@ path_descriptor(int fd)
 	int state = atomic_load_explicit(&open_tree_state, memory_order_relaxed), pfd;
 	char link[32];
 
-	if (state != 2) {
+	/* open_tree is in systemd's @mount, and kills a browser's content
+	 * process: under a seccomp filter, /proc/self/fd/N (systemd's
+	 * filters allow openat; a browser's broker refuses the path, and the
+	 * file keeps no descriptor of ours: its rescues go unverified once
+	 * the program's own descriptor is closed). */
+	if (state != 2 && nsb_unfiltered()) {
 		pfd = (int)syscall(SYS_open_tree, fd, "", AT_EMPTY_PATH | O_CLOEXEC);
 		if (pfd >= 0 && (state == 1 || ((int)syscall(SYS_fcntl, pfd, F_GETFL) & O_PATH))) {
 			atomic_store_explicit(&open_tree_state, 1, memory_order_relaxed);
@@ -946,6 +951,11 @@ size_without_descriptor(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t
 
 	if (slot < 0)
 		return false;
+	/* Both ways open files in /proc: not under a seccomp filter. */
+	if (!nsb_unfiltered()) {
+		nsb_slot_give(&map_files_busy, slot);
+		return false;
+	}
 	sp = nsb_signal_space(NSB_SPACE_FILES, slot);
 	ok = sp && (size_by_map_files(sp, file, start, end, addr, st) ||
 		    size_by_program_fds(sp, file, st));
