@@ -790,9 +790,20 @@ struct pieces {
 	struct nsb_saved vmas;	/* start/end of each VMA */
 	uintptr_t next;		/* where the next piece must start */
 	uintptr_t end;		/* where the mapping ends */
+	size_t unit;
+	int prot;		/* the first piece's */
+	bool last_file;		/* the piece before is not a rescue's */
 	bool hole;
+	bool program;		/* a split the program made */
 };
 
+/*
+ * Only the library's own rescues may have split the mapping: a piece of
+ * anonymous memory is a rescue's if every unit of it is replaced; two
+ * pieces of the file side by side, or pieces of different protections,
+ * are a split the program made (mprotect, madvise, mlock), which the
+ * kernel's single VMA would have too: the kernel's EFAULT stands.
+ */
 static int
 collect_piece(const struct nsb_vma *vma, void *arg)
 {
@@ -808,6 +819,15 @@ collect_piece(const struct nsb_vma *vma, void *arg)
 		r.start = pc->next;
 	if (r.end > pc->end)
 		r.end = pc->end;
+	if (pc->vmas.n == 0)
+		pc->prot = vma->prot;
+	if (vma->prot != pc->prot ||
+	    (vma->anon ? nsb_ranges_replaced(r.start, r.end) != (r.end - r.start) / pc->unit
+		       : pc->last_file)) {
+		pc->program = true;
+		return 1;
+	}
+	pc->last_file = !vma->anon;
 	pc->next = r.end;
 	return nsb_saved_push(&pc->vmas, &r) < 0 ? -1 : 0;
 }
@@ -836,17 +856,18 @@ move_piece(struct piece *pcs, size_t i, int flags, int *err)
 }
 
 static void *
-remap_pieces(uintptr_t old, size_t old_len, size_t new_len, int flags, uintptr_t dest)
+remap_pieces(uintptr_t old, size_t old_len, size_t new_len, int flags, uintptr_t dest,
+	     size_t unit)
 {
 	uintptr_t old_end = old + old_len, target;
-	struct pieces pc = { .next = old, .end = old_end };
+	struct pieces pc = { .next = old, .end = old_end, .unit = unit };
 	struct piece *pcs = NULL;
 	size_t n, i;
 	void *ret = MAP_FAILED;
 	int err = EFAULT;
 
 	nsb_saved_init(&pc.vmas);
-	if (nsb_maps_each(old, old_end, false, collect_piece, &pc) != 0 || pc.hole ||
+	if (nsb_maps_each(old, old_end, false, collect_piece, &pc) != 0 || pc.hole || pc.program ||
 	    pc.next < old_end || pc.vmas.n == 0)
 		goto out;
 	n = pc.vmas.n;
@@ -1239,7 +1260,7 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 	err = errno;
 	if (p == MAP_FAILED && err == EFAULT && old_len && from.n &&
 	    from.r[0].start == old && has_tail) {
-		p = remap_pieces(old, old_len_r, new_len_r, flags, dest);
+		p = remap_pieces(old, old_len_r, new_len_r, flags, dest, unit);
 		err = errno;
 	}
 	if (p == MAP_FAILED) {
