@@ -461,6 +461,14 @@ void *nsb_memory_table(int which, size_t bytes);
 #define NSB_META_PKEY_MASK	0x1f0000u
 #define NSB_META_DONTFORK	0x0080u		/* MADV_DONTFORK: not in a fork child */
 #define NSB_META_WIPEONFORK	0x4000u		/* MADV_WIPEONFORK: fresh in a fork child */
+/* What a replaced page must keep of the mapping besides (the program's
+ * mlock and madvise calls, followed in mman.c; doc/mappings.md). */
+#define NSB_META_LOCKED		0x200000u	/* mlock */
+#define NSB_META_ONFAULT	0x400000u	/* MLOCK_ONFAULT, with LOCKED */
+#define NSB_META_DONTDUMP	0x800000u	/* MADV_DONTDUMP */
+#define NSB_META_HUGEPAGE	0x1000000u	/* MADV_HUGEPAGE */
+#define NSB_META_NOHUGEPAGE	0x2000000u	/* MADV_NOHUGEPAGE */
+#define NSB_META_MERGEABLE	0x4000000u	/* MADV_MERGEABLE */
 
 struct nsb_account;
 

@@ -87,6 +87,9 @@ static char *signal_space;	/* nsb_signal_space() */
  * decides instead (tests).
  */
 #define POPULATE_MAX	((size_t)64 << 20)
+#ifndef MLOCK_ONFAULT
+#define MLOCK_ONFAULT 1
+#endif
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
 #endif
@@ -293,6 +296,19 @@ replace(uintptr_t start, uintptr_t end, const struct nsb_range *r)
 		(void)nsb_sys_madvise(p, end - start, MADV_DONTFORK);
 	if (r->meta & NSB_META_WIPEONFORK)
 		(void)nsb_sys_madvise(p, end - start, MADV_WIPEONFORK);
+	/* Nor its advice and locks (the program gave them: its own calls). */
+	if (r->meta & NSB_META_DONTDUMP)
+		(void)nsb_sys_madvise(p, end - start, MADV_DONTDUMP);
+	if (r->meta & NSB_META_HUGEPAGE)
+		(void)nsb_sys_madvise(p, end - start, MADV_HUGEPAGE);
+	if (r->meta & NSB_META_NOHUGEPAGE)
+		(void)nsb_sys_madvise(p, end - start, MADV_NOHUGEPAGE);
+	if (r->meta & NSB_META_MERGEABLE)
+		(void)nsb_sys_madvise(p, end - start, MADV_MERGEABLE);
+	if ((r->meta & (NSB_META_LOCKED | NSB_META_ONFAULT)) == NSB_META_LOCKED)
+		(void)syscall(SYS_mlock, p, end - start);
+	else if (r->meta & NSB_META_LOCKED)
+		(void)syscall(SYS_mlock2, p, end - start, MLOCK_ONFAULT);
 	/* A fill: its zero pages at once, read-only ones too (see above). */
 	if (populate && (prot & PROT_READ) && end - start > nsb_config.page_size)
 		(void)nsb_sys_madvise(p, end - start < POPULATE_MAX ? end - start : POPULATE_MAX,
