@@ -896,7 +896,12 @@ die_of(int sig, const siginfo_t *si)
 	siginfo_t copy = *si;
 
 	kernel_default(sig);
-	syscall(SYS_rt_tgsigqueueinfo, getpid(), nsb_gettid(), sig, &copy);
+	/* With its siginfo where no seccomp filter can refuse or kill on
+	 * rt_tgsigqueueinfo; else, or refused, as tgkill sends it (the same
+	 * death: sandbox.c). */
+	if (!nsb_unfiltered() ||
+	    syscall(SYS_rt_tgsigqueueinfo, getpid(), nsb_gettid(), sig, &copy) < 0)
+		syscall(SYS_tgkill, getpid(), nsb_gettid(), sig);
 	errno = saved_errno;
 }
 

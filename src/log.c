@@ -284,6 +284,18 @@ nsb_log_failure(uintptr_t addr, int err)
 	emit(&l);
 }
 
+/* [signal-safe] With NOSIGBUS_LOG=1, once (sandbox.c). */
+void
+nsb_log_unchecked(void)
+{
+	struct line l;
+
+	put_prefix(&l);
+	put(&l, "a seccomp filter is in force: mappings the library cannot check "
+		"with the calls it allows stay unprotected");
+	emit(&l);
+}
+
 void
 nsb_warn(const char *fmt, ...)
 {
@@ -325,6 +337,11 @@ summary(void)
 		put_num(&l, atomic_load(&nsb_counters.unverified), 10);
 		put(&l, " unverified");
 	}
+	if (atomic_load(&nsb_counters.unchecked)) {
+		put(&l, ", ");
+		put_num(&l, atomic_load(&nsb_counters.unchecked), 10);
+		put(&l, " unchecked");
+	}
 	emit(&l);
 }
 
@@ -340,6 +357,7 @@ nsb_log_after_fork_child(void)
 	atomic_store(&nsb_counters.pages, 0);
 	atomic_store(&nsb_counters.failures, 0);
 	atomic_store(&nsb_counters.unverified, 0);
+	atomic_store(&nsb_counters.unchecked, 0);
 }
 
 void

@@ -281,6 +281,7 @@ struct nsb_config {
 	bool inherit_ignored;	/* ... with the value written for this process */
 	bool secure;		/* AT_SECURE: no variable read, nothing printed */
 	bool fill_set;		/* NOSIGBUS_FILL was given (not empty) */
+	bool test_filtered;	/* NSB_TEST_SECCOMP=filtered: as under a filter */
 };
 
 /* Read by the constructor; read-only afterwards (defaults before it). */
@@ -460,6 +461,14 @@ void *nsb_memory_table(int which, size_t bytes);
 #define NSB_META_PKEY_MASK	0x1f0000u
 #define NSB_META_DONTFORK	0x0080u		/* MADV_DONTFORK: not in a fork child */
 #define NSB_META_WIPEONFORK	0x4000u		/* MADV_WIPEONFORK: fresh in a fork child */
+/* What a replaced page must keep of the mapping besides (the program's
+ * mlock and madvise calls, followed in mman.c; doc/mappings.md). */
+#define NSB_META_LOCKED		0x200000u	/* mlock */
+#define NSB_META_ONFAULT	0x400000u	/* MLOCK_ONFAULT, with LOCKED */
+#define NSB_META_DONTDUMP	0x800000u	/* MADV_DONTDUMP */
+#define NSB_META_HUGEPAGE	0x1000000u	/* MADV_HUGEPAGE */
+#define NSB_META_NOHUGEPAGE	0x2000000u	/* MADV_NOHUGEPAGE */
+#define NSB_META_MERGEABLE	0x4000000u	/* MADV_MERGEABLE */
 
 struct nsb_account;
 
@@ -626,6 +635,7 @@ uint64_t nsb_dev_of(unsigned major, unsigned minor);
 void nsb_rescue_handler(int sig, siginfo_t *si, void *uc); /* [signal-safe] */
 void nsb_rescue_after_fork_child(void);
 int nsb_rescue_prepare(void);	/* its memory, before the handler is installed */
+void nsb_rescue_arm(void);	/* at the first protected record: populate or not */
 
 /* ---- dispositions.c: the program's view of signals --------------------- */
 
@@ -758,6 +768,16 @@ bool nsb_received_is(const struct nsb_identity *id);
 /* [signal-safe] The process that sent this file, where known. */
 bool nsb_received_sender(uint64_t dev, uint64_t ino, int *pid, char comm[16]);
 
+/* ---- sandbox.c: seccomp filters (SPEC §12 "System calls") ------------- */
+
+/* [signal-safe] True if no seccomp filter is in force: only then may the
+ * library make a call some filter refuses or kills on (sandbox.c lists
+ * them).  Reads /proc/self/status on its first call. */
+bool nsb_unfiltered(void);
+/* [signal-safe] A mapping the policy would protect, left as the program
+ * made it for want of an allowed call: counted, logged once. */
+void nsb_sandbox_unchecked(void);
+
 /* ---- log.c: counters and messages -------------------------------------- */
 
 /* What the log said about one mapping (kept in its account): with
@@ -779,6 +799,7 @@ struct nsb_counters {
 	atomic_uint_least64_t pages;
 	atomic_uint_least64_t failures;
 	atomic_uint_least64_t unverified;
+	atomic_uint_least64_t unchecked;	/* left unprotected under a filter */
 };
 extern struct nsb_counters nsb_counters;
 
@@ -796,6 +817,7 @@ void nsb_log_unmapped(struct nsb_maplog *m);
 size_t nsb_log_take(char *out);
 void nsb_log_write(const char *buf, size_t len);
 void nsb_log_failure(uintptr_t addr, int err);	/* [signal-safe] */
+void nsb_log_unchecked(void);	/* [signal-safe] sandbox.c, once */
 void nsb_log_init(void);
 /* Per-process counters: zeroes them in a fork child. */
 void nsb_log_after_fork_child(void);

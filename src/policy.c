@@ -226,6 +226,7 @@ static _Atomic(struct sealed *) sealed_p;
 void
 nsb_policy_prepare(void)
 {
+	nsb_rescue_arm();
 	if (!atomic_load_explicit(&sealed_p, memory_order_acquire))
 		atomic_store_explicit(&sealed_p, nsb_memory(SEALED * sizeof(struct sealed)),
 				      memory_order_release);
@@ -321,7 +322,28 @@ nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d)
 	if (!flagged && (anon || nsb_config.policy == NSB_POLICY_FLAG))
 		return;
 
-	if (anon) {
+	if (!anon && !nsb_unfiltered()) {
+		/* Under a seccomp filter (sandbox.c): fstat alone, which every
+		 * filter allows.  It cannot tell a memory-backed file from
+		 * another (statx's mount, fstatfs and F_GET_SEALS are what
+		 * some filter refuses or kills on): under shm, a file received
+		 * from another process is protected, and whatever else the
+		 * policy might have protected stays as the program made it. */
+		d->has_file = fstat(fd, &d->st) == 0;
+		if (!d->has_file || !S_ISREG(d->st.st_mode))
+			return;
+		if (nsb_received_any()) {
+			struct nsb_identity id = { .dev = (uint64_t)d->st.st_dev,
+						   .ino = (uint64_t)d->st.st_ino };
+
+			received = nsb_received_is(&id);
+		}
+		if (!flagged && nsb_config.policy == NSB_POLICY_SHM && !received) {
+			nsb_sandbox_unchecked();
+			return;
+		}
+		d->meta = 0;
+	} else if (anon) {
 		if (flags & MAP_HUGETLB) {
 			unsigned s = ((unsigned)flags >> MAP_HUGE_SHIFT) & MAP_HUGE_MASK;
 

@@ -87,6 +87,9 @@ static char *signal_space;	/* nsb_signal_space() */
  * decides instead (tests).
  */
 #define POPULATE_MAX	((size_t)64 << 20)
+#ifndef MLOCK_ONFAULT
+#define MLOCK_ONFAULT 1
+#endif
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
 #endif
@@ -148,90 +151,36 @@ nsb_signal_space(enum nsb_space_user user, int slot)
 	return signal_space + ((size_t)user * NSB_SIGNAL_SLOTS + (size_t)slot) * NSB_SIGNAL_SPACE;
 }
 
-/*
- * The C library's functions that the handler's paths call, bound now: with
- * lazy binding, a first call from the handler would run the dynamic
- * loader's resolver on the handler's stack, which takes several KiB (it
- * saves every vector register) of what may be an 8 KiB alternate stack.
- * (Binding everything at load, -z now, would cost every process at
- * start-up.)  Each call fails harmlessly; errno is kept.
- */
-static void
-bind_now(void)
-{
-	int saved_errno = errno;
-	volatile size_t one = 1;
-	volatile long sink;	/* results kept (FORTIFY warns on unused ones) */
-	char c = 0, d = 0;
-	struct stat st;
-	sigset_t set;
-
-	(void)fstat(-1, &st);
-	(void)stat("", &st);
-	sink = readlink("", &c, one);
-	(void)open("", O_RDONLY | O_CLOEXEC);
-	sink = read(-1, &c, one);
-	sink = write(-1, &c, one);
-	(void)sink;
-	(void)getpid();
-	(void)syscall(SYS_getppid);
-	/* The log's clock (log.c), and the size and maps lookups. */
-	{
-		struct timespec ts;
-		struct statx sx;
-		unsigned char vec;
-
-		(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-		(void)statx(-1, "", AT_EMPTY_PATH, 0, &sx);
-		(void)fcntl(-1, F_GETFD);
-		(void)ioctl(-1, 0);
-		sink = pread(-1, &c, one, 0);
-		(void)mincore(NULL, 0, &vec);
-	}
-	memset(&c, 0, one);
-	memcpy(&c, &d, one);
-	memmove(&c, &d, one);
-	/* Pure functions: a call whose result is unused, on arguments the
-	 * compiler knows, is no call at all (and these are IFUNCs, whose
-	 * first call is the costliest binding). */
-	{
-		char *volatile pc = &c, *volatile pd = &d;
-
-		sink = (long)(uintptr_t)memchr(pc, 1, one);
-		sink = memcmp(pc, pd, one);
-		sink = (long)strlen(pc);
-		sink = (long)strnlen(pc, one);
-		sink = (long)(uintptr_t)strstr(pc, pd);
-		sink = (long)strspn(pc, pd);
-		sink = (long)(uintptr_t)strchr(pc, 1);
-		sink = strncmp(pc, pd, one);
-	}
-	sigemptyset(&set);
-	sigfillset(&set);
-	sigaddset(&set, SIGBUS);
-	sigdelset(&set, SIGBUS);
-	(void)sigismember(&set, SIGBUS);
-	sigorset(&set, &set, &set);
-	(void)SIGRTMIN;
-	errno = saved_errno;
-}
-
 int
 nsb_rescue_prepare(void)
 {
-	int saved_errno;
-
 	if (!busy) {
-		bind_now();
 		signal_space = nsb_memory((size_t)NSB_SPACE_USERS * NSB_SIGNAL_SLOTS * NSB_SIGNAL_SPACE);
 		if (!signal_space)
 			return -1;
 		busy = nsb_memory(BUSY_SLOTS * sizeof(*busy));
-		saved_errno = errno;
-		populate = zero_page_used();
-		errno = saved_errno;
 	}
 	return busy ? 0 : -1;
+}
+
+/*
+ * Whether fills are populated: asked the first time a protected mapping
+ * is recorded (policy.c), never when the handler is only installed (a
+ * program that blocks every signal and protects nothing makes none of
+ * these calls), and never under a seccomp filter: reading pagemap and
+ * MADV_POPULATE_READ are calls some filters kill on (sandbox.c).
+ */
+void
+nsb_rescue_arm(void)
+{
+	static atomic_bool asked;
+	int saved_errno;
+
+	if (atomic_load_explicit(&asked, memory_order_acquire) || atomic_exchange(&asked, true))
+		return;
+	saved_errno = errno;
+	populate = nsb_unfiltered() && zero_page_used();
+	errno = saved_errno;
 }
 
 /* [signal-safe] A slot for a rescue in acct of [start, end), or -1. */
@@ -347,6 +296,19 @@ replace(uintptr_t start, uintptr_t end, const struct nsb_range *r)
 		(void)nsb_sys_madvise(p, end - start, MADV_DONTFORK);
 	if (r->meta & NSB_META_WIPEONFORK)
 		(void)nsb_sys_madvise(p, end - start, MADV_WIPEONFORK);
+	/* Nor its advice and locks (the program gave them: its own calls). */
+	if (r->meta & NSB_META_DONTDUMP)
+		(void)nsb_sys_madvise(p, end - start, MADV_DONTDUMP);
+	if (r->meta & NSB_META_HUGEPAGE)
+		(void)nsb_sys_madvise(p, end - start, MADV_HUGEPAGE);
+	if (r->meta & NSB_META_NOHUGEPAGE)
+		(void)nsb_sys_madvise(p, end - start, MADV_NOHUGEPAGE);
+	if (r->meta & NSB_META_MERGEABLE)
+		(void)nsb_sys_madvise(p, end - start, MADV_MERGEABLE);
+	if ((r->meta & (NSB_META_LOCKED | NSB_META_ONFAULT)) == NSB_META_LOCKED)
+		(void)syscall(SYS_mlock, p, end - start);
+	else if (r->meta & NSB_META_LOCKED)
+		(void)syscall(SYS_mlock2, p, end - start, MLOCK_ONFAULT);
 	/* A fill: its zero pages at once, read-only ones too (see above). */
 	if (populate && (prot & PROT_READ) && end - start > nsb_config.page_size)
 		(void)nsb_sys_madvise(p, end - start < POPULATE_MAX ? end - start : POPULATE_MAX,
