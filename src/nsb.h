@@ -475,8 +475,8 @@ struct nsb_account;
 /*
  * [signal-safe] The fill of a record: NOSIGBUS_FILL where it is given;
  * else range for a memory-backed file the policy protects (a compositor's
- * view of a client's buffer: README "Which fill for a compositor"), page
- * for everything else: what the program asked for (MAP_NOSIGBUS,
+ * view of a client's buffer: doc/compositors.md, "Which fill for a
+ * compositor"), page for everything else: what the program asked for (MAP_NOSIGBUS,
  * nosigbus_protect: the kernel patch's semantics), and disk files under
  * the files policy (which may grow back under a reader).
  */

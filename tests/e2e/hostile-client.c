@@ -31,8 +31,7 @@
  * Every configure is acknowledged at the next commit, the buffer keeping
  * its size; with --no-ack only the first one is (a tiling shell then
  * shows the window only when its transaction times out: what made sway
- * 1.7 read a truncated pool after its client had gone, README "Running a
- * compositor under it").
+ * 1.7 read a truncated pool after its client had gone, doc/compositors.md).
  *
  * With --pause it stops and waits for a line on stdin, still serving the
  * connection: after frame 0 (before the truncation), after frame N and,
