@@ -33,16 +33,19 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 #include <wordexp.h>
 #include <elf.h>
+#include <gnu/libc-version.h>
 
 #include "nsb.h"
 
@@ -126,7 +129,10 @@ loads_preloads_fd(int fd, int depth)
 	if (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
 	    ((st.st_mode & S_ISGID) && st.st_gid != getegid()))
 		return false;
-	if (fgetxattr(fd, "security.capability", NULL, 0) >= 0)
+	/* File capabilities make an exec secure unless the real user is
+	 * root (the kernel's cap_bprm_creds_from_file: root gains nothing
+	 * it lacks; issue 38, filecap_root_handoff). */
+	if (getuid() != 0 && fgetxattr(fd, "security.capability", NULL, 0) >= 0)
 		return false;
 	n = pread(fd, &h, sizeof(h) - 1, 0);
 	if (n < 4)
@@ -224,40 +230,51 @@ struct handoff {
 	char var[sizeof(NSB_HANDOFF_VAR) + 24];
 };
 
+/*
+ * The copy of the environment is anonymous memory of its own, not
+ * malloc's: execve is async-signal-safe, and a handler that calls it may
+ * have interrupted malloc, whose lock it would wait for for ever (issue
+ * 38, exec_handler_malloc).  Its size is kept in the word before it.
+ */
+static void
+env_free(char **copy)
+{
+	if (copy)
+		nsb_sys_munmap(copy - 1, (size_t)(uintptr_t)copy[-1]);
+}
+
 /* envp with our variable (and none other of that name), or NULL. */
 static char **
 with_handoff(struct handoff *h, char *const envp[])
 {
-	char **copy = NULL;
-	size_t n = 0, cap = 0;
+	char **block, **copy;
+	size_t count = 0, n = 0, bytes;
+	char *s;
 
 	snprintf(h->var, sizeof(h->var), NSB_HANDOFF_VAR "=%ld", (long)getpid());
-	for (size_t i = 0;; i++) {
-		char *s;
-
-		if (n + 2 > cap) {
-			char **bigger = realloc(copy, (cap = cap ? cap * 2 : 64) * sizeof(*copy));
-
-			if (!bigger)
-				break;
-			copy = bigger;
-		}
-		/* Read with care: a bad pointer must give the C library's
-		 * EFAULT, not a crash in here. */
-		if (!envp)
-			s = NULL;	/* Linux reads NULL as an empty one */
-		else if (!nsb_read_word(&envp[i], &s))
+	/* Read with care: a bad pointer must give the C library's EFAULT,
+	 * not a crash in here.  (Linux reads a NULL envp as an empty one.) */
+	for (; envp; count++) {
+		if (!nsb_read_word(&envp[count], &s))
+			return NULL;	/* it fails anyway */
+		if (!s)
 			break;
-		if (!s) {
-			copy[n] = h->var;
-			copy[n + 1] = NULL;
-			return copy;
-		}
+	}
+	bytes = (count + 3) * sizeof(char *);
+	block = nsb_sys_mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (block == MAP_FAILED)
+		return NULL;	/* told neither way */
+	block[0] = (char *)(uintptr_t)bytes;
+	copy = block + 1;
+	for (size_t i = 0; i < count; i++) {
+		if (!nsb_read_word(&envp[i], &s) || !s)
+			break;
 		if (strncmp(s, NSB_HANDOFF_VAR "=", sizeof(NSB_HANDOFF_VAR)) != 0)
 			copy[n++] = s;
 	}
-	free(copy);
-	return NULL;	/* told neither way, or it fails anyway */
+	copy[n] = h->var;
+	copy[n + 1] = NULL;
+	return copy;
 }
 
 /* Does the spawn reset SIGBUS to its default (POSIX_SPAWN_SETSIGDEF)?
@@ -286,8 +303,12 @@ prepare(struct handoff *h, const struct target *t, const posix_spawnattr_t *attr
 
 	nsb_disp_before_exec(&h->x);
 	h->copy = NULL;
-	if (h->x.ignored && !spawn_resets_sigbus(attr) && will_load(t, envp))
-		h->copy = with_handoff(h, envp);
+	if (h->x.ignored && !spawn_resets_sigbus(attr)) {
+		if (will_load(t, envp))
+			h->copy = with_handoff(h, envp);
+		else
+			nsb_disp_exec_ignore(&h->x);
+	}
 	errno = err;
 	return h->copy ? h->copy : envp;
 }
@@ -299,7 +320,7 @@ finish(struct handoff *h)
 	int err = errno;
 
 	nsb_disp_after_exec(&h->x);
-	free(h->copy);
+	env_free(h->copy);
 	errno = err;
 }
 
@@ -445,18 +466,16 @@ posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *act
 /*
  * pidfd_spawn and pidfd_spawnp (glibc 2.39): the same, with a pidfd.
  * Declared here, not taken from <spawn.h>, so that the library builds
- * (and exports the same names) against an older C library too; the real
- * ones are looked up like the other optional functions, and where the C
- * library lacks them the call fails with ENOSYS (only a program that
- * finds them with dlsym can make it there: one linked against them does
- * not start).
+ * against an older C library too.  Exported only where the running C
+ * library has them (SPEC §12 "Names"; issue 38): each name is a GNU
+ * indirect function whose resolver gives our function on a glibc of 2.39
+ * or later and nothing before, so that a program probing with dlsym finds
+ * nothing there, as without the library, whatever glibc the library was
+ * built against.  (The resolver runs while the loader relocates us, after
+ * the C library: gnu_get_libc_version only returns a constant.)
  */
 typedef int (*nsb_pidfd_spawn_fn)(int *, const char *, const posix_spawn_file_actions_t *,
 				  const posix_spawnattr_t *, char *const[], char *const[]);
-int pidfd_spawn(int *pidfd, const char *path, const posix_spawn_file_actions_t *actions,
-		const posix_spawnattr_t *attr, char *const argv[], char *const envp[]);
-int pidfd_spawnp(int *pidfd, const char *file, const posix_spawn_file_actions_t *actions,
-		 const posix_spawnattr_t *attr, char *const argv[], char *const envp[]);
 
 static int
 sys_pidfd_spawn(enum nsb_real_fn which, int *pidfd, const char *path,
@@ -468,23 +487,57 @@ sys_pidfd_spawn(enum nsb_real_fn which, int *pidfd, const char *path,
 	return f ? f(pidfd, path, actions, attr, argv, envp) : ENOSYS;
 }
 
-NSB_EXPORT int
-pidfd_spawn(int *pidfd, const char *path, const posix_spawn_file_actions_t *actions,
-	    const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+static int
+our_pidfd_spawn(int *pidfd, const char *path, const posix_spawn_file_actions_t *actions,
+		const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	return WITH_PROGRAM_SIGBUS(PATH_TARGET(path), attr, envp,
 				   sys_pidfd_spawn(NSB_REAL_PIDFD_SPAWN, pidfd, path, actions,
 						   attr, argv, env));
 }
 
-NSB_EXPORT int
-pidfd_spawnp(int *pidfd, const char *file, const posix_spawn_file_actions_t *actions,
-	     const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+static int
+our_pidfd_spawnp(int *pidfd, const char *file, const posix_spawn_file_actions_t *actions,
+		 const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	return WITH_PROGRAM_SIGBUS(SEARCH_TARGET(file), attr, envp,
 				   sys_pidfd_spawn(NSB_REAL_PIDFD_SPAWNP, pidfd, file, actions,
 						   attr, argv, env));
 }
+
+/* Does the running C library have pidfd_spawn (glibc 2.39 and later)? */
+static bool
+libc_has_pidfd_spawn(void)
+{
+	const char *v = gnu_get_libc_version();
+	unsigned long major, minor;
+	char *end;
+
+	major = strtoul(v, &end, 10);
+	if (*end != '.')
+		return false;
+	minor = strtoul(end + 1, NULL, 10);
+	return major > 2 || (major == 2 && minor >= 39);
+}
+
+static nsb_pidfd_spawn_fn
+resolve_pidfd_spawn(void)
+{
+	return libc_has_pidfd_spawn() ? our_pidfd_spawn : NULL;
+}
+
+static nsb_pidfd_spawn_fn
+resolve_pidfd_spawnp(void)
+{
+	return libc_has_pidfd_spawn() ? our_pidfd_spawnp : NULL;
+}
+
+NSB_EXPORT int pidfd_spawn(int *pidfd, const char *path, const posix_spawn_file_actions_t *actions,
+			   const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+	__attribute__((ifunc("resolve_pidfd_spawn")));
+NSB_EXPORT int pidfd_spawnp(int *pidfd, const char *file, const posix_spawn_file_actions_t *actions,
+			    const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+	__attribute__((ifunc("resolve_pidfd_spawnp")));
 
 /*
  * system, popen and wordexp spawn /bin/sh through the C library's internal
@@ -533,9 +586,9 @@ swap_end(struct env_swap *w)
 		__atomic_compare_exchange_n(&environ, &expected, w->saved, false,
 					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 		if (expected == ours && !nsb_other_threads())
-			free(ours);
+			env_free(ours);
 		else
-			free(__atomic_exchange_n(&retired_env, ours, __ATOMIC_ACQ_REL));
+			env_free(__atomic_exchange_n(&retired_env, ours, __ATOMIC_ACQ_REL));
 	}
 	errno = err;
 }

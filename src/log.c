@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -75,22 +76,59 @@ put_prefix(struct line *l)
 	put(l, "]: ");
 }
 
-/* [signal-safe] */
+/*
+ * [signal-safe] stderr may be a pipe whose reader has gone: the write's
+ * SIGPIPE would kill a program that never wrote there itself (issue 38,
+ * log_sigpipe_rescue).  SIGPIPE is blocked in this thread for the write
+ * (the rescue handler runs with it blocked anyway), and the one an EPIPE
+ * left pending is discarded the way the kernel discards: the action set
+ * to SIG_IGN and back, once, as the log then stops for good.  (A SIGPIPE
+ * pending for the program at that moment goes with it.)
+ */
+static atomic_bool log_broken;
+
+/* [signal-safe] Out of line: its frame is on the stack only then (the
+ * handler's budget, SPEC §5). */
+__attribute__((noinline)) static void
+discard_sigpipe(void)
+{
+	struct sigaction ign, old;
+
+	memset(&ign, 0, sizeof(ign));
+	ign.sa_handler = SIG_IGN;
+	if (nsb_sys_sigaction(SIGPIPE, &ign, &old) == 0)
+		nsb_sys_sigaction(SIGPIPE, &old, NULL);
+}
+
 void
 nsb_log_write(const char *p, size_t left)
 {
-	if (nsb_config.secure)
+	struct nsb_kset pipe_only, saved;
+	int saved_errno = errno;
+	bool broken = false;
+
+	if (nsb_config.secure || atomic_load(&log_broken))
 		return;	/* AT_SECURE: stderr is not ours to write (config.c) */
+	memset(&pipe_only, 0, sizeof(pipe_only));
+	nsb_kset_add(&pipe_only, SIGPIPE);
+	if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, &pipe_only, &saved, sizeof(pipe_only)) < 0)
+		return;
 	while (left) {
 		ssize_t n = write(STDERR_FILENO, p, left);
 
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && errno == EPIPE)
+			broken = true;
 		if (n <= 0)
-			return;
+			break;
 		p += n;
 		left -= (size_t)n;
 	}
+	if (broken && !atomic_exchange(&log_broken, true))
+		discard_sigpipe();
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &saved, NULL, sizeof(pipe_only));
+	errno = saved_errno;
 }
 
 /* [signal-safe] */

@@ -670,7 +670,7 @@ void nsb_disp_chain(int sig, siginfo_t *si, void *uc);
 void nsb_disp_setjmp(const void *env, bool savemask);	/* [signal-safe] */
 bool nsb_disp_longjmp(const void *env, bool mask_saved, const sigset_t *saved_mask);
 /* The program switches contexts (jumps.c). */
-bool nsb_disp_view_for_context(sigset_t *mask);
+bool nsb_disp_view_for_context(sigset_t *mask, bool leaves);
 void nsb_disp_view_restore(bool was);
 /* A thread starts: its view of SIGBUS is its creator's (or, for threads
  * the C library starts with every signal blocked, blocked). */
@@ -682,9 +682,12 @@ struct nsb_exec {
 	bool ignored;		/* the program ignores SIGBUS */
 	bool blocked;		/* ... and blocks it */
 	sigset_t saved_mask;
+	bool ignore_set;	/* SIG_IGN put into the kernel for the call */
+	struct sigaction saved_action;
 };
 void nsb_disp_before_exec(struct nsb_exec *x);
 void nsb_disp_after_exec(struct nsb_exec *x);
+void nsb_disp_exec_ignore(struct nsb_exec *x);
 void nsb_disp_after_fork_child(void);
 void nsb_disp_start(void);	/* the constructor's part: inherited mask, handoff */
 /* Its value is the decimal pid of the process that wrote it: the exec'd

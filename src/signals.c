@@ -256,6 +256,11 @@ sigset(int sig, sighandler_t disp)
 	bool was_blocked;
 
 	before_handler(disp);
+	/* Holding SIGBUS installs the handler, as blocking it does (glibc's
+	 * sigset blocks through its own sigprocmask, past ours: the kernel
+	 * then blocked SIGBUS for real, sigset_hold_before_install). */
+	if (sig == SIGBUS && disp == SIG_HOLD && !library_owns(sig))
+		(void)nsb_disp_install();
 	if (!library_owns(sig))
 		return real_sigset(sig, disp);
 	was_blocked = view_blocks(sig);
