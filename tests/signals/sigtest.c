@@ -5798,6 +5798,51 @@ body_filecap_root_handoff(char **a)
 	print_query("parent", SIGBUS);
 }
 
+/* -- sigqueue_thread_redirected: pthread_sigqueue to a thread that
+ * blocks SIGBUS stays pending there -- */
+
+static sem_t directed_ready, directed_go;
+static pid_t directed_tid;
+static int directed_calls_before;
+
+static void *
+directed_target(void *arg)
+{
+	(void)arg;
+	directed_tid = (pid_t)syscall(SYS_gettid);
+	block(SIG_BLOCK, SIGBUS);
+	sem_post(&directed_ready);
+	NSBT_CHECK(wait_post(&directed_go), "no go");
+	directed_calls_before = hs.calls;
+	block(SIG_UNBLOCK, SIGBUS);
+	return NULL;
+}
+
+static void
+body_sigqueue_thread_redirected(char **a)
+{
+	pthread_t t;
+
+	(void)a;
+	setup_library();
+	install(SIGBUS, on_bus_info, SA_SIGINFO, NULL);
+	NSBT_CHECK(sem_init(&directed_ready, 0, 0) == 0 && sem_init(&directed_go, 0, 0) == 0,
+		   "sem_init");
+	NSBT_CHECK(pthread_create(&t, NULL, directed_target, NULL) == 0, "pthread_create");
+	NSBT_CHECK(wait_post(&directed_ready), "not ready");
+	NSBT_CHECK(pthread_sigqueue(t, SIGBUS, (union sigval){ .sival_int = 38 }) == 0,
+		   "pthread_sigqueue");
+	usleep(100000);
+	printf("pthread_sigqueue to a thread that blocks SIGBUS: calls=%d pending here=%d\n",
+	       hs.calls, is_pending(SIGBUS));
+	sem_post(&directed_go);
+	pthread_join(t, NULL);
+	printf("while blocked: %d; once unblocked: calls=%d in the target=%s code=%s value=%d\n",
+	       directed_calls_before, hs.calls, hs.tid == directed_tid ? "yes" : "no",
+	       code_name(hs.code), hs.value);
+	rescue_check("after");
+}
+
 static const struct scenario scenarios[] = {
 	{ "install-before-sigaction", body_install_before_sigaction, EXIT(0), NULL },
 	{ "install-after-sigaction", body_install_after_sigaction, EXIT(0), NULL },
@@ -5904,6 +5949,7 @@ static const struct scenario scenarios[] = {
 	{ "system-blocked-handler-fault", body_system_blocked_handler_fault, EXIT(0), NULL },
 	{ "pidfd-dlsym", body_pidfd_dlsym, EXIT(0), NULL },
 	{ "filecap-root-handoff", body_filecap_root_handoff, EXIT(0), NULL },
+	{ "sigqueue-thread-redirected", body_sigqueue_thread_redirected, EXIT(0), NULL },
 	{ "report", body_report, EXIT(0), NULL },
 	{ NULL, NULL, 0, NULL },
 };
