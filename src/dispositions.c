@@ -701,13 +701,13 @@ unblocked_thread(void)
  * SI_QUEUE, with the sender's pid and uid.  Keeps errno.
  */
 __attribute__((noinline)) static void
-hold(const siginfo_t *si)
+hold(const siginfo_t *si, bool directed)
 {
 	int expected = HELD_NONE, saved_errno = errno;
 	siginfo_t copy;
 	pid_t tid;
 
-	if (si->si_code != SI_TKILL && !atomic_load(&blockers_incomplete) &&
+	if (!directed && !atomic_load(&blockers_incomplete) &&
 	    (tid = unblocked_thread()) > 0) {
 		copy = *si;
 		if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGBUS, &copy) == 0)
@@ -721,7 +721,7 @@ hold(const siginfo_t *si)
 		if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGBUS, &copy) == 0)
 			goto out;
 	}
-	if (si->si_code == SI_TKILL) {
+	if (directed) {
 		held_thread_info = *si;
 		held_thread_gen = atomic_load(&discard_gen);
 		held_thread = HELD_READY;
@@ -1109,11 +1109,36 @@ is_fault(const siginfo_t *si)
 	       si->si_code == BUS_OBJERR || si->si_code == BUS_MCEERR_AR;
 }
 
+/* SIGBUS sent by pthread_sigqueue and not yet arrived (signals.c). */
+static atomic_int directed_inflight;
+
+void
+nsb_disp_directed(int delta)
+{
+	atomic_fetch_add(&directed_inflight, delta);
+}
+
+/* [signal-safe] Is this SI_QUEUE one that pthread_sigqueue sent to this
+ * thread?  Ours (our pid), while one is on its way: taken. */
+static bool
+took_directed(const siginfo_t *si)
+{
+	int n = atomic_load(&directed_inflight);
+
+	if (si->si_pid != getpid())
+		return false;
+	while (n > 0)
+		if (atomic_compare_exchange_weak(&directed_inflight, &n, n - 1))
+			return true;
+	return false;
+}
+
 /* [signal-safe] A SIGBUS the library does not rescue. */
 void
 nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 {
 	struct sigaction act;
+	bool directed;
 
 	/* The program's handler calls ours with the siginfo it was given:
 	 * another sigaction interposer (the JVM's libjsig, preloaded after
@@ -1126,8 +1151,9 @@ nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 		die_of(sig, si);
 		return;
 	}
+	directed = si->si_code == SI_TKILL || (si->si_code == SI_QUEUE && took_directed(si));
 	if (!is_fault(si) && blocked) {
-		hold(si);
+		hold(si, directed);
 		swallowed++;
 		return;
 	}
@@ -1405,6 +1431,7 @@ nsb_disp_after_fork_child(void)
 	}
 	held_thread = HELD_NONE;
 	atomic_store(&held_process, HELD_NONE);
+	atomic_store(&directed_inflight, 0);
 	for (struct blockers *b = state ? &state->blockers : NULL; b; b = atomic_load(&b->next))
 		for (int i = 0; i < BLOCKERS; i++)
 			atomic_store(&b->tid[i], 0);

@@ -144,6 +144,7 @@ enum nsb_real_fn {
 	NSB_REAL_FCLOSE,
 	NSB_REAL_FREOPEN,
 	NSB_REAL_FREOPEN64,
+	NSB_REAL_PTHREAD_SIGQUEUE,
 	NSB_REAL_COUNT
 };
 
@@ -175,6 +176,8 @@ typedef void (*nsb_jump_fn)(struct __jmp_buf_tag *, int) __attribute__((noreturn
 	((int (*)(int, const sigset_t *, sigset_t *))nsb_real(NSB_REAL_SIGPROCMASK))
 #define real_sigpending ((int (*)(sigset_t *))nsb_real(NSB_REAL_SIGPENDING))
 #define real_sigsuspend ((int (*)(const sigset_t *))nsb_real(NSB_REAL_SIGSUSPEND))
+#define real_pthread_sigqueue \
+	((int (*)(pthread_t, int, const union sigval))nsb_real(NSB_REAL_PTHREAD_SIGQUEUE))
 #define real_pthread_create \
 	((int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *)) \
 	 nsb_real(NSB_REAL_PTHREAD_CREATE))
@@ -695,6 +698,9 @@ void nsb_disp_start(void);	/* the constructor's part: inherited mask, handoff */
 #define NSB_HANDOFF_VAR "NOSIGBUS_INHERIT_IGNORED"
 /* A thread that pthread_create started ends. */
 void nsb_disp_thread_exit(void);
+/* pthread_sigqueue sends a SIGBUS to one thread (signals.c): +1 before,
+ * -1 if it failed. */
+void nsb_disp_directed(int delta);
 
 /* ---- maps.c: /proc/self/maps and smaps --------------------------------- */
 

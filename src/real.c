@@ -117,6 +117,7 @@ static const struct {
 	[NSB_REAL_FCLOSE] = { "fclose", true, false },
 	[NSB_REAL_FREOPEN] = { "freopen", true, false },
 	[NSB_REAL_FREOPEN64] = { "freopen64", true, false },
+	[NSB_REAL_PTHREAD_SIGQUEUE] = { "pthread_sigqueue", true, true },
 };
 
 /*

@@ -275,6 +275,29 @@ sigset(int sig, sighandler_t disp)
 	return was_blocked ? SIG_HOLD : prev;
 }
 
+/*
+ * pthread_sigqueue sends to one thread, with the siginfo of sigqueue
+ * (SI_QUEUE): the receiving thread cannot tell it from one sent to the
+ * process, which the library passes on to a thread that does not block
+ * SIGBUS; one sent to a thread must stay with it (issue 38,
+ * sigqueue_thread_redirected).  It is counted while on its way
+ * (dispositions.c).  A sigqueue() to this process from another thread
+ * at the same moment may be taken for it.
+ */
+NSB_EXPORT int
+pthread_sigqueue(pthread_t thread, int sig, const union sigval value)
+{
+	bool directed = sig == SIGBUS && nsb_disp_installed();
+	int err;
+
+	if (directed)
+		nsb_disp_directed(1);
+	err = real_pthread_sigqueue(thread, sig, value);
+	if (directed && err)
+		nsb_disp_directed(-1);
+	return err;
+}
+
 NSB_EXPORT int
 sigpending(sigset_t *set)
 {

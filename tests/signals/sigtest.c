@@ -5701,6 +5701,148 @@ body_status_groups_livelock(char **a)
 	pthread_join(f, NULL);
 }
 
+/* -- system_blocked_handler_fault: system() while the program blocks
+ * SIGBUS; a handler that runs during the wait faults -- */
+
+static void
+body_system_blocked_handler_fault(char **a)
+{
+	int status;
+
+	(void)a;
+	setup_library();
+	during_trap = protected_trap(1);
+	signal(SIGUSR1, on_during);
+	block(SIG_BLOCK, SIGBUS);
+	/* The shell signals its parent, which waits in system(). */
+	status = system("kill -USR1 $PPID");
+	printf("system: %s, handler calls=%d, blocked=%d\n", nsbt_status_str(status),
+	       (int)during_calls, is_blocked(SIGBUS));
+	fflush(stdout);
+	status = system("grep -E '^Sig(Blk|Ign)' /proc/self/status");
+	printf("system: %s\n", nsbt_status_str(status));
+	printf("system(NULL)=%d\n", system(NULL));
+	printf("after: mask=%#lx\n", cur_mask());
+	print_query("SIGINT", SIGINT);
+	block(SIG_UNBLOCK, SIGBUS);
+	rescue_check("after system");
+}
+
+/* -- pidfd_spawn: exported only where the C library has it -- */
+
+static void
+body_pidfd_dlsym(char **a)
+{
+	(void)a;
+	setup_library();
+	printf("dlsym pidfd_spawn: %s, pidfd_spawnp: %s\n",
+	       dlsym(RTLD_DEFAULT, "pidfd_spawn") ? "found" : "none",
+	       dlsym(RTLD_DEFAULT, "pidfd_spawnp") ? "found" : "none");
+}
+
+/* -- filecap_root_handoff: root execs a program with file capabilities
+ * (no secure execution for a real uid of 0), SIGBUS ignored, other
+ * threads running: the hand-off goes there -- */
+
+static void
+body_filecap_root_handoff(char **a)
+{
+	char *argv[] = { (char *)"helper", (char *)"--body", (char *)"report", NULL };
+	char path[] = "/tmp/nsbt-filecap-XXXXXX", cmd[256];
+	int status, in, out;
+	char buf[65536];
+	ssize_t n;
+	pthread_t t;
+	pid_t pid;
+
+	(void)a;
+	if (getuid() != 0 ||
+	    (access("/usr/sbin/setcap", X_OK) != 0 && access("/sbin/setcap", X_OK) != 0)) {
+		printf("not root, or no setcap\n");
+		exit(77);
+	}
+	in = open(nolib_path(), O_RDONLY | O_CLOEXEC);
+	out = mkstemp(path);
+	NSBT_CHECK(in >= 0 && out >= 0, "copy");
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		NSBT_CHECK(write(out, buf, (size_t)n) == n, "write");
+	close(in);
+	fchmod(out, 0755);
+	close(out);
+	snprintf(cmd, sizeof(cmd), "PATH=/usr/sbin:/sbin:$PATH setcap cap_net_raw+ep %s", path);
+	if (system(cmd) != 0) {
+		unlink(path);
+		printf("setcap failed\n");
+		exit(77);
+	}
+	preload_in_children();
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	/* Another thread: SIG_IGN cannot go into the kernel for the exec. */
+	atomic_store(&malloc_run, true);
+	NSBT_CHECK(pthread_create(&t, NULL, malloc_churn, NULL) == 0, "pthread_create");
+	printf("exec of a file-capability program: ");
+	fflush(stdout);
+	pid = fork();
+	NSBT_CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		execve(path, argv, environ);
+		_exit(127);
+	}
+	NSBT_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+	atomic_store(&malloc_run, false);
+	pthread_join(t, NULL);
+	unlink(path);
+	NSBT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "helper: %s",
+		   nsbt_status_str(status));
+	print_query("parent", SIGBUS);
+}
+
+/* -- sigqueue_thread_redirected: pthread_sigqueue to a thread that
+ * blocks SIGBUS stays pending there -- */
+
+static sem_t directed_ready, directed_go;
+static pid_t directed_tid;
+static int directed_calls_before;
+
+static void *
+directed_target(void *arg)
+{
+	(void)arg;
+	directed_tid = (pid_t)syscall(SYS_gettid);
+	block(SIG_BLOCK, SIGBUS);
+	sem_post(&directed_ready);
+	NSBT_CHECK(wait_post(&directed_go), "no go");
+	directed_calls_before = hs.calls;
+	block(SIG_UNBLOCK, SIGBUS);
+	return NULL;
+}
+
+static void
+body_sigqueue_thread_redirected(char **a)
+{
+	pthread_t t;
+
+	(void)a;
+	setup_library();
+	install(SIGBUS, on_bus_info, SA_SIGINFO, NULL);
+	NSBT_CHECK(sem_init(&directed_ready, 0, 0) == 0 && sem_init(&directed_go, 0, 0) == 0,
+		   "sem_init");
+	NSBT_CHECK(pthread_create(&t, NULL, directed_target, NULL) == 0, "pthread_create");
+	NSBT_CHECK(wait_post(&directed_ready), "not ready");
+	NSBT_CHECK(pthread_sigqueue(t, SIGBUS, (union sigval){ .sival_int = 38 }) == 0,
+		   "pthread_sigqueue");
+	usleep(100000);
+	printf("pthread_sigqueue to a thread that blocks SIGBUS: calls=%d pending here=%d\n",
+	       hs.calls, is_pending(SIGBUS));
+	sem_post(&directed_go);
+	pthread_join(t, NULL);
+	printf("while blocked: %d; once unblocked: calls=%d in the target=%s code=%s value=%d\n",
+	       directed_calls_before, hs.calls, hs.tid == directed_tid ? "yes" : "no",
+	       code_name(hs.code), hs.value);
+	rescue_check("after");
+}
+
 static const struct scenario scenarios[] = {
 	{ "install-before-sigaction", body_install_before_sigaction, EXIT(0), NULL },
 	{ "install-after-sigaction", body_install_after_sigaction, EXIT(0), NULL },
@@ -5804,6 +5946,10 @@ static const struct scenario scenarios[] = {
 	{ "exec-handler-malloc", body_exec_handler_malloc, EXIT(0), NULL },
 	{ "blockers-overflow-pingpong", body_blockers_overflow_pingpong, EXIT(0), NULL },
 	{ "status-groups-livelock", body_status_groups_livelock, EXIT(0), NULL },
+	{ "system-blocked-handler-fault", body_system_blocked_handler_fault, EXIT(0), NULL },
+	{ "pidfd-dlsym", body_pidfd_dlsym, EXIT(0), NULL },
+	{ "filecap-root-handoff", body_filecap_root_handoff, EXIT(0), NULL },
+	{ "sigqueue-thread-redirected", body_sigqueue_thread_redirected, EXIT(0), NULL },
 	{ "report", body_report, EXIT(0), NULL },
 	{ NULL, NULL, 0, NULL },
 };
