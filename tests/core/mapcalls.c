@@ -7,6 +7,8 @@
  *    records follow the offsets;
  *  - shmat_remap_stale_record: shmat(SHM_REMAP) over a protected mapping
  *    takes its record with it;
+ *  - raw_munmap_stale_record: a record a raw munmap left behind does not
+ *    protect the next mapping made there;
  *  - mremap_program_split: a protected mapping that the program split
  *    (mprotect) cannot be moved, as in the kernel (EFAULT); one that only
  *    rescues split still moves;
@@ -75,6 +77,21 @@ shmat_child(void *arg)
 	core_truncate(fd, 0);
 	core_expect_unprotected(p, "after shmat(SHM_REMAP) and shmdt");
 	printf("ok: shmat_remap_stale_record\n");
+}
+
+/* A raw munmap leaves the record; a mapping made there later is not
+ * protected by it. */
+static void
+raw_munmap_child(void *arg)
+{
+	int fd;
+	char *p = protected_memfd(&fd, 1);
+
+	(void)arg;
+	NSBT_CHECK(syscall(SYS_munmap, p, ps) == 0, "raw munmap: %s", strerror(errno));
+	core_truncate(fd, 0);
+	core_expect_unprotected(p, "a new mapping where a raw munmap left a record");
+	printf("ok: raw_munmap_stale_record\n");
 }
 
 static void
@@ -225,6 +242,7 @@ main(int argc, char **argv)
 	} cases[] = {
 		{ "remap_file_pages_offset", remap_file_pages_child },
 		{ "shmat_remap_stale_record", shmat_child },
+		{ "raw_munmap_stale_record", raw_munmap_child },
 		{ "mremap_program_split", program_split_child },
 		{ "madv_remove_rescued", madv_remove_child },
 		{ "mlock_rescued_unlocked", attrs_child },
