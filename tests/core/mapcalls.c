@@ -15,7 +15,10 @@
  *  - madv_remove_rescued: MADV_REMOVE over a shared mapping with a
  *    rescued page succeeds, as over the kernel flag's single VMA;
  *  - mlock_rescued_unlocked: a rescued page keeps mlock, lock-on-fault,
- *    MADV_DONTDUMP, MADV_(NO)HUGEPAGE and MADV_MERGEABLE (smaps VmFlags).
+ *    mlockall(MCL_CURRENT), MADV_DONTDUMP, MADV_(NO)HUGEPAGE and
+ *    MADV_MERGEABLE (smaps VmFlags);
+ *  - MADV_DONTNEED, msync and mincore over a rescued page: the kernel
+ *    flag's results.
  */
 #include <sys/ipc.h>
 #include <sys/shm.h>
@@ -141,6 +144,25 @@ madv_remove_child(void *arg)
 	printf("ok: madv_remove_rescued\n");
 }
 
+/* Calls on a mapping with a rescued page give the kernel flag's results:
+ * MADV_DONTNEED drops it (zeros again), msync and mincore succeed. */
+static void
+page_calls_child(void *arg)
+{
+	unsigned char vec[2];
+	int fd;
+	char *p = protected_memfd(&fd, 2);
+
+	(void)arg;
+	core_truncate(fd, ps);
+	p[ps] = 9;
+	NSBT_CHECK(msync(p, 2 * ps, MS_SYNC) == 0, "msync: %s", strerror(errno));
+	NSBT_CHECK(mincore(p, 2 * ps, vec) == 0 && (vec[1] & 1), "mincore: %s", strerror(errno));
+	NSBT_CHECK(madvise(p, 2 * ps, MADV_DONTNEED) == 0, "MADV_DONTNEED: %s", strerror(errno));
+	core_expect_bytes(p + ps, 0, ps, "a rescued page after MADV_DONTNEED");
+	printf("ok: MADV_DONTNEED, msync, mincore over a rescued page\n");
+}
+
 /* The VmFlags line of the smaps entry holding addr. */
 static void
 vm_flags(const void *addr, char *out, size_t size)
@@ -230,6 +252,22 @@ attrs_child(void *arg)
 		NSBT_CHECK(munmap(p, 2 * ps) == 0, "munmap");
 		close(fd);
 	}
+	/* mlockall(MCL_CURRENT): every record. */
+	{
+		int fd;
+		char *p = protected_memfd(&fd, 2);
+
+		if (mlockall(MCL_CURRENT) != 0) {
+			printf("skip: mlockall: %s\n", strerror(errno));
+		} else {
+			core_truncate(fd, ps);
+			core_expect_bytes(p + ps, 0, ps, "a rescued page");
+			vm_flags(p + ps, flags, sizeof(flags));
+			NSBT_CHECK(has_flag(flags, "lo"), "mlockall: the rescued page lost it: "
+				   "VmFlags:%s", flags);
+			NSBT_CHECK(munlockall() == 0, "munlockall");
+		}
+	}
 	printf("ok: mlock_rescued_unlocked\n");
 }
 
@@ -246,6 +284,7 @@ main(int argc, char **argv)
 		{ "mremap_program_split", program_split_child },
 		{ "madv_remove_rescued", madv_remove_child },
 		{ "mlock_rescued_unlocked", attrs_child },
+		{ "MADV_DONTNEED, msync, mincore", page_calls_child },
 	};
 	int failed = 0;
 
