@@ -836,6 +836,7 @@ void nsb_log_after_fork_child(void);
 /* Records r, a new mapping (the library's handler is installed first),
  * with a new account of what will be replaced in it.  Table lock held. */
 int nsb_record(struct nsb_range *r);
+void nsb_forget_stale(void *p, size_t len);	/* mman.c: a new mapping's stale records */
 
 /* ---- refresh.c: the file shown again where it came back --------------- */
 
