@@ -432,6 +432,21 @@ nsb_files_maps_forget(void)
 	}
 }
 
+/* The kernel has no PROCMAP_QUERY (before 6.11): the kept descriptor of
+ * the maps is no use; closed if it is still ours (is_kept: still the maps
+ * file kept), forgotten if the program took its number.  Left kept, it
+ * outlived the last protected mapping.  Table lock held. */
+void
+nsb_files_maps_drop(void)
+{
+	int fd = atomic_load(&maps_kept) - 1, s = kept_slot(fd);
+
+	if (s >= 0 && !kept_file[s] && is_kept(fd))
+		let_go(s);
+	else
+		nsb_files_maps_forget();
+}
+
 /* A fork child: the kept descriptor of the maps names the parent's. */
 void
 nsb_files_after_fork_child(void)

@@ -619,6 +619,7 @@ void nsb_files_closing(unsigned first, unsigned last);
  * gave answered as no maps file would; a fork child lets it go. */
 int nsb_files_maps_descriptor(void);
 void nsb_files_maps_forget(void);
+void nsb_files_maps_drop(void);
 void nsb_files_after_fork_child(void);
 void nsb_files_release_unused(void);
 bool nsb_files_identity(uint32_t file, uint64_t *dev, uint64_t *ino);	/* [signal-safe] */

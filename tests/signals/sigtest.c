@@ -2248,10 +2248,24 @@ body_exec_ignored_race(char **a)
 
 static void (*glibc_restorer)(void);
 
+/*
+ * Assumption: glibc passes the kernel a restorer of its own (SA_RESTORER)
+ * and reads it back, as on x86.  On aarch64 (and the others that return
+ * through the vDSO) glibc neither sets sa_restorer for the kernel (its
+ * stack's garbage goes in) nor reads it back (the caller's bytes stay):
+ * the field says nothing there, and is not printed.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+#define GLIBC_RESTORER 1
+#else
+#define GLIBC_RESTORER 0
+#endif
+
 static void
 print_raw_sa(const char *label, const struct sigaction *sa)
 {
-	const char *r = sa->sa_restorer == NULL ? "none" :
+	const char *r = !GLIBC_RESTORER ? "n/a (no restorer on this architecture)" :
+			sa->sa_restorer == NULL ? "none" :
 			sa->sa_restorer == glibc_restorer ? "glibc's" : "other";
 
 	printf("%s: handler=%s flags=%#x restorer=%s mask=%#lx\n", label,
@@ -4676,7 +4690,8 @@ print_raw_kernel(const char *label, int sig, const struct raw_ksa *ref)
 	struct raw_ksa k = raw_action(sig);
 
 	printf("%s %d: kernel handler=%s flags=%#lx mask=%#lx restorer=%s\n", label, sig,
-	       hname(k.handler), k.flags, k.mask, k.restorer == ref->restorer ? "glibc's" : "other");
+	       hname(k.handler), k.flags, k.mask,
+	       !GLIBC_RESTORER ? "n/a" : k.restorer == ref->restorer ? "glibc's" : "other");
 }
 
 static void
