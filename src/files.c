@@ -965,7 +965,8 @@ size_without_descriptor(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t
 
 /* [signal-safe] */
 bool
-nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, uint64_t *size)
+nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, uint64_t *size,
+	       struct timespec *ctime)
 {
 	int saved_errno = errno, fd;
 	struct stat st;
@@ -986,6 +987,8 @@ nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, ui
 	errno = saved_errno;
 	if (ok)
 		*size = (uint64_t)st.st_size;
+	if (ok && ctime)
+		*ctime = st.st_ctim;
 	return ok;
 }
 

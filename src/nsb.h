@@ -612,9 +612,10 @@ void nsb_files_after_fork_child(void);
 void nsb_files_release_unused(void);
 bool nsb_files_identity(uint32_t file, uint64_t *dev, uint64_t *ino);	/* [signal-safe] */
 /* [signal-safe] The size now of the file mapped at addr, in the record
- * [start, end); false if the library cannot tell. */
+ * [start, end), and its status change time from the same fstat (ctime may
+ * be NULL); false if the library cannot tell. */
 bool nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr,
-		    uint64_t *size);
+		    uint64_t *size, struct timespec *ctime);
 const char *nsb_files_path(uint32_t file);	/* [signal-safe] NULL: unknown */
 /* A descriptor of the file, the program's or ours, for mapping it again
  * (refresh.c): the widest (O_RDWR, then O_PATH, then O_RDONLY), its
