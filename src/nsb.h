@@ -739,7 +739,7 @@ struct nsb_decision {
 	bool memfs;
 };
 void nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d);
-/* Table lock held: the memory the decision keeps seals in (policy.c). */
+/* Table lock held: the first protected mapping is about to be recorded. */
 void nsb_policy_prepare(void);
 
 /* ---- received.c: files handed over by another process ----------------- */
