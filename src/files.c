@@ -495,7 +495,7 @@ static bool
 wants_descriptor(uint32_t meta)
 {
 	(void)meta;
-	return nsb_config.errors == NSB_ERRORS_PASS;
+	return nsb_config.errors != NSB_ERRORS_ZERO;
 }
 
 #ifndef SYS_open_tree

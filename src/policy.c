@@ -42,9 +42,11 @@
  *    have seals: the kernel creates it sealed against new ones.)
  *
  * A file another process handed over (SCM_RIGHTS) is protected under shm
- * whatever its file system (received.c, issue 22): that check costs a
- * disk file's mapping one statx, and only in a process that has received
- * a regular file.
+ * whatever its file system (received.c, issue 22), and marked received
+ * whatever its file system, memory-backed too: a fault inside its size
+ * is the peer's error (rescue.c, issue 37).  That check costs a disk
+ * file's mapping one statx, and only in a process that has received a
+ * regular file; a memory-backed one's, a look in the received table.
  *
  * Not used in signal context.
  */
@@ -302,8 +304,9 @@ nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d)
 			d->memfs = seals >= 0;
 		}
 		/* Under shm, a file on disk is protected only if another
-		 * process handed it over (received.c). */
-		maybe_received = !d->memfs && nsb_received_any();
+		 * process handed it over (received.c); a memory-backed one
+		 * is asked too, for its errors are the peer's (rescue.c). */
+		maybe_received = nsb_received_any();
 		if (!flagged && nsb_config.policy == NSB_POLICY_SHM && !d->memfs && !maybe_received)
 			return;
 		if (by_mount) {
@@ -349,7 +352,7 @@ slow:
 		if (fs.f_type == HUGETLBFS_MAGIC)
 			shift = nsb_log2((size_t)fs.f_bsize);
 		d->has_file = fstat(fd, &d->st) == 0;
-		if (d->has_file && !d->memfs && nsb_received_any()) {
+		if (d->has_file && nsb_received_any()) {
 			struct nsb_identity id = { .dev = (uint64_t)d->st.st_dev,
 						   .ino = (uint64_t)d->st.st_ino };
 

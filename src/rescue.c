@@ -339,7 +339,7 @@ enum check { PAST_EOF, INSIDE, UNKNOWN };
  * every file system: a fault inside the size is the file system's (an I/O
  * error, a full tmpfs, a userfaultfd in SIGBUS mode), and goes to the
  * program as without the library - unless NOSIGBUS_ERRORS=zero asks for
- * zeros there.  Anonymous memory has no size (only its huge pages fault).
+ * zeros there, or the file is a peer's (peers_error).  Anonymous memory has no size (only its huge pages fault).
  * Where the size cannot be learnt, the unit is rescued and counted as
  * unverified.  Every unit after one past the end is past it too, so a
  * fill goes on only from a unit known to be past the end.
@@ -362,6 +362,21 @@ check(const struct nsb_range *r, uintptr_t page, size_t unit, struct seen *seen)
 	off = r->off + (page - r->start);
 	/* The kernel maps the unit that holds the last byte. */
 	return off >= ((size + unit - 1) & ~(uint64_t)(unit - 1)) ? PAST_EOF : INSIDE;
+}
+
+/*
+ * [signal-safe] A fault inside the size of a file another process handed
+ * over is that process's error (its file system: a FUSE file whose reads
+ * fail, a full /dev/shm), and is rescued under NOSIGBUS_ERRORS=peer, the
+ * default: the data is the peer's, hiding the error loses nothing of the
+ * program's.  But not a fault the program arranged itself on it: its own
+ * userfaultfd registration (uffd.c).
+ */
+static bool
+peers_error(const struct nsb_range *r, uintptr_t start, size_t unit)
+{
+	return nsb_config.errors == NSB_ERRORS_PEER && (r->meta & NSB_META_RECEIVED) &&
+	       !nsb_uffd_registered(start, start + unit);
 }
 
 /* [signal-safe] How many units a rescue from start replaces at most. */
@@ -500,7 +515,7 @@ rescue(uintptr_t addr)
 	/* Size: inside it, the fault is the program's - unless it is inside
 	 * because the file grew back since, which faulting again tells, as
 	 * long as the file keeps changing (inside_again). */
-	if (c == INSIDE && nsb_config.errors != NSB_ERRORS_ZERO) {
+	if (c == INSIDE && nsb_config.errors != NSB_ERRORS_ZERO && !peers_error(&r, start, unit)) {
 		nsb_account_unclaim(r.acct, off, 1);
 		busy_leave(slot);
 		nsb_ranges_leave(ticket);
@@ -548,7 +563,10 @@ rescue(uintptr_t addr)
 	 * (Without the log, nothing but letting go: the call's frame, a
 	 * line's buffer, costs a tenth of the handler's own instructions.) */
 	if (nsb_config.log)
-		nsb_log_rescue(addr, &r, (end - start) / nsb_config.page_size, c != UNKNOWN, ticket);
+		nsb_log_rescue(addr, &r, (end - start) / nsb_config.page_size,
+			       c == UNKNOWN ? NSB_RESCUE_UNVERIFIED
+			       : c == INSIDE && nsb_config.errors == NSB_ERRORS_PEER ? NSB_RESCUE_PEERS_ERROR
+			       : NSB_RESCUE_PAST_END, ticket);
 	else
 		nsb_ranges_leave(ticket);
 	return RESCUED;
