@@ -535,7 +535,7 @@ static bool
 wants_descriptor(uint32_t meta)
 {
 	(void)meta;
-	return nsb_config.errors == NSB_ERRORS_PASS;
+	return nsb_config.errors != NSB_ERRORS_ZERO;
 }
 
 #ifndef SYS_open_tree
@@ -1009,7 +1009,8 @@ size_without_descriptor(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t
 
 /* [signal-safe] */
 bool
-nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, uint64_t *size)
+nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, uint64_t *size,
+	       struct timespec *ctime)
 {
 	int saved_errno = errno, fd;
 	struct stat st;
@@ -1030,6 +1031,8 @@ nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, ui
 	errno = saved_errno;
 	if (ok)
 		*size = (uint64_t)st.st_size;
+	if (ok && ctime)
+		*ctime = st.st_ctim;
 	return ok;
 }
 

@@ -202,8 +202,8 @@ first_in_process(struct nsb_maplog *m, const struct nsb_range *r)
 
 /* [signal-safe] */
 void
-nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages, bool verified,
-	       int ticket)
+nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages,
+	       enum nsb_rescue_kind kind, int ticket)
 {
 	static const char *const fills[] = { " (fill=page, ", " (fill=range, ", " (fill=auto, " };
 	struct nsb_maplog *m = nsb_account_log(r->acct);
@@ -229,8 +229,11 @@ nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages, bool ver
 		put(&l, fills[nsb_fill_of(r->meta)]);
 		put_num(&l, pages, 10);
 		put(&l, pages == 1 ? " page" : " pages");
-		/* The file's size could not be learnt: perhaps not past its end. */
-		put(&l, verified ? ")" : ", unverified)");
+		/* The file's size could not be learnt: perhaps not past its end;
+		 * or inside it, an error of the sender's file. */
+		put(&l, kind == NSB_RESCUE_UNVERIFIED ? ", unverified)"
+			: kind == NSB_RESCUE_PEERS_ERROR ? ", inside the file: the sender's error)"
+			: ")");
 		atomic_store(&m->next_ns, now_ns() + 1000000000);
 		emit(&l);
 		return;

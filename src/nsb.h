@@ -141,6 +141,7 @@ enum nsb_real_fn {
 	NSB_REAL_PROCESS_MADVISE,
 	NSB_REAL_RECVMSG,
 	NSB_REAL_RECVMMSG,
+	NSB_REAL_IOCTL,
 	NSB_REAL_FCLOSE,
 	NSB_REAL_FREOPEN,
 	NSB_REAL_FREOPEN64,
@@ -227,6 +228,7 @@ struct mmsghdr;
 #define real_recvmsg ((ssize_t (*)(int, struct msghdr *, int))nsb_real(NSB_REAL_RECVMSG))
 #define real_recvmmsg \
 	((int (*)(int, struct mmsghdr *, unsigned, int, struct timespec *))nsb_real(NSB_REAL_RECVMMSG))
+#define real_ioctl ((int (*)(int, unsigned long, void *))nsb_real(NSB_REAL_IOCTL))
 struct pollfd;
 struct epoll_event;
 struct timeval;
@@ -263,13 +265,15 @@ struct timeval;
 
 enum nsb_policy { NSB_POLICY_FLAG, NSB_POLICY_SHM, NSB_POLICY_FILES };
 enum nsb_fill { NSB_FILL_PAGE, NSB_FILL_RANGE, NSB_FILL_AUTO };
-/* What a SIGBUS inside the file's size (an I/O error) gets. */
-enum nsb_errors { NSB_ERRORS_PASS, NSB_ERRORS_ZERO };
+/* What a SIGBUS inside the file's size (an I/O error) gets: the program
+ * (pass), zeros (zero), or zeros in a file another process handed over
+ * and the program in the rest (peer: rescue.c). */
+enum nsb_errors { NSB_ERRORS_PASS, NSB_ERRORS_ZERO, NSB_ERRORS_PEER };
 
 /* The defaults, also used before the constructor has read the variables. */
 #define NSB_DEFAULT_POLICY	NSB_POLICY_SHM
 #define NSB_DEFAULT_FILL	NSB_FILL_PAGE
-#define NSB_DEFAULT_ERRORS	NSB_ERRORS_PASS
+#define NSB_DEFAULT_ERRORS	NSB_ERRORS_PEER
 
 enum nsb_log { NSB_LOG_OFF, NSB_LOG_MAPPINGS, NSB_LOG_PAGES };
 
@@ -624,9 +628,10 @@ void nsb_files_after_fork_child(void);
 void nsb_files_release_unused(void);
 bool nsb_files_identity(uint32_t file, uint64_t *dev, uint64_t *ino);	/* [signal-safe] */
 /* [signal-safe] The size now of the file mapped at addr, in the record
- * [start, end); false if the library cannot tell. */
+ * [start, end), and its status change time from the same fstat (ctime may
+ * be NULL); false if the library cannot tell. */
 bool nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr,
-		    uint64_t *size);
+		    uint64_t *size, struct timespec *ctime);
 const char *nsb_files_path(uint32_t file);	/* [signal-safe] NULL: unknown */
 /* A descriptor of the file, the program's or ours, for mapping it again
  * (refresh.c): the widest (O_RDWR, then O_PATH, then O_RDONLY), its
@@ -756,8 +761,14 @@ struct nsb_decision {
 	bool memfs;
 };
 void nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d);
-/* Table lock held: the memory the decision keeps seals in (policy.c). */
+/* Table lock held: the first protected mapping is about to be recorded. */
 void nsb_policy_prepare(void);
+
+/* ---- uffd.c: the program's own userfaultfd registrations -------------- */
+
+/* [signal-safe] May the program have registered [start, end) with a
+ * userfaultfd of its own?  (True when it cannot tell.) */
+bool nsb_uffd_registered(uintptr_t start, uintptr_t end);
 
 /* ---- received.c: files handed over by another process ----------------- */
 
@@ -817,8 +828,13 @@ void nsb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* [signal-safe] */
 /* [signal-safe] Counts a rescue and says what the log level asks for; lets
  * go of the record (nsb_ranges_leave(ticket)) before it writes. */
-void nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages, bool verified,
-		    int ticket);
+enum nsb_rescue_kind {
+	NSB_RESCUE_PAST_END,
+	NSB_RESCUE_UNVERIFIED,	/* the file's size could not be learnt */
+	NSB_RESCUE_PEERS_ERROR,	/* inside a received file's size */
+};
+void nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages,
+		    enum nsb_rescue_kind kind, int ticket);
 /* Table lock held: the mapping's last line, written at the unlock. */
 void nsb_log_unmapped(struct nsb_maplog *m);
 /* At the unlock: takes the lines nsb_log_unmapped queued (out: at least
