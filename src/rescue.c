@@ -451,9 +451,18 @@ inside_again(uintptr_t start, const struct nsb_range *r, const struct seen *seen
 {
 	uint64_t id = nsb_account_id(r->acct);
 
-	if (again_page == start && again_acct == id && again_inside && again_seen.sure &&
-	    again_seen.size == seen->size && again_seen.ctime.tv_sec == seen->ctime.tv_sec &&
-	    again_seen.ctime.tv_nsec == seen->ctime.tv_nsec) {
+	/* The change time only for memory-backed files: a disk file
+	 * system stamps it in the fault itself (ext4_page_mkwrite calls
+	 * file_update_time before the allocation that fails with ENOSPC,
+	 * with a fresh fine-grained stamp after our fstat since Linux 6.13),
+	 * so there every retry would see a change and a full disk would
+	 * never get its SIGBUS (fs-ext4-write hung).  shmem's faults stamp
+	 * nothing: only a resize does. */
+	bool memfs = (r->meta & NSB_META_MEMFS) != 0;
+
+	if (again_page == start && again_acct == id && again_inside && again_seen.size == seen->size &&
+	    (!memfs || (again_seen.sure && again_seen.ctime.tv_sec == seen->ctime.tv_sec &&
+			again_seen.ctime.tv_nsec == seen->ctime.tv_nsec))) {
 		again_page = 0;
 		return false;
 	}
