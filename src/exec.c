@@ -126,7 +126,7 @@ loads_preloads_fd(int fd, int depth)
 	struct stat st;
 	ssize_t n;
 
-	if (fstat(fd, &st) < 0)
+	if (nsb_fstat(fd, &st) < 0)
 		return true;	/* the exec will tell */
 	if (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
 	    ((st.st_mode & S_ISGID) && st.st_gid != getegid()))

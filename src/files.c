@@ -561,12 +561,17 @@ path_descriptor(int fd)
 	int state = atomic_load_explicit(&open_tree_state, memory_order_relaxed), pfd;
 	char link[32];
 
-	/* open_tree is in systemd's @mount, and kills a browser's content
-	 * process: under a seccomp filter, /proc/self/fd/N (systemd's
-	 * filters allow openat; a browser's broker refuses the path, and the
-	 * file keeps no descriptor of ours: its rescues go unverified once
-	 * the program's own descriptor is closed). */
-	if (state != 2 && nsb_unfiltered()) {
+	/* Not under a seccomp filter: open_tree is in systemd's @mount and
+	 * kills a browser's content process, and Firefox traps openat to
+	 * its broker, which the kernel turns into a kill while every signal
+	 * is blocked (the table lock is held here).  The file then keeps no
+	 * descriptor of ours: its rescues go unverified once the program's
+	 * own descriptor is closed. */
+	if (!nsb_unfiltered()) {
+		errno = EPERM;
+		return -1;
+	}
+	if (state != 2) {
 		pfd = (int)syscall(SYS_open_tree, fd, "", AT_EMPTY_PATH | O_CLOEXEC);
 		if (pfd >= 0 && (state == 1 || ((int)syscall(SYS_fcntl, pfd, F_GETFL) & O_PATH))) {
 			atomic_store_explicit(&open_tree_state, 1, memory_order_relaxed);
@@ -726,7 +731,7 @@ open_mapped(uintptr_t start, uintptr_t end, uint64_t dev, uint64_t ino, const ch
 	fd = open(link, O_PATH | O_CLOEXEC);
 	if (fd < 0 && path && path[0] == '/')
 		fd = open(path, O_PATH | O_CLOEXEC);
-	if (fd >= 0 && (fstat(fd, &st) < 0 || (uint64_t)st.st_dev != dev ||
+	if (fd >= 0 && (nsb_fstat(fd, &st) < 0 || (uint64_t)st.st_dev != dev ||
 			(uint64_t)st.st_ino != ino)) {
 		syscall(SYS_close, fd);
 		fd = -1;
@@ -1020,11 +1025,11 @@ nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, ui
 		return false;
 	fd = atomic_load(&files[file].fd);
 	/* A number the program reused behind our back is not our file. */
-	ok = fd >= 0 && fstat(fd, &st) == 0 && same_file(file, &st);
+	ok = fd >= 0 && nsb_fstat(fd, &st) == 0 && same_file(file, &st);
 	if (!ok && !(fd >= 0)) {
 		/* None of ours yet: the program's own, still open. */
 		fd = atomic_load(&files[file].src);
-		ok = fd >= 0 && fstat(fd, &st) == 0 && same_file(file, &st);
+		ok = fd >= 0 && nsb_fstat(fd, &st) == 0 && same_file(file, &st);
 	}
 	if (!ok)
 		ok = size_without_descriptor(file, start, end, addr, &st);

@@ -467,10 +467,15 @@ nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
 	struct walk w = { .lo = lo, .hi = hi, .smaps = smaps, .fn = fn, .arg = arg };
 	char buf[8192];
 
-	/* Under a seccomp filter, the maps are read, never queried: a
-	 * browser's filter kills on an ioctl it does not list.  (Its broker
-	 * refuses to open the file, as where /proc is not mounted.) */
-	if (!smaps && query_wanted() && nsb_unfiltered()) {
+	/* Under a seccomp filter, as where /proc is not mounted: a
+	 * browser's filter kills on an ioctl it does not list, and traps
+	 * openat to its broker, which the kernel turns into a kill while
+	 * every signal is blocked (callers hold the table lock). */
+	if (!nsb_unfiltered()) {
+		errno = EPERM;
+		return -1;
+	}
+	if (!smaps && query_wanted()) {
 		bool kept;
 		int fd = maps_fd(&kept), ret, err;
 

@@ -791,6 +791,16 @@ bool nsb_received_sender(uint64_t dev, uint64_t ino, int *pid, char comm[16]);
 
 /* ---- sandbox.c: seccomp filters (SPEC §12 "System calls") ------------- */
 
+/* [signal-safe] The fstat system call itself.  glibc's fstat() is
+ * newfstatat(fd, "", AT_EMPTY_PATH), which Firefox's content sandbox
+ * traps to its SIGSYS handler; trapped while every signal is blocked (the
+ * library's locks, its handler), the kernel kills the process instead. */
+static inline int
+nsb_fstat(int fd, struct stat *st)
+{
+	return (int)syscall(SYS_fstat, fd, st);
+}
+
 /* [signal-safe] True if no seccomp filter is in force: only then may the
  * library make a call some filter refuses or kills on (sandbox.c lists
  * them).  Reads /proc/self/status on its first call. */

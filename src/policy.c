@@ -254,7 +254,7 @@ nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d)
 		 * some filter refuses or kills on): under shm, a file received
 		 * from another process is protected, and whatever else the
 		 * policy might have protected stays as the program made it. */
-		d->has_file = fstat(fd, &d->st) == 0;
+		d->has_file = nsb_fstat(fd, &d->st) == 0;
 		if (!d->has_file || !S_ISREG(d->st.st_mode))
 			return;
 		if (nsb_received_any()) {
@@ -351,7 +351,7 @@ slow:
 		d->memfs = fs.f_type == TMPFS_MAGIC || fs.f_type == HUGETLBFS_MAGIC;
 		if (fs.f_type == HUGETLBFS_MAGIC)
 			shift = nsb_log2((size_t)fs.f_bsize);
-		d->has_file = fstat(fd, &d->st) == 0;
+		d->has_file = nsb_fstat(fd, &d->st) == 0;
 		if (d->has_file && nsb_received_any()) {
 			struct nsb_identity id = { .dev = (uint64_t)d->st.st_dev,
 						   .ino = (uint64_t)d->st.st_ino };

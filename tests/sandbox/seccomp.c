@@ -20,8 +20,9 @@
  *    groups (a status file of some 20 KiB: "Seccomp:" after them);
  *  - renderer: an allow-list written from Chromium's and Firefox's content
  *    process policies - the calls a renderer makes allowed, statx,
- *    fstatfs, open_tree, mincore, openat, ioctl and the rest refused -
- *    installed the way the browsers do, by the process itself through
+ *    fstatfs, open_tree, mincore, ioctl and the rest refused, openat and
+ *    newfstatat trapped to a SIGSYS handler that plays the broker (Firefox)
+ *    - installed the way the browsers do, by the process itself through
  *    libseccomp once it runs (so after the library loaded).
  * "kill" is SCMP_ACT_KILL_PROCESS for what the filter refuses; "eperm"
  * SCMP_ACT_ERRNO(EPERM).
@@ -48,6 +49,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <grp.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <seccomp.h>
@@ -145,6 +147,35 @@ systemd_lists(void)
 	return svc_n >= 100 && chrony_n >= 20;
 }
 
+/*
+ * The broker's side of a trapped call, as Firefox's SIGSYS handler does
+ * it: newfstatat(fd, "", AT_EMPTY_PATH) is answered by fstat, an openat
+ * is refused (its broker does not list what the harness's processes
+ * open after the filter: /proc among them).
+ */
+static void
+broker(int sig, siginfo_t *si, void *ucv)
+{
+	ucontext_t *uc = ucv;
+	long ret = -EACCES;
+#if defined(__x86_64__)
+	greg_t *g = uc->uc_mcontext.gregs;
+
+	if (si->si_syscall == SCMP_SYS(newfstatat) && ((const char *)g[REG_RSI])[0] == '\0' &&
+	    (g[REG_R10] & AT_EMPTY_PATH))
+		ret = syscall(SYS_fstat, g[REG_RDI], g[REG_RDX]) < 0 ? -errno : 0;
+	g[REG_RAX] = ret;
+#elif defined(__aarch64__)
+	unsigned long long *x = uc->uc_mcontext.regs;
+
+	if (si->si_syscall == SCMP_SYS(newfstatat) && ((const char *)x[1])[0] == '\0' &&
+	    (x[3] & AT_EMPTY_PATH))
+		ret = syscall(SYS_fstat, x[0], x[2]) < 0 ? -errno : 0;
+	x[0] = (unsigned long long)ret;
+#endif
+	(void)sig;
+}
+
 /* Installs the named filter in this process (no_new_privs first). */
 static int
 install(const char *filter, const char *action)
@@ -174,13 +205,17 @@ install(const char *filter, const char *action)
 		 * clone), as in Chromium. */
 		(void)seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
 	} else if (!strcmp(filter, "renderer")) {
+		struct sigaction sa = { .sa_sigaction = broker, .sa_flags = SA_SIGINFO };
+
+		sigaction(SIGSYS, &sa, NULL);
 		ctx = seccomp_init(refuse);
 		add_names(ctx, SCMP_ACT_ALLOW, (char **)renderer_allow,
 			  sizeof(renderer_allow) / sizeof(*renderer_allow) - 1);
-		/* A browser traps openat to its broker, which refuses what its
-		 * list does not name (/proc among them): EACCES, whatever the
-		 * action. */
-		(void)seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(openat), 0);
+		/* A browser traps openat and newfstatat to its broker through
+		 * SIGSYS (broker(), below): a trapped call made with SIGSYS
+		 * blocked is a kill, whatever the action. */
+		(void)seccomp_rule_add(ctx, SCMP_ACT_TRAP, SCMP_SYS(openat), 0);
+		(void)seccomp_rule_add(ctx, SCMP_ACT_TRAP, SCMP_SYS(newfstatat), 0);
 		(void)seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
 	}
 	if (!ctx)
