@@ -406,7 +406,7 @@ nsb_files_maps_descriptor(void)
 
 	if (fd >= 0 || nsb_in_vfork_child())
 		return fd;
-	pfd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	pfd = nsb_proc_open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	if (pfd < 0)
 		return -1;
 	if (syscall(SYS_fstat, pfd, &st) == 0) {
@@ -561,17 +561,12 @@ path_descriptor(int fd)
 	int state = atomic_load_explicit(&open_tree_state, memory_order_relaxed), pfd;
 	char link[32];
 
-	/* Not under a seccomp filter: open_tree is in systemd's @mount and
-	 * kills a browser's content process, and Firefox traps openat to
-	 * its broker, which the kernel turns into a kill while every signal
-	 * is blocked (the table lock is held here).  The file then keeps no
-	 * descriptor of ours: its rescues go unverified once the program's
-	 * own descriptor is closed. */
-	if (!nsb_unfiltered()) {
-		errno = EPERM;
-		return -1;
-	}
-	if (state != 2) {
+	/* Under a seccomp filter, not open_tree (systemd's @mount; it kills
+	 * a browser's content process): /proc/self/fd/N, with SIGSYS
+	 * deliverable for a browser's broker, which refuses it (the file
+	 * then keeps no descriptor of ours: its rescues go unverified once
+	 * the program's own is closed).  nsb_proc_open. */
+	if (state != 2 && nsb_unfiltered()) {
 		pfd = (int)syscall(SYS_open_tree, fd, "", AT_EMPTY_PATH | O_CLOEXEC);
 		if (pfd >= 0 && (state == 1 || ((int)syscall(SYS_fcntl, pfd, F_GETFL) & O_PATH))) {
 			atomic_store_explicit(&open_tree_state, 1, memory_order_relaxed);
@@ -585,7 +580,7 @@ path_descriptor(int fd)
 	}
 	/* (No snprintf: an interposed close may get here from a handler.) */
 	nsb_proc_path(link, sizeof(link), "/proc/self/fd/", (unsigned long)fd, "");
-	return (int)syscall(SYS_openat, AT_FDCWD, link, O_PATH | O_CLOEXEC);
+	return nsb_proc_open(link, O_PATH | O_CLOEXEC);
 }
 
 /* ---- watched descriptors ----------------------------------------------- */

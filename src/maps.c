@@ -210,7 +210,7 @@ walk_file(const char *path, char *buf, size_t size, struct walk *w)
 	bool skipping = false, eof = false;
 	int fd, ret = 0;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = nsb_proc_open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	while (!ret) {
@@ -394,7 +394,7 @@ maps_fd(bool *kept)
 	int fd = nsb_files_maps_descriptor();
 
 	*kept = fd >= 0;
-	return *kept ? fd : open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	return *kept ? fd : nsb_proc_open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 }
 
 /* NSB_TEST_MAPS=read: neither query nor probe (the last fallback alone). */
@@ -467,15 +467,10 @@ nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
 	struct walk w = { .lo = lo, .hi = hi, .smaps = smaps, .fn = fn, .arg = arg };
 	char buf[8192];
 
-	/* Under a seccomp filter, as where /proc is not mounted: a
-	 * browser's filter kills on an ioctl it does not list, and traps
-	 * openat to its broker, which the kernel turns into a kill while
-	 * every signal is blocked (callers hold the table lock). */
-	if (!nsb_unfiltered()) {
-		errno = EPERM;
-		return -1;
-	}
-	if (!smaps && query_wanted()) {
+	/* Under a seccomp filter the maps are read, never queried: a
+	 * browser's filter kills on an ioctl it does not list (and its
+	 * broker refuses the file: nsb_proc_open). */
+	if (!smaps && query_wanted() && nsb_unfiltered()) {
 		bool kept;
 		int fd = maps_fd(&kept), ret, err;
 
@@ -486,7 +481,7 @@ nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
 			/* Not the maps any more (the program reused our number
 			 * behind our back), or a kernel without the call: asked
 			 * again on a descriptor of its own, which tells. */
-			fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+			fd = nsb_proc_open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 			if (fd < 0) {
 				nsb_files_maps_forget();
 				return -1;

@@ -805,6 +805,9 @@ nsb_fstat(int fd, struct stat *st)
  * library make a call some filter refuses or kills on (sandbox.c lists
  * them).  Reads /proc/self/status on its first call. */
 bool nsb_unfiltered(void);
+/* [signal-safe] openat(AT_FDCWD, path, flags) of a /proc file, with
+ * SIGSYS deliverable under a filter (a browser's broker trap). */
+int nsb_proc_open(const char *path, int flags);
 /* [signal-safe] A mapping the policy would protect, left as the program
  * made it for want of an allowed call: counted, logged once. */
 void nsb_sandbox_unchecked(void);

@@ -35,7 +35,9 @@
  * nosigbus_get_stats' `unchecked` and, with NOSIGBUS_LOG=1, logged once.
  *
  * The interposed syscall() goes to the kernel itself (the instruction,
- * as glibc's syscall() does, in the same assembly): the library's own
+ * as glibc's syscall() does, in the same assembly; only the seccomp
+ * operations that install, SECCOMP_SET_MODE_STRICT and _FILTER, count):
+ * the library's own
  * syscall() calls bind to it (-Bsymbolic-functions), and a handler may
  * make them.
  *
@@ -44,6 +46,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <sys/prctl.h>
@@ -178,6 +181,34 @@ nsb_filter_coming(void)
 	atomic_store_explicit(&filter_state, 2, memory_order_release);
 }
 
+/*
+ * [signal-safe] openat of a file of /proc, as every filter can take it.
+ * Kill filters that list it (systemd's, chrony's, flatpak's) let it
+ * through; a browser traps it to its broker through SIGSYS, which must
+ * then be deliverable: the library's locks and its handler block every
+ * signal, and a trapped call with SIGSYS blocked is a kill.  So under a
+ * filter SIGSYS is unblocked in this thread for the call alone (the
+ * broker refuses /proc: -1, as where it is not mounted).
+ */
+int
+nsb_proc_open(const char *path, int flags)
+{
+	sigset_t sys, old;
+	int fd, err;
+
+	if (nsb_unfiltered())
+		return (int)raw_syscall(SYS_openat, AT_FDCWD, (long)path, flags, 0, 0, 0);
+	sigemptyset(&sys);
+	sigaddset(&sys, SIGSYS);
+	if (raw_syscall(SYS_rt_sigprocmask, SIG_UNBLOCK, (long)&sys, (long)&old, _NSIG / 8, 0, 0) < 0)
+		return -1;
+	fd = (int)raw_syscall(SYS_openat, AT_FDCWD, (long)path, flags, 0, 0, 0);
+	err = errno;
+	raw_syscall(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, _NSIG / 8, 0, 0);
+	errno = err;
+	return fd;
+}
+
 /* [signal-safe] Mappings left unprotected for want of an allowed call. */
 void
 nsb_sandbox_unchecked(void)
@@ -209,7 +240,11 @@ __asm__(".text\n"
 	"syscall:\n"
 	".cfi_startproc\n"
 	"	cmpq $" NSB_STR(SYS_seccomp) ", %rdi\n"
-	"	je 1f\n"
+	"	jne 0f\n"
+	"	cmpq $1, %rsi\n"	/* SECCOMP_SET_MODE_STRICT or _FILTER */
+	"	jbe 1f\n"
+	"	jmp 2f\n"
+	"0:\n"
 	"	cmpq $" NSB_STR(SYS_prctl) ", %rdi\n"
 	"	jne 2f\n"
 	"	cmpq $" NSB_STR(PR_SET_SECCOMP) ", %rsi\n"
@@ -267,7 +302,11 @@ __asm__(".text\n"
 	".cfi_startproc\n"
 	"	hint 34\n"	/* bti c */
 	"	cmp x0, #" NSB_STR(SYS_seccomp) "\n"
-	"	b.eq 1f\n"
+	"	b.ne 0f\n"
+	"	cmp x1, #1\n"	/* SECCOMP_SET_MODE_STRICT or _FILTER */
+	"	b.ls 1f\n"
+	"	b 2f\n"
+	"0:\n"
 	"	cmp x0, #" NSB_STR(SYS_prctl) "\n"
 	"	b.ne 2f\n"
 	"	cmp x1, #" NSB_STR(PR_SET_SECCOMP) "\n"

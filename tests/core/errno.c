@@ -397,10 +397,10 @@ seccomp_child(void *arg)
 	core_expect_bytes(p, 0, ps, "rescue under the seccomp filter");
 	q = mremap(p, 4 * ps, 6 * ps, MREMAP_MAYMOVE);
 	if (q == MAP_FAILED && errno == EFAULT) {
-		/* Under a seccomp filter the library reads no /proc (a
-		 * browser's filter kills on it: libnosigbus(7), "Sandboxes"),
-		 * so it cannot move a mapping its rescues split piece by
-		 * piece: the kernel's own answer for several mappings. */
+		/* Where a seccomp filter keeps the library from reading the
+		 * maps (libnosigbus(7), "Sandboxes"), it cannot move a mapping
+		 * its rescues split piece by piece: the kernel's own answer
+		 * for several mappings. */
 		core_expect_bytes(p + ps, 'p', ps, "after a refused mremap");
 		printf("ok: rescues under the seccomp filter; mremap of the split mapping fails "
 		       "with EFAULT there, as documented\n");
