@@ -691,6 +691,9 @@ void nsb_disp_thread_exit(void);
 /* pthread_sigqueue sends a SIGBUS to one thread (signals.c): +1 before,
  * -1 if it failed. */
 void nsb_disp_directed(int delta);
+/* The thread left the library's outermost lock, which blocked every
+ * signal (process.c). */
+void nsb_disp_lock_left(void);
 
 /* ---- maps.c: /proc/self/maps and smaps --------------------------------- */
 
