@@ -148,6 +148,8 @@ struct blockers {
 struct disp_state {
 	struct prog_action actions[NSIGS];
 	struct blockers blockers;	/* see note_blocker() */
+	atomic_bool blockers_incomplete;	/* a chunk could not be made */
+	atomic_int directed_inflight;	/* see took_directed() */
 };
 static struct disp_state *state;
 
@@ -466,8 +468,6 @@ nsb_disp_blocked(void)
  * id of a thread started otherwise that exited blocking, only means that
  * a sent SIGBUS may be held where the kernel would have delivered it. */
 
-static atomic_bool blockers_incomplete;
-
 static void
 forget_tid(int tid)
 {
@@ -521,7 +521,7 @@ note_blocker(bool is_blocking)
 				/* None: the table no longer names every
 				 * blocker, and a resend could go round them
 				 * for ever; sent ones are held instead. */
-				atomic_store(&blockers_incomplete, true);
+				atomic_store(&state->blockers_incomplete, true);
 				return;
 			}
 			if (atomic_compare_exchange_strong(&b->next, &next, fresh))
@@ -763,7 +763,7 @@ hold(const siginfo_t *si, bool directed)
 	siginfo_t copy;
 	pid_t tid;
 
-	if (!directed && !atomic_load(&blockers_incomplete) &&
+	if (!directed && !atomic_load(&state->blockers_incomplete) &&
 	    (tid = unblocked_thread()) > 0) {
 		copy = *si;
 		if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGBUS, &copy) == 0)
@@ -1179,13 +1179,13 @@ is_fault(const siginfo_t *si)
 	       si->si_code == BUS_OBJERR || si->si_code == BUS_MCEERR_AR;
 }
 
-/* SIGBUS sent by pthread_sigqueue and not yet arrived (signals.c). */
-static atomic_int directed_inflight;
-
+/* SIGBUS sent by pthread_sigqueue and not yet arrived (signals.c):
+ * counted in state->directed_inflight (only once installed). */
 void
 nsb_disp_directed(int delta)
 {
-	atomic_fetch_add(&directed_inflight, delta);
+	if (state)
+		atomic_fetch_add(&state->directed_inflight, delta);
 }
 
 /* [signal-safe] Is this SI_QUEUE one that pthread_sigqueue sent to this
@@ -1193,12 +1193,13 @@ nsb_disp_directed(int delta)
 static bool
 took_directed(const siginfo_t *si)
 {
-	int n = atomic_load(&directed_inflight);
+	int n;
 
-	if (si->si_pid != getpid())
+	if (!state || si->si_pid != getpid())
 		return false;
+	n = atomic_load(&state->directed_inflight);
 	while (n > 0)
-		if (atomic_compare_exchange_weak(&directed_inflight, &n, n - 1))
+		if (atomic_compare_exchange_weak(&state->directed_inflight, &n, n - 1))
 			return true;
 	return false;
 }
@@ -1503,7 +1504,8 @@ nsb_disp_after_fork_child(void)
 	}
 	held_thread = HELD_NONE;
 	atomic_store(&held_process, HELD_NONE);
-	atomic_store(&directed_inflight, 0);
+	if (state)
+		atomic_store(&state->directed_inflight, 0);
 	for (struct blockers *b = state ? &state->blockers : NULL; b; b = atomic_load(&b->next))
 		for (int i = 0; i < BLOCKERS; i++)
 			atomic_store(&b->tid[i], 0);

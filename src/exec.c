@@ -512,13 +512,14 @@ static bool
 libc_has_pidfd_spawn(void)
 {
 	const char *v = gnu_get_libc_version();
-	unsigned long major, minor;
-	char *end;
+	unsigned long major = 0, minor = 0;
 
-	major = strtoul(v, &end, 10);
-	if (*end != '.')
+	for (; *v >= '0' && *v <= '9'; v++)
+		major = major * 10 + (unsigned long)(*v - '0');
+	if (*v++ != '.')
 		return false;
-	minor = strtoul(end + 1, NULL, 10);
+	for (; *v >= '0' && *v <= '9'; v++)
+		minor = minor * 10 + (unsigned long)(*v - '0');
 	return major > 2 || (major == 2 && minor >= 39);
 }
 
@@ -652,16 +653,18 @@ system_blocked(const char *line)
 		sigaddset(&reset, SIGINT);
 	if (quit.sa_handler != SIG_IGN)
 		sigaddset(&reset, SIGQUIT);
-	posix_spawnattr_init(&attr);
-	posix_spawnattr_setsigmask(&attr, &omask);
-	posix_spawnattr_setsigdefault(&attr, &reset);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+	/* What posix_spawnattr_init and its setters write (glibc's
+	 * <spawn.h> fields, as spawn_resets_sigbus reads them): no more
+	 * C library symbols bound for the library (startup test). */
+	memset(&attr, 0, sizeof(attr));
+	attr.__ss = omask;
+	attr.__sd = reset;
+	attr.__flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK;
 	err = real_posix_spawn(&pid, "/bin/sh", NULL, &attr, argv, environ);
-	posix_spawnattr_destroy(&attr);
 	if (err == 0) {
-		int r;
+		long r;
 
-		while ((r = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
+		while ((r = syscall(SYS_wait4, pid, &status, 0, NULL)) < 0 && errno == EINTR)
 			;
 		if (r != pid)
 			status = -1;
