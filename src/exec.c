@@ -47,7 +47,6 @@
 #include <unistd.h>
 #include <wordexp.h>
 #include <elf.h>
-#include <gnu/libc-version.h>
 
 #include "nsb.h"
 
@@ -369,13 +368,15 @@ sys_execveat(int dirfd, const char *path, char *const argv[], char *const envp[]
 		 : (int)syscall(SYS_execveat, dirfd, path, argv, envp, flags);
 }
 
-NSB_EXPORT int
-execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
+static int
+our_execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
 {
 	struct target t = { path, -1, false, dirfd, (flags & AT_EMPTY_PATH) != 0 };
 
 	return WITH_PROGRAM_SIGBUS(&t, NULL, envp, sys_execveat(dirfd, path, argv, env, flags));
 }
+
+NSB_EXPORT_SINCE(2, 34, execveat, our_execveat);
 
 NSB_EXPORT int
 execv(const char *path, char *const argv[])
@@ -469,12 +470,8 @@ posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *act
  * pidfd_spawn and pidfd_spawnp (glibc 2.39): the same, with a pidfd.
  * Declared here, not taken from <spawn.h>, so that the library builds
  * against an older C library too.  Exported only where the running C
- * library has them (SPEC §12 "Names"; issue 38): each name is a GNU
- * indirect function whose resolver gives our function on a glibc of 2.39
- * or later and nothing before, so that a program probing with dlsym finds
- * nothing there, as without the library, whatever glibc the library was
- * built against.  (The resolver runs while the loader relocates us, after
- * the C library: gnu_get_libc_version only returns a constant.)
+ * library has them (NSB_EXPORT_SINCE, issue 38: on Debian 12's 2.36,
+ * dlsym found our ENOSYS stubs).
  */
 typedef int (*nsb_pidfd_spawn_fn)(int *, const char *, const posix_spawn_file_actions_t *,
 				  const posix_spawnattr_t *, char *const[], char *const[]);
@@ -507,40 +504,8 @@ our_pidfd_spawnp(int *pidfd, const char *file, const posix_spawn_file_actions_t 
 						   attr, argv, env));
 }
 
-/* Does the running C library have pidfd_spawn (glibc 2.39 and later)? */
-static bool
-libc_has_pidfd_spawn(void)
-{
-	const char *v = gnu_get_libc_version();
-	unsigned long major = 0, minor = 0;
-
-	for (; *v >= '0' && *v <= '9'; v++)
-		major = major * 10 + (unsigned long)(*v - '0');
-	if (*v++ != '.')
-		return false;
-	for (; *v >= '0' && *v <= '9'; v++)
-		minor = minor * 10 + (unsigned long)(*v - '0');
-	return major > 2 || (major == 2 && minor >= 39);
-}
-
-static nsb_pidfd_spawn_fn
-resolve_pidfd_spawn(void)
-{
-	return libc_has_pidfd_spawn() ? our_pidfd_spawn : NULL;
-}
-
-static nsb_pidfd_spawn_fn
-resolve_pidfd_spawnp(void)
-{
-	return libc_has_pidfd_spawn() ? our_pidfd_spawnp : NULL;
-}
-
-NSB_EXPORT int pidfd_spawn(int *pidfd, const char *path, const posix_spawn_file_actions_t *actions,
-			   const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
-	__attribute__((ifunc("resolve_pidfd_spawn")));
-NSB_EXPORT int pidfd_spawnp(int *pidfd, const char *file, const posix_spawn_file_actions_t *actions,
-			    const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
-	__attribute__((ifunc("resolve_pidfd_spawnp")));
+NSB_EXPORT_SINCE(2, 39, pidfd_spawn, our_pidfd_spawn);
+NSB_EXPORT_SINCE(2, 39, pidfd_spawnp, our_pidfd_spawnp);
 
 /*
  * system, popen and wordexp spawn /bin/sh through the C library's internal

@@ -5735,9 +5735,13 @@ body_pidfd_dlsym(char **a)
 {
 	(void)a;
 	setup_library();
-	printf("dlsym pidfd_spawn: %s, pidfd_spawnp: %s\n",
-	       dlsym(RTLD_DEFAULT, "pidfd_spawn") ? "found" : "none",
-	       dlsym(RTLD_DEFAULT, "pidfd_spawnp") ? "found" : "none");
+	/* And the other names glibc gained lately (2.34 to 2.36), which the
+	 * library exports the same way: found where glibc has them. */
+	static const char *const names[] = { "pidfd_spawn", "pidfd_spawnp", "execveat",
+					     "epoll_pwait2", "process_madvise", NULL };
+
+	for (int i = 0; names[i]; i++)
+		printf("dlsym %s: %s\n", names[i], dlsym(RTLD_DEFAULT, names[i]) ? "found" : "none");
 }
 
 /* -- filecap_root_handoff: root execs a program with file capabilities
