@@ -31,7 +31,7 @@
  * the loader relocates us, after the C library (real.c).
  */
 #define NSB_EXPORT_SINCE(major, minor, name, impl)				\
-	static __typeof__(impl) *resolve_##name(void)				\
+	__attribute__((used)) static __typeof__(impl) *resolve_##name(void)	\
 	{									\
 		return nsb_libc_at_least(major, minor) ? impl : NULL;		\
 	}									\

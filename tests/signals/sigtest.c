@@ -5571,7 +5571,6 @@ body_exec_handler_malloc(char **a)
  * table holds; one does not, and a SIGBUS sent to the process goes there -- */
 
 #define MANY_BLOCKERS 1100
-static pthread_barrier_t many_barrier;
 static sem_t many_ready;
 static atomic_bool many_done;
 
@@ -5607,7 +5606,6 @@ body_blockers_overflow_pingpong(char **a)
 	pthread_attr_t attr;
 
 	(void)a;
-	(void)many_barrier;
 	setup_library();
 	NSBT_CHECK(sem_init(&many_ready, 0, 0) == 0 && sem_init(&delivered, 0, 0) == 0, "sem_init");
 	install(SIGBUS, on_bus_info, SA_SIGINFO, NULL);
