@@ -4,7 +4,8 @@
  * library keeps for them.
  *
  * Only a page at or past the end of its file is rescued (SPEC §5); a fault
- * inside the file's size is an error the file system reported.  The
+ * inside the file's size is an error the file system reported (the
+ * program's, but in a file another process handed over: rescue.c).  The
  * handler therefore needs the file's size at fault time, from a signal
  * handler, long after the program may have closed its descriptor.  Two
  * ways were weighed:

@@ -342,7 +342,9 @@ query_each(int fd, uintptr_t lo, uintptr_t hi,
 		struct nsb_vma vma;
 		int ret;
 
-		if (ioctl(fd, NSB_PROCMAP_QUERY, &q) < 0) {
+		/* The kernel's, not our interposed ioctl (uffd.c), whose real
+		 * function may not be looked up yet under a mapping call. */
+		if (syscall(SYS_ioctl, fd, NSB_PROCMAP_QUERY, &q) < 0) {
 			if (errno == ENOENT)
 				return 0;	/* nothing at or above */
 			if (errno == EINTR)

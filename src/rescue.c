@@ -355,10 +355,11 @@ enum check { PAST_EOF, INSIDE, UNKNOWN };
  * every file system: a fault inside the size is the file system's (an I/O
  * error, a full tmpfs, a userfaultfd in SIGBUS mode), and goes to the
  * program as without the library - unless NOSIGBUS_ERRORS=zero asks for
- * zeros there, or the file is a peer's (peers_error).  Anonymous memory has no size (only its huge pages fault).
- * Where the size cannot be learnt, the unit is rescued and counted as
- * unverified.  Every unit after one past the end is past it too, so a
- * fill goes on only from a unit known to be past the end.
+ * zeros there, or the file is a peer's (peers_error).  Anonymous memory
+ * has no size (only its huge pages fault).  Where the size cannot be
+ * learnt, the unit is rescued and counted as unverified.  Every unit
+ * after one past the end is past it too, so a fill goes on only from a
+ * unit known to be past the end.
  */
 static enum check
 check(const struct nsb_range *r, uintptr_t page, size_t unit, struct seen *seen)

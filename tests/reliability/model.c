@@ -148,7 +148,7 @@ static const struct config configs[] = {
 	 * policy protects, page for the rest): "default" sets the fill alone.
 	 * The per-mapping default is checked by cli/log.bats ("the default
 	 * fill") and e2e/weston.bats. */
-	{ "default", "", "page", NULL, NULL, "only NOSIGBUS_FILL=page set: policy shm, errors pass" },
+	{ "default", "", "page", NULL, NULL, "only NOSIGBUS_FILL=page set: policy shm, errors peer (as pass: none received)" },
 	{ "flag", "flag", "page", "0", NULL, "NOSIGBUS_POLICY=flag" },
 	{ "shm", "shm", "page", "0", "pass", "memfd/tmpfs/hugetlbfs mappings protected" },
 	{ "files", "files", "page", "0", NULL, "every file mapping protected" },
