@@ -948,35 +948,65 @@ follow_advice(uintptr_t start, uintptr_t end, int advice, int ret, int err)
  */
 struct removal {
 	const struct nsb_saved *recs;
-	uintptr_t next;
+	uintptr_t next, end;
 	int err;
 };
+
+/* The record of recs holding addr that a rescue in a shared file mapping
+ * made, or NULL. */
+static const struct nsb_range *
+shared_record(const struct nsb_saved *recs, uintptr_t addr)
+{
+	for (size_t i = 0; i < recs->n; i++) {
+		const struct nsb_range *r = &recs->r[i];
+
+		if (r->start <= addr && addr < r->end)
+			return (r->meta & NSB_META_SHARED) && !(r->meta & NSB_META_ANON) ? r : NULL;
+	}
+	return NULL;
+}
 
 static int
 remove_piece(const struct nsb_vma *vma, void *arg)
 {
 	struct removal *rm = arg;
 	uintptr_t s = vma->start > rm->next ? vma->start : rm->next;
-	int advice = MADV_REMOVE;
+	uintptr_t e = vma->end < rm->end ? vma->end : rm->end;
 
 	if (vma->start > rm->next)
 		rm->err = ENOMEM;
 	rm->next = vma->end;
-	/* A rescued piece: anonymous memory inside a record of a shared file. */
-	for (size_t i = 0; vma->anon && !vma->shared && i < rm->recs->n; i++) {
-		const struct nsb_range *r = &rm->recs->r[i];
-
-		if (r->start <= s && s < r->end && (r->meta & NSB_META_SHARED) &&
-		    !(r->meta & NSB_META_ANON))
-			advice = MADV_DONTNEED;
+	if (s >= e)
+		return 0;
+	if (!vma->anon || vma->shared) {
+		if (nsb_sys_madvise((void *)s, e - s, MADV_REMOVE) == 0)
+			return 0;
+		rm->err = errno;
+		return -1;
 	}
-	return nsb_sys_madvise((void *)s, vma->end - s, advice) == 0 ? 0 : (rm->err = errno, -1);
+	/* Anonymous memory (which may join rescues of several records):
+	 * only what rescues made in shared mappings of a file is taken. */
+	while (s < e) {
+		const struct nsb_range *r = shared_record(rm->recs, s);
+		uintptr_t pe = r && r->end < e ? r->end : e;
+
+		if (!r) {
+			rm->err = EINVAL;
+			return -1;
+		}
+		if (nsb_sys_madvise((void *)s, pe - s, MADV_DONTNEED) != 0) {
+			rm->err = errno;
+			return -1;
+		}
+		s = pe;
+	}
+	return 0;
 }
 
 static int
 remove_pieces(uintptr_t start, uintptr_t end, const struct nsb_saved *recs)
 {
-	struct removal rm = { .recs = recs, .next = start };
+	struct removal rm = { .recs = recs, .next = start, .end = end };
 	int ret = nsb_maps_each(start, end, false, remove_piece, &rm);
 
 	if (ret == 0 && rm.next < end)
