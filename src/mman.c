@@ -617,19 +617,35 @@ remap_file_pages(void *addr, size_t size, int prot, size_t pgoff, int flags)
 	nsb_ranges_flux(wstart, wend, 0, 0);
 	ret = (int)syscall(SYS_remap_file_pages, addr, size, prot, pgoff, flags);
 	err = errno;
-	if (ret == 0 && before.n) {
-		struct nsb_range r = before.r[0];
-		struct nsb_account *was = r.acct;
+	if (ret == 0) {
+		/* One new mapping with the flags of the VMA at start (Linux
+		 * 6.1 takes several of one file and the same flags): protected
+		 * as that one was. */
+		const struct nsb_range *at = NULL;
+		struct nsb_range r;
+		struct nsb_account *was;
 
+		for (size_t i = 0; i < before.n; i++)
+			if (before.r[i].start <= start && start < before.r[i].end)
+				at = &before.r[i];
 		nsb_ranges_cut(start, end);
+		if (!at)
+			goto out;
+		r = *at;
+		was = r.acct;
 		r.start = start;
 		r.end = end;
 		r.off = (uint64_t)pgoff * nsb_config.page_size;
+		/* A new VMA: no advice of the old one's (a lock, the kernel
+		 * keeps: it maps the new one locked). */
+		r.meta &= ~(NSB_META_DONTFORK | NSB_META_WIPEONFORK | NSB_META_DONTDUMP |
+			    NSB_META_HUGEPAGE | NSB_META_NOHUGEPAGE | NSB_META_MERGEABLE);
 		if (nsb_record(&r) == 0)
 			nsb_account_set_may_write(r.acct, nsb_account_may_write(was));
-	} else if (ret != 0) {
+	} else {
 		resync(wstart, wend, &before, false);
 	}
+out:
 	nsb_ranges_flux_end();
 	nsb_ranges_unlock();
 	nsb_saved_free(&before);

@@ -174,19 +174,20 @@ enum { MM_FIXED, MM_NOREPLACE, MM_HINT, MM_BADOFF };
  * same shared pages), MR_DONTUNMAP moves and leaves the old range mapped. */
 enum { MR_SHRINK, MR_GROW, MR_MOVE, MR_DONTUNMAP, MR_DUP };
 /* op.mode for OP_MADVISE: the advices that decide what a fork child gets,
- * MADV_REMOVE (which a rescued page must not refuse), and mlock and
- * munlock (which split VMAs as the program's own mprotect does). */
+ * MADV_REMOVE (which a rescued page must not refuse), mlock and munlock
+ * (which split VMAs as the program's own mprotect does), and
+ * remap_file_pages (n pages from a, mapped again from file page off). */
 enum { MA_DONTFORK, MA_DOFORK, MA_WIPEONFORK, MA_KEEPONFORK, MA_REMOVE, MA_MLOCK, MA_MUNLOCK,
-       MA_COUNT };
+       MA_REMAP_FILE, MA_COUNT };
 #ifndef MADV_WIPEONFORK
 #define MADV_WIPEONFORK 18
 #define MADV_KEEPONFORK 19
 #endif
 static const int madv_advice[] = { MADV_DONTFORK, MADV_DOFORK, MADV_WIPEONFORK, MADV_KEEPONFORK,
-				   MADV_REMOVE, 0, 0 };
+				   MADV_REMOVE, 0, 0, 0 };
 static const char *const madv_names[] = {
 	"MADV_DONTFORK", "MADV_DOFORK", "MADV_WIPEONFORK", "MADV_KEEPONFORK", "MADV_REMOVE",
-	"mlock", "munlock",
+	"mlock", "munlock", "remap_file_pages",
 };
 
 struct op {
@@ -413,7 +414,10 @@ op_str(const struct op *op, char *buf, size_t len)
 			 THREAD_PAGES, op->n * THREAD_PAGES, op->o, op->mode ? "auto" : "range");
 		break;
 	case OP_MADVISE:
-		if (op->mode == MA_MLOCK || op->mode == MA_MUNLOCK)
+		if (op->mode == MA_REMAP_FILE)
+			snprintf(buf, len, "remap_file_pages(page %d, %d pages, file page %d)", op->a,
+				 op->n, op->off);
+		else if (op->mode == MA_MLOCK || op->mode == MA_MUNLOCK)
 			snprintf(buf, len, "%s(page %d, %d pages%s)", madv_names[op->mode], op->a,
 				 op->n, sd);
 		else
@@ -2093,10 +2097,64 @@ run_remove(struct seq *s, const struct op *op)
 	}
 }
 
+/*
+ * remap_file_pages: the pages must lie in shared VMAs of one file with
+ * the same flags, without holes (else EINVAL); the kernel maps them anew
+ * (Linux 4.0 on) from file page off, one fresh VMA with the first one's
+ * flags and without the old ones' advice.  The records must follow: a
+ * page past the end is rescued, one inside is the file's.
+ */
+static void
+run_remap_file(struct seq *s, const struct op *op)
+{
+	const struct mpage *first = &s->m.pg[op->a];
+	bool ok, locked[W];
+	int ret;
+
+	read_kernel(s);
+
+	/* The kernel's VMAs (a range fill may have replaced a page the
+	 * model still has as the file's): from Linux 6.1 the range may run
+	 * over several, without holes, of the same file and flags. */
+	read_locked(s, locked);
+	ok = first->kind == K_FILE && first->shared && s->k[op->a].s;
+	for (int i = op->a + 1; ok && i < op->a + op->n; i++) {
+		const struct mpage *p = &s->m.pg[i];
+		const struct kpage *k = &s->k[i], *k0 = &s->k[op->a];
+
+		ok = k->mapped && p->kind == K_FILE && p->file == first->file && k->s &&
+		     k->ino == k0->ino && k->r == k0->r && k->w == k0->w &&
+		     locked[i] == locked[op->a] && p->dontfork == first->dontfork &&
+		     p->wipe == first->wipe;
+	}
+	errno = 0;
+	ret = remap_file_pages(page_addr(s, op->a), (size_t)op->n * ps, 0, (size_t)op->off,
+			       MAP_NONBLOCK);
+	expect_result(s, ok, EINVAL, ret, errno);
+	if (!ok)
+		return;
+	for (int i = op->a; i < op->a + op->n; i++) {
+		struct mpage *p = &s->m.pg[i];
+
+		p->pgoff = op->off + (i - op->a);
+		p->cow = 0;
+		p->dontfork = 0;
+		p->wipe = 0;
+		/* One new mapping, as the first VMA was (with the kernel's
+		 * flag, its flags must all be the same). */
+		p->prot_d = first->prot_d;
+	}
+}
+
 static void
 run_madvise(struct seq *s, const struct op *op)
 {
 	int err = 0, j, ret;
+
+	if (op->mode == MA_REMAP_FILE) {
+		run_remap_file(s, op);
+		return;
+	}
 
 	if (op->mode == MA_MLOCK || op->mode == MA_MUNLOCK) {
 		run_mlock(s, op);
@@ -2943,7 +3001,8 @@ gen_main(struct seq *s, struct op *op)
 		op->mode = (uint8_t)rnd(s, MA_COUNT);
 		op->a = (int16_t)pick_page(s);
 		op->n = (int16_t)pick_len(s, op->a, 4);
-		op->d = pick_short(s, ps);
+		op->d = op->mode == MA_REMAP_FILE ? 0 : pick_short(s, ps);
+		op->off = (int16_t)rnd(s, FP);
 	} else if (r < 57) {
 		op->type = OP_MMAP;
 		op->n = (int16_t)(1 + rnd(s, 4));
