@@ -64,6 +64,13 @@
  * mapping, each writing its own pages upwards: every write lands, every
  * page past the end is replaced exactly once, none inside the file's size.
  *
+ * The mapping calls past mmap (doc/mappings.md), as modes of the madvise
+ * operation: mlock and munlock (splits the program makes, which an mremap
+ * must not move piece by piece: EFAULT), MADV_REMOVE (punches shared
+ * files; a rescued page of a shared mapping is taken), remap_file_pages
+ * (pages mapped again at other file offsets: the end-of-file judgement
+ * follows) and shmat(SHM_REMAP) then shmdt (the records there go).
+ *
  * Recovery (issue 22): after an mremap that resizes (a move alone
  * changes nothing), and on nosigbus_refresh() (an operation of its own,
  * aimed mostly at a rescued shared page its file covers again), pages
@@ -96,6 +103,7 @@
 #include <string.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -175,19 +183,20 @@ enum { MM_FIXED, MM_NOREPLACE, MM_HINT, MM_BADOFF };
 enum { MR_SHRINK, MR_GROW, MR_MOVE, MR_DONTUNMAP, MR_DUP };
 /* op.mode for OP_MADVISE: the advices that decide what a fork child gets,
  * MADV_REMOVE (which a rescued page must not refuse), mlock and munlock
- * (which split VMAs as the program's own mprotect does), and
- * remap_file_pages (n pages from a, mapped again from file page off). */
+ * (which split VMAs as the program's own mprotect does), remap_file_pages
+ * (n pages from a, mapped again from file page off), and shmat with
+ * SHM_REMAP of an n-page segment at a, detached at once (a hole). */
 enum { MA_DONTFORK, MA_DOFORK, MA_WIPEONFORK, MA_KEEPONFORK, MA_REMOVE, MA_MLOCK, MA_MUNLOCK,
-       MA_REMAP_FILE, MA_COUNT };
+       MA_REMAP_FILE, MA_SHMAT, MA_COUNT };
 #ifndef MADV_WIPEONFORK
 #define MADV_WIPEONFORK 18
 #define MADV_KEEPONFORK 19
 #endif
 static const int madv_advice[] = { MADV_DONTFORK, MADV_DOFORK, MADV_WIPEONFORK, MADV_KEEPONFORK,
-				   MADV_REMOVE, 0, 0, 0 };
+				   MADV_REMOVE, 0, 0, 0, 0 };
 static const char *const madv_names[] = {
 	"MADV_DONTFORK", "MADV_DOFORK", "MADV_WIPEONFORK", "MADV_KEEPONFORK", "MADV_REMOVE",
-	"mlock", "munlock", "remap_file_pages",
+	"mlock", "munlock", "remap_file_pages", "shmat",
 };
 
 struct op {
@@ -414,7 +423,10 @@ op_str(const struct op *op, char *buf, size_t len)
 			 THREAD_PAGES, op->n * THREAD_PAGES, op->o, op->mode ? "auto" : "range");
 		break;
 	case OP_MADVISE:
-		if (op->mode == MA_REMAP_FILE)
+		if (op->mode == MA_SHMAT)
+			snprintf(buf, len, "shmat(%d-page segment, page %d, SHM_REMAP), then shmdt",
+				 op->n, op->a);
+		else if (op->mode == MA_REMAP_FILE)
 			snprintf(buf, len, "remap_file_pages(page %d, %d pages, file page %d)", op->a,
 				 op->n, op->off);
 		else if (op->mode == MA_MLOCK || op->mode == MA_MUNLOCK)
@@ -2146,10 +2158,39 @@ run_remap_file(struct seq *s, const struct op *op)
 	}
 }
 
+/*
+ * shmat(SHM_REMAP) replaces whatever is mapped there, as MAP_FIXED does,
+ * and shmdt leaves a hole: no record may stay there (the probe checks).
+ */
+static void
+run_shmat(struct seq *s, const struct op *op)
+{
+	int id = shmget(IPC_PRIVATE, (size_t)op->n * ps, IPC_CREAT | 0600);
+	void *p;
+
+	if (id < 0)
+		fail(s, F_SETUP, "shmget: %s", strerror(errno));
+	errno = 0;
+	p = shmat(id, page_addr(s, op->a), SHM_REMAP);
+	(void)shmctl(id, IPC_RMID, NULL);
+	expect_result(s, p != (void *)-1, 0, p == (void *)-1 ? -1 : 0, errno);
+	if (p == (void *)-1)
+		return;
+	if (p != page_addr(s, op->a))
+		fail(s, F_RESULT, "shmat returned %p, not %p", p, (void *)page_addr(s, op->a));
+	expect_result(s, true, 0, shmdt(p), errno);
+	memset(&s->m.pg[op->a], 0, (size_t)op->n * sizeof(s->m.pg[0]));
+}
+
 static void
 run_madvise(struct seq *s, const struct op *op)
 {
 	int err = 0, j, ret;
+
+	if (op->mode == MA_SHMAT) {
+		run_shmat(s, op);
+		return;
+	}
 
 	if (op->mode == MA_REMAP_FILE) {
 		run_remap_file(s, op);
