@@ -80,7 +80,7 @@ nsb_record(struct nsb_range *r)
 {
 	static uint16_t gen;
 
-	gen = (uint16_t)((gen + 1) & 0x1f);	/* the table keeps 5 bits */
+	gen = (uint16_t)((gen + 1) & 0xf);	/* the table keeps 4 bits */
 	r->gen = gen;
 	if (nsb_disp_install() < 0)
 		return -1;
@@ -639,7 +639,8 @@ remap_file_pages(void *addr, size_t size, int prot, size_t pgoff, int flags)
 		/* A new VMA: no advice of the old one's (a lock, the kernel
 		 * keeps: it maps the new one locked). */
 		r.meta &= ~(NSB_META_DONTFORK | NSB_META_WIPEONFORK | NSB_META_DONTDUMP |
-			    NSB_META_HUGEPAGE | NSB_META_NOHUGEPAGE | NSB_META_MERGEABLE);
+			    NSB_META_HUGEPAGE | NSB_META_NOHUGEPAGE | NSB_META_MERGEABLE |
+			    NSB_META_MBIND);
 		if (nsb_record(&r) == 0)
 			nsb_account_set_may_write(r.acct, nsb_account_may_write(was));
 	} else {
@@ -725,6 +726,52 @@ NSB_EXPORT int
 munlock(const void *addr, size_t len)
 {
 	return lock_call(SYS_munlock, (void *)addr, len, 0, 0, NSB_META_LOCKED | NSB_META_ONFAULT);
+}
+
+#ifndef MPOL_DEFAULT
+#define MPOL_DEFAULT 0
+#endif
+
+/*
+ * mbind gives a mapping a memory policy of its own, which a replaced page
+ * would not have (it would follow the thread's).  The records say only
+ * that the program set one; a rescue asks the kernel which
+ * (get_mempolicy(MPOL_F_ADDR) at the page, before replacing it) and sets
+ * it on the new page: calls only a program that calls mbind gets.
+ */
+/* libnuma's (the C library declares none), which this replaces. */
+long mbind(void *addr, unsigned long len, int mode, const unsigned long *nodemask,
+	   unsigned long maxnode, unsigned flags);
+
+NSB_EXPORT long
+mbind(void *addr, unsigned long len, int mode, const unsigned long *nodemask,
+      unsigned long maxnode, unsigned flags)
+{
+	uintptr_t start, end, wstart, wend;
+	struct nsb_saved before;
+	long ret;
+	int err;
+
+	if (nsb_ranges_count() == 0)
+		return syscall(SYS_mbind, addr, len, mode, nodemask, maxnode, flags);
+	nsb_init();
+	if (!len || !page_aligned((uintptr_t)addr) ||
+	    !span_of(addr, len, nsb_config.page_size, &start, &end) ||
+	    !nsb_ranges_overlap(start, end))
+		return syscall(SYS_mbind, addr, len, mode, nodemask, maxnode, flags);
+	if (lock_span(start, end, &wstart, &wend, &before) < 0)
+		return -1;
+	nsb_ranges_flux(wstart, wend, 0, 0);
+	ret = syscall(SYS_mbind, addr, len, mode, nodemask, maxnode, flags);
+	err = errno;
+	if (ret == 0)
+		(void)nsb_ranges_set_flags(start, end, mode == MPOL_DEFAULT ? 0 : NSB_META_MBIND,
+					   mode == MPOL_DEFAULT ? NSB_META_MBIND : 0);
+	nsb_ranges_flux_end();
+	nsb_ranges_unlock();
+	nsb_saved_free(&before);
+	errno = err;
+	return ret;
 }
 
 /* Every record at once: the whole address space. */

@@ -468,6 +468,7 @@ void *nsb_memory_table(int which, size_t bytes);
 #define NSB_META_HUGEPAGE	0x1000000u	/* MADV_HUGEPAGE */
 #define NSB_META_NOHUGEPAGE	0x2000000u	/* MADV_NOHUGEPAGE */
 #define NSB_META_MERGEABLE	0x4000000u	/* MADV_MERGEABLE */
+#define NSB_META_MBIND		0x8000000u	/* mbind: a policy of its own */
 
 struct nsb_account;
 
