@@ -707,6 +707,8 @@ struct nsb_vma {
 	size_t page_size;	/* smaps only: 0 when unknown */
 	bool dontfork;		/* smaps only: MADV_DONTFORK given (VmFlags dc) */
 	bool wipeonfork;	/* smaps only: MADV_WIPEONFORK given (VmFlags wf) */
+	uint32_t kept;		/* smaps only: the NSB_META_ bits of what a replaced
+				 * page must get again (VmFlags lo lf dd hg nh mg) */
 	const char *path;	/* NULL when absent or too long to keep */
 };
 /* Calls fn for each VMA overlapping [lo, hi), in address order, from

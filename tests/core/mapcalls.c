@@ -281,6 +281,23 @@ attrs_child(void *arg)
 			NSBT_CHECK(munlockall() == 0, "munlockall");
 		}
 	}
+	/* Locked before nosigbus_protect: the record learns it from smaps. */
+	{
+		int fd = nsbt_file(NSBT_MEMFD, 2 * ps);
+		char *p = core_map(NULL, 2 * ps, CORE_PROT_RW, MAP_SHARED, fd, 0);
+
+		if (mlock(p, 2 * ps) != 0) {
+			printf("skip: mlock: %s\n", strerror(errno));
+		} else {
+			NSBT_CHECK(nosigbus_protect(p, 2 * ps) == 0, "nosigbus_protect: %s",
+				   strerror(errno));
+			core_truncate(fd, ps);
+			core_expect_bytes(p + ps, 0, ps, "a rescued page");
+			vm_flags(p + ps, flags, sizeof(flags));
+			NSBT_CHECK(has_flag(flags, "lo"), "mlock then nosigbus_protect: the rescued "
+				   "page lost the lock: VmFlags:%s", flags);
+		}
+	}
 	/* mbind: the mapping's policy, kept (MPOL_BIND to the first node). */
 	{
 		unsigned long mask = 1, got[2] = { 0, 0 };
