@@ -406,7 +406,7 @@ nsb_files_maps_descriptor(void)
 
 	if (fd >= 0 || nsb_in_vfork_child())
 		return fd;
-	pfd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	pfd = nsb_proc_open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	if (pfd < 0)
 		return -1;
 	if (syscall(SYS_fstat, pfd, &st) == 0) {
@@ -430,6 +430,21 @@ nsb_files_maps_forget(void)
 		atomic_store(&kept_fd[s], 0);
 		atomic_fetch_sub(&kept_count, 1);
 	}
+}
+
+/* The kernel has no PROCMAP_QUERY (before 6.11): the kept descriptor of
+ * the maps is no use; closed if it is still ours (is_kept: still the maps
+ * file kept), forgotten if the program took its number.  Left kept, it
+ * outlived the last protected mapping.  Table lock held. */
+void
+nsb_files_maps_drop(void)
+{
+	int fd = atomic_load(&maps_kept) - 1, s = kept_slot(fd);
+
+	if (s >= 0 && !kept_file[s] && is_kept(fd))
+		let_go(s);
+	else
+		nsb_files_maps_forget();
 }
 
 /* A fork child: the kept descriptor of the maps names the parent's. */
@@ -520,7 +535,7 @@ static bool
 wants_descriptor(uint32_t meta)
 {
 	(void)meta;
-	return nsb_config.errors == NSB_ERRORS_PASS;
+	return nsb_config.errors != NSB_ERRORS_ZERO;
 }
 
 #ifndef SYS_open_tree
@@ -546,7 +561,12 @@ path_descriptor(int fd)
 	int state = atomic_load_explicit(&open_tree_state, memory_order_relaxed), pfd;
 	char link[32];
 
-	if (state != 2) {
+	/* Under a seccomp filter, not open_tree (systemd's @mount; it kills
+	 * a browser's content process): /proc/self/fd/N, with SIGSYS
+	 * deliverable for a browser's broker, which refuses it (the file
+	 * then keeps no descriptor of ours: its rescues go unverified once
+	 * the program's own is closed).  nsb_proc_open. */
+	if (state != 2 && nsb_unfiltered()) {
 		pfd = (int)syscall(SYS_open_tree, fd, "", AT_EMPTY_PATH | O_CLOEXEC);
 		if (pfd >= 0 && (state == 1 || ((int)syscall(SYS_fcntl, pfd, F_GETFL) & O_PATH))) {
 			atomic_store_explicit(&open_tree_state, 1, memory_order_relaxed);
@@ -560,7 +580,7 @@ path_descriptor(int fd)
 	}
 	/* (No snprintf: an interposed close may get here from a handler.) */
 	nsb_proc_path(link, sizeof(link), "/proc/self/fd/", (unsigned long)fd, "");
-	return (int)syscall(SYS_openat, AT_FDCWD, link, O_PATH | O_CLOEXEC);
+	return nsb_proc_open(link, O_PATH | O_CLOEXEC);
 }
 
 /* ---- watched descriptors ----------------------------------------------- */
@@ -706,7 +726,7 @@ open_mapped(uintptr_t start, uintptr_t end, uint64_t dev, uint64_t ino, const ch
 	fd = open(link, O_PATH | O_CLOEXEC);
 	if (fd < 0 && path && path[0] == '/')
 		fd = open(path, O_PATH | O_CLOEXEC);
-	if (fd >= 0 && (fstat(fd, &st) < 0 || (uint64_t)st.st_dev != dev ||
+	if (fd >= 0 && (nsb_fstat(fd, &st) < 0 || (uint64_t)st.st_dev != dev ||
 			(uint64_t)st.st_ino != ino)) {
 		syscall(SYS_close, fd);
 		fd = -1;
@@ -975,6 +995,11 @@ size_without_descriptor(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t
 
 	if (slot < 0)
 		return false;
+	/* Both ways open files in /proc: not under a seccomp filter. */
+	if (!nsb_unfiltered()) {
+		nsb_slot_give(&map_files_busy, slot);
+		return false;
+	}
 	sp = nsb_signal_space(NSB_SPACE_FILES, slot);
 	ok = sp && (size_by_map_files(sp, file, start, end, addr, st) ||
 		    size_by_program_fds(sp, file, st));
@@ -984,7 +1009,8 @@ size_without_descriptor(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t
 
 /* [signal-safe] */
 bool
-nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, uint64_t *size)
+nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, uint64_t *size,
+	       struct timespec *ctime)
 {
 	int saved_errno = errno, fd;
 	struct stat st;
@@ -994,17 +1020,19 @@ nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, ui
 		return false;
 	fd = atomic_load(&files[file].fd);
 	/* A number the program reused behind our back is not our file. */
-	ok = fd >= 0 && fstat(fd, &st) == 0 && same_file(file, &st);
+	ok = fd >= 0 && nsb_fstat(fd, &st) == 0 && same_file(file, &st);
 	if (!ok && !(fd >= 0)) {
 		/* None of ours yet: the program's own, still open. */
 		fd = atomic_load(&files[file].src);
-		ok = fd >= 0 && fstat(fd, &st) == 0 && same_file(file, &st);
+		ok = fd >= 0 && nsb_fstat(fd, &st) == 0 && same_file(file, &st);
 	}
 	if (!ok)
 		ok = size_without_descriptor(file, start, end, addr, &st);
 	errno = saved_errno;
 	if (ok)
 		*size = (uint64_t)st.st_size;
+	if (ok && ctime)
+		*ctime = st.st_ctim;
 	return ok;
 }
 

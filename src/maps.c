@@ -224,7 +224,7 @@ walk_file(const char *path, char *buf, size_t size, struct walk *w)
 	bool skipping = false, eof = false;
 	int fd, ret = 0;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = nsb_proc_open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	while (!ret) {
@@ -409,7 +409,7 @@ maps_fd(bool *kept)
 	int fd = nsb_files_maps_descriptor();
 
 	*kept = fd >= 0;
-	return *kept ? fd : open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	return *kept ? fd : nsb_proc_open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 }
 
 /* NSB_TEST_MAPS=read: neither query nor probe (the last fallback alone). */
@@ -437,7 +437,7 @@ query_wanted(void)
 bool
 nsb_maps_queries(void)
 {
-	return query_wanted();
+	return query_wanted() && nsb_unfiltered();
 }
 
 /*
@@ -457,6 +457,9 @@ nsb_maps_hole(uintptr_t lo, uintptr_t hi)
 
 	(void)query_wanted();	/* reads NSB_TEST_MAPS */
 	if (atomic_load_explicit(&no_probe, memory_order_relaxed))
+		return -1;
+	/* mincore is in no systemd group but @known: a unit's filter kills. */
+	if (!nsb_unfiltered())
 		return -1;
 	atomic_store_explicit(&last_path, 2, memory_order_relaxed);
 	for (uintptr_t at = lo & ~(uintptr_t)(ps - 1); at < hi;) {
@@ -479,7 +482,10 @@ nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
 	struct walk w = { .lo = lo, .hi = hi, .smaps = smaps, .fn = fn, .arg = arg };
 	char buf[8192];
 
-	if (!smaps && query_wanted()) {
+	/* Under a seccomp filter the maps are read, never queried: a
+	 * browser's filter kills on an ioctl it does not list (and its
+	 * broker refuses the file: nsb_proc_open). */
+	if (!smaps && query_wanted() && nsb_unfiltered()) {
 		bool kept;
 		int fd = maps_fd(&kept), ret, err;
 
@@ -487,14 +493,20 @@ nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
 			return -1;
 		ret = query_each(fd, lo, hi, fn, arg);
 		if (ret == QUERY_MISSING && kept) {
-			/* Not the maps any more: the program reused our number
-			 * behind our back.  Asked again on a descriptor of its own. */
-			nsb_files_maps_forget();
-			fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-			kept = false;
-			if (fd < 0)
+			/* Not the maps any more (the program reused our number
+			 * behind our back), or a kernel without the call: asked
+			 * again on a descriptor of its own, which tells. */
+			fd = nsb_proc_open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+			if (fd < 0) {
+				nsb_files_maps_forget();
 				return -1;
+			}
 			ret = query_each(fd, lo, hi, fn, arg);
+			if (ret == QUERY_MISSING)
+				nsb_files_maps_drop();
+			else
+				nsb_files_maps_forget();
+			kept = false;
 		}
 		err = errno;
 		if (!kept)

@@ -335,7 +335,7 @@ new_unit(int flags, int fd, const struct nsb_decision *d)
 			return (size_t)1 << s;
 	}
 	if ((flags & MAP_HUGETLB) ||
-	    (!(flags & MAP_ANONYMOUS) && fd >= 0 && fstatfs(fd, &fs) == 0 &&
+	    (!(flags & MAP_ANONYMOUS) && fd >= 0 && nsb_unfiltered() && fstatfs(fd, &fs) == 0 &&
 	     fs.f_type == HUGETLBFS_MAGIC))
 		return (flags & MAP_HUGETLB) ? (size_t)2 << 20 : (size_t)fs.f_bsize;
 	return nsb_config.page_size;
@@ -349,7 +349,7 @@ file_of(int fd, const struct nsb_decision *d)
 
 	if (!d->has_file)
 		return 0;
-	if (nsb_config.log) {
+	if (nsb_config.log && nsb_unfiltered()) {
 		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
 		n = readlink(link, path, sizeof(path) - 1);
 	}

@@ -155,7 +155,9 @@ nsb_other_threads(void)
 	ssize_t n;
 	int fd, field = 2;
 
-	fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	/* Under a seccomp filter /proc is not opened (sandbox.c): "yes",
+	 * the careful answer. */
+	fd = nsb_unfiltered() ? open("/proc/self/stat", O_RDONLY | O_CLOEXEC) : -1;
 	if (fd < 0)
 		return true;
 	n = read(fd, buf, sizeof(buf) - 1);
