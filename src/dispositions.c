@@ -148,6 +148,8 @@ struct blockers {
 struct disp_state {
 	struct prog_action actions[NSIGS];
 	struct blockers blockers;	/* see note_blocker() */
+	atomic_bool blockers_incomplete;	/* a chunk could not be made */
+	atomic_int directed_inflight;	/* see took_directed() */
 };
 static struct disp_state *state;
 
@@ -466,8 +468,6 @@ nsb_disp_blocked(void)
  * id of a thread started otherwise that exited blocking, only means that
  * a sent SIGBUS may be held where the kernel would have delivered it. */
 
-static atomic_bool blockers_incomplete;
-
 static void
 forget_tid(int tid)
 {
@@ -521,7 +521,7 @@ note_blocker(bool is_blocking)
 				/* None: the table no longer names every
 				 * blocker, and a resend could go round them
 				 * for ever; sent ones are held instead. */
-				atomic_store(&blockers_incomplete, true);
+				atomic_store(&state->blockers_incomplete, true);
 				return;
 			}
 			if (atomic_compare_exchange_strong(&b->next, &next, fresh))
@@ -572,44 +572,44 @@ struct resend_space {
 _Static_assert(sizeof(struct resend_space) <= NSB_SIGNAL_SPACE, "signal space");
 static atomic_uint resend_busy;
 
-/* [signal-safe] One line of a thread's status: 1 it blocks SIGBUS or is
- * gone, 0 it does not, -1 not the line that tells. */
-static int
-status_line(const char *line)
+/* [signal-safe] The hex mask after a status line's "Name:". */
+static uint64_t
+status_mask(const char *p)
 {
-	const char *p;
+	uint64_t v = 0;
 
+	for (p += strspn(p, " \t"); (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'); p++)
+		v = v << 4 | (uint64_t)(*p <= '9' ? *p - '0' : *p - 'a' + 10);
+	return v;
+}
+
+/* [signal-safe] One line of a thread's status, for kernel_blocks: 1 it
+ * blocks SIGBUS or is gone, 0 it does not, -1 not the line that tells. */
+static int
+blocks_line(const char *line, void *unused)
+{
+	(void)unused;
 	/* An exited thread (the main one, after pthread_exit) stays listed,
 	 * a zombie: a signal sent to it would never run. */
 	if (strncmp(line, "State:", 6) == 0) {
-		p = line + 6 + strspn(line + 6, " \t");
+		const char *p = line + 6 + strspn(line + 6, " \t");
+
 		return *p == 'Z' || *p == 'X' ? 1 : -1;
 	}
 	if (strncmp(line, "SigBlk:", 7) != 0)
 		return -1;
-	p = line + 7 + strspn(line + 7, " \t");
-	{
-		size_t len = strspn(p, "0123456789abcdef");
-		char c;
-		unsigned v;
-
-		/* The last hex digit holds signals 1-4, the one before 5-8. */
-		if (len < 2)
-			return 0;
-		c = p[len - 2];
-		v = (unsigned)(c <= '9' ? c - '0' : c - 'a' + 10);
-		return (v & (1u << ((SIGBUS - 1) % 4))) != 0;
-	}
+	return (status_mask(line + 7) >> (SIGBUS - 1) & 1) != 0;
 }
 
-/* [signal-safe] Does thread tid really block SIGBUS (the kernel's mask,
- * as for a thread the C library started with every signal blocked), or is
- * it gone?  The file is read line by line through the buffer, however long
- * it is: a user in many groups has a Groups line of kilobytes before
- * SigBlk (issue 38, status_groups_livelock: a 1 023-byte read missed
- * SigBlk, and such a thread was taken for one that does not block). */
-static bool
-kernel_blocks(struct resend_space *sp, pid_t tid)
+/*
+ * [signal-safe] Reads /proc/self/task/TID/status line by line through the
+ * buffer, however long it is (issue 38, status_groups_livelock: a user in
+ * many groups has a Groups line of kilobytes before SigBlk, and a 1 023-byte
+ * read missed it), passing each line to fn until it returns 0 or more.
+ * Returns that, or -1 when no line told, -2 when unreadable (gone).
+ */
+static int
+read_status(struct resend_space *sp, pid_t tid, int (*fn)(const char *line, void *ctx), void *ctx)
 {
 	char *path = sp->path, *buf = sp->status;
 	size_t have = 0, size = sizeof(sp->status) - 1;
@@ -619,7 +619,7 @@ kernel_blocks(struct resend_space *sp, pid_t tid)
 	nsb_proc_path(path, sizeof(sp->path), "/proc/self/task/", (unsigned long)tid, "/status");
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return true;	/* gone: not a candidate */
+		return -2;
 	while (r < 0) {
 		ssize_t n = read(fd, buf + have, size - have);
 		char *line = buf, *nl;
@@ -632,7 +632,7 @@ kernel_blocks(struct resend_space *sp, pid_t tid)
 		while (r < 0 && (nl = memchr(line, '\n', (size_t)(buf + have - line)))) {
 			*nl = '\0';
 			if (!skipping)
-				r = status_line(line);
+				r = fn(line, ctx);
 			skipping = false;
 			line = nl + 1;
 		}
@@ -647,9 +647,65 @@ kernel_blocks(struct resend_space *sp, pid_t tid)
 		}
 	}
 	syscall(SYS_close, fd);
-	if (r < 0)
-		return !any;	/* unreadable: as gone; no SigBlk: not blocking */
-	return r == 1;
+	return any ? r : -2;
+}
+
+/* [signal-safe] Does thread tid really block SIGBUS (the kernel's mask,
+ * as for a thread the C library started with every signal blocked), or is
+ * it gone? */
+static bool
+kernel_blocks(struct resend_space *sp, pid_t tid)
+{
+	int r = read_status(sp, tid, blocks_line, NULL);
+
+	return r == -2 ? true : r == 1;	/* no SigBlk: not blocking */
+}
+
+/* [signal-safe] For pending_line: the signals pending so far. */
+struct pending_scan {
+	uint64_t pending;
+	int seen;
+};
+
+static int
+pending_line(const char *line, void *ctx)
+{
+	struct pending_scan *ps = ctx;
+
+	if (strncmp(line, "SigPnd:", 7) == 0 || strncmp(line, "ShdPnd:", 7) == 0) {
+		ps->pending |= status_mask(line + 7);
+		if (++ps->seen == 2)
+			return 0;
+	}
+	return -1;
+}
+
+/*
+ * [signal-safe] A SIGBUS the program ignores or blocks was swallowed
+ * here: will a signal of the program's be delivered as this handler
+ * returns (pending, and not blocked in the mask sigreturn restores)?
+ * Then the wait this interrupts ends with EINTR for that one, and must not
+ * be retried (issue 38, poll_eintr_lost: our handler runs with every
+ * signal blocked, so a signal sent with the SIGBUS waits for its return).
+ */
+static bool
+other_signal_coming(const ucontext_t *uc)
+{
+	int slot = nsb_slot_take(&resend_busy, NSB_SIGNAL_SLOTS);
+	struct pending_scan ps = { 0, 0 };
+	struct resend_space *sp;
+	uint64_t open = 0;
+
+	if (slot < 0)
+		return false;
+	sp = nsb_signal_space(NSB_SPACE_DISP, slot);
+	if (sp && uc) {
+		memcpy(&open, &uc->uc_sigmask, sizeof(open));
+		open = ~open & ~((uint64_t)1 << (SIGBUS - 1));
+		(void)read_status(sp, nsb_gettid(), pending_line, &ps);
+	}
+	nsb_slot_give(&resend_busy, slot);
+	return (ps.pending & open) != 0;
 }
 
 /* [signal-safe] Another thread of ours that does not block SIGBUS, in its
@@ -709,7 +765,7 @@ hold(const siginfo_t *si, bool directed)
 	siginfo_t copy;
 	pid_t tid;
 
-	if (!directed && !atomic_load(&blockers_incomplete) &&
+	if (!directed && !atomic_load(&state->blockers_incomplete) &&
 	    (tid = unblocked_thread()) > 0) {
 		copy = *si;
 		if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGBUS, &copy) == 0)
@@ -786,6 +842,22 @@ deliver_held(void)
 {
 	if (!blocked)
 		take_held(resend);
+}
+
+/*
+ * A SIGBUS sent to the process, held while the only thread that did not
+ * block it was inside one of the library's locks (every signal blocked
+ * there, so it looked like a thread that blocks SIGBUS): the kernel would
+ * have kept it pending and delivered it as that thread's mask came back
+ * (issue 38, held_lost_lock_mask).  Called as a thread leaves the
+ * outermost lock.
+ */
+void
+nsb_disp_lock_left(void)
+{
+	if (atomic_load(&installed) && !blocked && atomic_load(&held_process) == HELD_READY &&
+	    held())
+		deliver_held();
 }
 
 /* [signal-safe] Copies a sigset the program passed, or fails with EFAULT
@@ -1111,13 +1183,13 @@ is_fault(const siginfo_t *si)
 	       si->si_code == BUS_OBJERR || si->si_code == BUS_MCEERR_AR;
 }
 
-/* SIGBUS sent by pthread_sigqueue and not yet arrived (signals.c). */
-static atomic_int directed_inflight;
-
+/* SIGBUS sent by pthread_sigqueue and not yet arrived (signals.c):
+ * counted in state->directed_inflight (only once installed). */
 void
 nsb_disp_directed(int delta)
 {
-	atomic_fetch_add(&directed_inflight, delta);
+	if (state)
+		atomic_fetch_add(&state->directed_inflight, delta);
 }
 
 /* [signal-safe] Is this SI_QUEUE one that pthread_sigqueue sent to this
@@ -1125,12 +1197,13 @@ nsb_disp_directed(int delta)
 static bool
 took_directed(const siginfo_t *si)
 {
-	int n = atomic_load(&directed_inflight);
+	int n;
 
-	if (si->si_pid != getpid())
+	if (!state || si->si_pid != getpid())
 		return false;
+	n = atomic_load(&state->directed_inflight);
 	while (n > 0)
-		if (atomic_compare_exchange_weak(&directed_inflight, &n, n - 1))
+		if (atomic_compare_exchange_weak(&state->directed_inflight, &n, n - 1))
 			return true;
 	return false;
 }
@@ -1156,7 +1229,8 @@ nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 	directed = si->si_code == SI_TKILL || (si->si_code == SI_QUEUE && took_directed(si));
 	if (!is_fault(si) && blocked) {
 		hold(si, directed);
-		swallowed++;
+		if (!other_signal_coming(ucv))
+			swallowed++;
 		return;
 	}
 	take_action(SIGBUS, &act);
@@ -1172,7 +1246,8 @@ nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 		return;
 	}
 	if (act.sa_handler == SIG_IGN) {
-		swallowed++;
+		if (!other_signal_coming(ucv))
+			swallowed++;
 		return;
 	}
 	run_handler(sig, si, ucv, &act, true);
@@ -1433,7 +1508,8 @@ nsb_disp_after_fork_child(void)
 	}
 	held_thread = HELD_NONE;
 	atomic_store(&held_process, HELD_NONE);
-	atomic_store(&directed_inflight, 0);
+	if (state)
+		atomic_store(&state->directed_inflight, 0);
 	for (struct blockers *b = state ? &state->blockers : NULL; b; b = atomic_load(&b->next))
 		for (int i = 0; i < BLOCKERS; i++)
 			atomic_store(&b->tid[i], 0);

@@ -183,10 +183,10 @@ NSB_INTERNAL void nsb_jumps_link(const ucontext_t *link) __attribute__((used, no
 static uintptr_t
 glibc_start_context(void)
 {
-	static uintptr_t addr;
-	static bool known;
+	static uintptr_t addr;	/* 1: learnt, unknown (.bss is counted) */
+	uintptr_t a = __atomic_load_n(&addr, __ATOMIC_ACQUIRE);
 
-	if (!__atomic_load_n(&known, __ATOMIC_ACQUIRE)) {
+	if (!a) {
 		ucontext_t probe;
 		uintptr_t stack[64];
 
@@ -195,10 +195,12 @@ glibc_start_context(void)
 		probe.uc_stack.ss_size = sizeof(stack);
 		probe.uc_link = NULL;
 		makecontext(&probe, (void (*)(void))abort, 0);
-		addr = *(uintptr_t *)probe.uc_mcontext.gregs[REG_RSP];
-		__atomic_store_n(&known, true, __ATOMIC_RELEASE);
+		a = *(uintptr_t *)probe.uc_mcontext.gregs[REG_RSP];
+		if (!a)
+			a = 1;
+		__atomic_store_n(&addr, a, __ATOMIC_RELEASE);
 	}
-	return addr;
+	return a == 1 ? 0 : a;
 }
 
 /* glibc's __start_context, through our setcontext: rbx points at the

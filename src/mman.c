@@ -1176,8 +1176,8 @@ pidfd_is_self(int pidfd)
 /* The kernel takes only advices about memory use here (MADV_COLD,
  * MADV_PAGEOUT ...), none of which the records keep; a kernel that takes
  * the fork ones too is followed, for the own process's pidfd. */
-NSB_EXPORT ssize_t
-process_madvise(int pidfd, const struct iovec *iov, size_t n, int advice, unsigned flags)
+static ssize_t
+our_process_madvise(int pidfd, const struct iovec *iov, size_t n, int advice, unsigned flags)
 {
 	ssize_t (*f)(int, const void *, size_t, int, unsigned) = real_process_madvise;
 	uint32_t set, clear;
@@ -1209,6 +1209,9 @@ process_madvise(int pidfd, const struct iovec *iov, size_t n, int advice, unsign
 	errno = err;
 	return ret;
 }
+
+/* glibc 2.36 and later (SPEC §12 "Names"). */
+NSB_EXPORT_SINCE(2, 36, process_madvise, our_process_madvise);
 
 /* ---- mremap ------------------------------------------------------------ */
 

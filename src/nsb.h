@@ -22,6 +22,21 @@
 
 #define NSB_INTERNAL __attribute__((visibility("hidden")))
 #define NSB_EXPORT __attribute__((visibility("default")))
+/*
+ * An interposed name that glibc gained in MAJOR.MINOR (SPEC §12 "Names":
+ * the library exports no name that the running glibc lacks): a GNU
+ * indirect function whose resolver gives impl where the running glibc is
+ * that recent, and nothing before, so that dlsym finds nothing there,
+ * whatever glibc the library was built against.  The resolver runs while
+ * the loader relocates us, after the C library (real.c).
+ */
+#define NSB_EXPORT_SINCE(major, minor, name, impl)				\
+	__attribute__((used)) static __typeof__(impl) *resolve_##name(void)	\
+	{									\
+		return nsb_libc_at_least(major, minor) ? impl : NULL;		\
+	}									\
+	NSB_EXPORT __typeof__(impl) name __attribute__((ifunc("resolve_" #name)))
+bool nsb_libc_at_least(unsigned major, unsigned minor);
 
 /* ---- real.c: the next definitions of what we interpose ---------------- */
 
@@ -708,6 +723,9 @@ void nsb_disp_thread_exit(void);
 /* pthread_sigqueue sends a SIGBUS to one thread (signals.c): +1 before,
  * -1 if it failed. */
 void nsb_disp_directed(int delta);
+/* The thread left the library's outermost lock, which blocked every
+ * signal (process.c). */
+void nsb_disp_lock_left(void);
 
 /* ---- maps.c: /proc/self/maps and smaps --------------------------------- */
 

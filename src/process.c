@@ -98,11 +98,17 @@ nsb_unlock(struct nsb_lock *l)
 		atomic_fetch_sub(&unmasked, 1);
 		return;
 	}
+	bool outermost = outer_mask == &l->saved;
+
 	old = l->saved;
-	if (outer_mask == &l->saved)
+	if (outermost)
 		outer_mask = NULL;
 	pthread_mutex_unlock(&l->mutex);
 	nsb_sys_sigmask(SIG_SETMASK, &old, NULL);
+	/* A SIGBUS held for the process while this thread had every signal
+	 * blocked here: the kernel would deliver it now (dispositions.c). */
+	if (outermost)
+		nsb_disp_lock_left();
 }
 
 void

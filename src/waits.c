@@ -437,9 +437,9 @@ sys_epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec 
 	return (int)syscall(SYS_epoll_pwait2, ep, ev, max, tmo, mask, _NSIG / 8);
 }
 
-NSB_EXPORT int
-epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec *tmo,
-	     const sigset_t *mask)
+static int
+our_epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec *tmo,
+		 const sigset_t *mask)
 {
 	struct timespec start = now(), left;
 	const struct timespec *t = tmo;
@@ -449,3 +449,6 @@ epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec *tmo
 	     (t = tmo ? (left = ts_left(tmo, start), &left) : NULL));
 	return ret;
 }
+
+/* glibc 2.35 and later (SPEC §12 "Names"). */
+NSB_EXPORT_SINCE(2, 35, epoll_pwait2, our_epoll_pwait2);
