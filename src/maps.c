@@ -110,6 +110,7 @@ parse_header(const char *line, bool whole, struct nsb_vma *vma)
 	vma->page_size = 0;
 	vma->pkey = -1;
 	vma->dontfork = vma->wipeonfork = false;
+	vma->kept = 0;
 	return true;
 }
 
@@ -136,8 +137,9 @@ struct walk {
 };
 
 /* The fork advices of smaps' VmFlags line ("dc": MADV_DONTFORK, "wf":
- * MADV_WIPEONFORK), for a record made of a mapping advised before the
- * library knew it (nosigbus_protect). */
+ * MADV_WIPEONFORK), and the locks and advice a replaced page must get
+ * again (doc/mappings.md), for a record made of a mapping advised before
+ * the library knew it (nosigbus_protect). */
 static void
 vm_flags(const char *p, struct nsb_vma *vma)
 {
@@ -148,6 +150,18 @@ vm_flags(const char *p, struct nsb_vma *vma)
 			vma->dontfork = true;
 		else if (p[0] == 'w' && p[1] == 'f')
 			vma->wipeonfork = true;
+		else if (p[0] == 'l' && p[1] == 'o')
+			vma->kept |= NSB_META_LOCKED;
+		else if (p[0] == 'l' && p[1] == 'f')
+			vma->kept |= NSB_META_ONFAULT;
+		else if (p[0] == 'd' && p[1] == 'd')
+			vma->kept |= NSB_META_DONTDUMP;
+		else if (p[0] == 'h' && p[1] == 'g')
+			vma->kept |= NSB_META_HUGEPAGE;
+		else if (p[0] == 'n' && p[1] == 'h')
+			vma->kept |= NSB_META_NOHUGEPAGE;
+		else if (p[0] == 'm' && p[1] == 'g')
+			vma->kept |= NSB_META_MERGEABLE;
 		p += 2;
 		while (*p == ' ')
 			p++;
@@ -373,6 +387,7 @@ query_each(int fd, uintptr_t lo, uintptr_t hi,
 		vma.pkey = -1;
 		vma.page_size = 0;
 		vma.dontfork = vma.wipeonfork = false;
+		vma.kept = 0;
 		vma.path = with_name && q.vma_name_size > 1 &&
 			   escape_newlines(name, sizeof(name)) ? name : NULL;
 		with_name = true;

@@ -80,7 +80,7 @@ nsb_record(struct nsb_range *r)
 {
 	static uint16_t gen;
 
-	gen = (uint16_t)((gen + 1) & 0x1f);	/* the table keeps 5 bits */
+	gen = (uint16_t)((gen + 1) & 0xf);	/* the table keeps 4 bits */
 	r->gen = gen;
 	if (nsb_disp_install() < 0)
 		return -1;
@@ -617,19 +617,36 @@ remap_file_pages(void *addr, size_t size, int prot, size_t pgoff, int flags)
 	nsb_ranges_flux(wstart, wend, 0, 0);
 	ret = (int)syscall(SYS_remap_file_pages, addr, size, prot, pgoff, flags);
 	err = errno;
-	if (ret == 0 && before.n) {
-		struct nsb_range r = before.r[0];
-		struct nsb_account *was = r.acct;
+	if (ret == 0) {
+		/* One new mapping with the flags of the VMA at start (Linux
+		 * 6.1 takes several of one file and the same flags): protected
+		 * as that one was. */
+		const struct nsb_range *at = NULL;
+		struct nsb_range r;
+		struct nsb_account *was;
 
+		for (size_t i = 0; i < before.n; i++)
+			if (before.r[i].start <= start && start < before.r[i].end)
+				at = &before.r[i];
 		nsb_ranges_cut(start, end);
+		if (!at)
+			goto out;
+		r = *at;
+		was = r.acct;
 		r.start = start;
 		r.end = end;
 		r.off = (uint64_t)pgoff * nsb_config.page_size;
+		/* A new VMA: no advice of the old one's (a lock, the kernel
+		 * keeps: it maps the new one locked). */
+		r.meta &= ~(NSB_META_DONTFORK | NSB_META_WIPEONFORK | NSB_META_DONTDUMP |
+			    NSB_META_HUGEPAGE | NSB_META_NOHUGEPAGE | NSB_META_MERGEABLE |
+			    NSB_META_MBIND);
 		if (nsb_record(&r) == 0)
 			nsb_account_set_may_write(r.acct, nsb_account_may_write(was));
-	} else if (ret != 0) {
+	} else {
 		resync(wstart, wend, &before, false);
 	}
+out:
 	nsb_ranges_flux_end();
 	nsb_ranges_unlock();
 	nsb_saved_free(&before);
@@ -709,6 +726,52 @@ NSB_EXPORT int
 munlock(const void *addr, size_t len)
 {
 	return lock_call(SYS_munlock, (void *)addr, len, 0, 0, NSB_META_LOCKED | NSB_META_ONFAULT);
+}
+
+#ifndef MPOL_DEFAULT
+#define MPOL_DEFAULT 0
+#endif
+
+/*
+ * mbind gives a mapping a memory policy of its own, which a replaced page
+ * would not have (it would follow the thread's).  The records say only
+ * that the program set one; a rescue asks the kernel which
+ * (get_mempolicy(MPOL_F_ADDR) at the page, before replacing it) and sets
+ * it on the new page: calls only a program that calls mbind gets.
+ */
+/* libnuma's (the C library declares none), which this replaces. */
+long mbind(void *addr, unsigned long len, int mode, const unsigned long *nodemask,
+	   unsigned long maxnode, unsigned flags);
+
+NSB_EXPORT long
+mbind(void *addr, unsigned long len, int mode, const unsigned long *nodemask,
+      unsigned long maxnode, unsigned flags)
+{
+	uintptr_t start, end, wstart, wend;
+	struct nsb_saved before;
+	long ret;
+	int err;
+
+	if (nsb_ranges_count() == 0)
+		return syscall(SYS_mbind, addr, len, mode, nodemask, maxnode, flags);
+	nsb_init();
+	if (!len || !page_aligned((uintptr_t)addr) ||
+	    !span_of(addr, len, nsb_config.page_size, &start, &end) ||
+	    !nsb_ranges_overlap(start, end))
+		return syscall(SYS_mbind, addr, len, mode, nodemask, maxnode, flags);
+	if (lock_span(start, end, &wstart, &wend, &before) < 0)
+		return -1;
+	nsb_ranges_flux(wstart, wend, 0, 0);
+	ret = syscall(SYS_mbind, addr, len, mode, nodemask, maxnode, flags);
+	err = errno;
+	if (ret == 0)
+		(void)nsb_ranges_set_flags(start, end, mode == MPOL_DEFAULT ? 0 : NSB_META_MBIND,
+					   mode == MPOL_DEFAULT ? NSB_META_MBIND : 0);
+	nsb_ranges_flux_end();
+	nsb_ranges_unlock();
+	nsb_saved_free(&before);
+	errno = err;
+	return ret;
 }
 
 /* Every record at once: the whole address space. */
@@ -948,35 +1011,65 @@ follow_advice(uintptr_t start, uintptr_t end, int advice, int ret, int err)
  */
 struct removal {
 	const struct nsb_saved *recs;
-	uintptr_t next;
+	uintptr_t next, end;
 	int err;
 };
+
+/* The record of recs holding addr that a rescue in a shared file mapping
+ * made, or NULL. */
+static const struct nsb_range *
+shared_record(const struct nsb_saved *recs, uintptr_t addr)
+{
+	for (size_t i = 0; i < recs->n; i++) {
+		const struct nsb_range *r = &recs->r[i];
+
+		if (r->start <= addr && addr < r->end)
+			return (r->meta & NSB_META_SHARED) && !(r->meta & NSB_META_ANON) ? r : NULL;
+	}
+	return NULL;
+}
 
 static int
 remove_piece(const struct nsb_vma *vma, void *arg)
 {
 	struct removal *rm = arg;
 	uintptr_t s = vma->start > rm->next ? vma->start : rm->next;
-	int advice = MADV_REMOVE;
+	uintptr_t e = vma->end < rm->end ? vma->end : rm->end;
 
 	if (vma->start > rm->next)
 		rm->err = ENOMEM;
 	rm->next = vma->end;
-	/* A rescued piece: anonymous memory inside a record of a shared file. */
-	for (size_t i = 0; vma->anon && !vma->shared && i < rm->recs->n; i++) {
-		const struct nsb_range *r = &rm->recs->r[i];
-
-		if (r->start <= s && s < r->end && (r->meta & NSB_META_SHARED) &&
-		    !(r->meta & NSB_META_ANON))
-			advice = MADV_DONTNEED;
+	if (s >= e)
+		return 0;
+	if (!vma->anon || vma->shared) {
+		if (nsb_sys_madvise((void *)s, e - s, MADV_REMOVE) == 0)
+			return 0;
+		rm->err = errno;
+		return -1;
 	}
-	return nsb_sys_madvise((void *)s, vma->end - s, advice) == 0 ? 0 : (rm->err = errno, -1);
+	/* Anonymous memory (which may join rescues of several records):
+	 * only what rescues made in shared mappings of a file is taken. */
+	while (s < e) {
+		const struct nsb_range *r = shared_record(rm->recs, s);
+		uintptr_t pe = r && r->end < e ? r->end : e;
+
+		if (!r) {
+			rm->err = EINVAL;
+			return -1;
+		}
+		if (nsb_sys_madvise((void *)s, pe - s, MADV_DONTNEED) != 0) {
+			rm->err = errno;
+			return -1;
+		}
+		s = pe;
+	}
+	return 0;
 }
 
 static int
 remove_pieces(uintptr_t start, uintptr_t end, const struct nsb_saved *recs)
 {
-	struct removal rm = { .recs = recs, .next = start };
+	struct removal rm = { .recs = recs, .next = start, .end = end };
 	int ret = nsb_maps_each(start, end, false, remove_piece, &rm);
 
 	if (ret == 0 && rm.next < end)

@@ -491,6 +491,7 @@ void *nsb_memory_table(int which, size_t bytes);
 #define NSB_META_HUGEPAGE	0x1000000u	/* MADV_HUGEPAGE */
 #define NSB_META_NOHUGEPAGE	0x2000000u	/* MADV_NOHUGEPAGE */
 #define NSB_META_MERGEABLE	0x4000000u	/* MADV_MERGEABLE */
+#define NSB_META_MBIND		0x8000000u	/* mbind: a policy of its own */
 
 struct nsb_account;
 
@@ -741,6 +742,8 @@ struct nsb_vma {
 	size_t page_size;	/* smaps only: 0 when unknown */
 	bool dontfork;		/* smaps only: MADV_DONTFORK given (VmFlags dc) */
 	bool wipeonfork;	/* smaps only: MADV_WIPEONFORK given (VmFlags wf) */
+	uint32_t kept;		/* smaps only: the NSB_META_ bits of what a replaced
+				 * page must get again (VmFlags lo lf dd hg nh mg) */
 	const char *path;	/* NULL when absent or too long to keep */
 };
 /* Calls fn for each VMA overlapping [lo, hi), in address order, from

@@ -90,6 +90,9 @@ static char *signal_space;	/* nsb_signal_space() */
 #ifndef MLOCK_ONFAULT
 #define MLOCK_ONFAULT 1
 #endif
+#ifndef MPOL_F_ADDR
+#define MPOL_F_ADDR (1 << 1)
+#endif
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
 #endif
@@ -283,8 +286,15 @@ replace(uintptr_t start, uintptr_t end, const struct nsb_range *r)
 {
 	int prot = (int)(r->meta & NSB_META_PROT);
 	int pkey = NSB_META_PKEY(r->meta);
+	unsigned long nodes[2] = { 0, 0 };	/* 128 nodes; more: not kept */
+	int policy = -1;
 	void *p;
 
+	/* The mapping's own memory policy (the program's mbind), read
+	 * while the page is still the mapping's. */
+	if ((r->meta & NSB_META_MBIND) &&
+	    syscall(SYS_get_mempolicy, &policy, nodes, 8 * sizeof(nodes), start, MPOL_F_ADDR) != 0)
+		policy = -1;
 	p = nsb_sys_mmap((void *)start, end - start, prot,
 			 MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
@@ -305,6 +315,8 @@ replace(uintptr_t start, uintptr_t end, const struct nsb_range *r)
 		(void)nsb_sys_madvise(p, end - start, MADV_NOHUGEPAGE);
 	if (r->meta & NSB_META_MERGEABLE)
 		(void)nsb_sys_madvise(p, end - start, MADV_MERGEABLE);
+	if (policy > 0)
+		(void)syscall(SYS_mbind, p, end - start, policy, nodes, 8 * sizeof(nodes), 0);
 	if ((r->meta & (NSB_META_LOCKED | NSB_META_ONFAULT)) == NSB_META_LOCKED)
 		(void)syscall(SYS_mlock, p, end - start);
 	else if (r->meta & NSB_META_LOCKED)

@@ -20,6 +20,7 @@
  *  - MADV_DONTNEED, msync and mincore over a rescued page: the kernel
  *    flag's results.
  */
+#include <dlfcn.h>
 #include <sys/ipc.h>
 #include <sys/shm.h>
 
@@ -213,6 +214,18 @@ do_madvise(char *p, size_t len, int how)
 	return madvise(p, len, how);
 }
 
+/* mbind as a program makes it, through the interposed name when there is
+ * one (libnuma's, which the library's replaces). */
+static bool
+mbind_checked(void *p, size_t len, const unsigned long *mask)
+{
+	long (*f)(void *, unsigned long, int, const unsigned long *, unsigned long, unsigned) =
+		(long (*)(void *, unsigned long, int, const unsigned long *, unsigned long,
+			  unsigned))dlsym(RTLD_DEFAULT, "mbind");
+
+	return f && f(p, len, 2 /* MPOL_BIND */, mask, 64, 0) == 0;
+}
+
 static void
 attrs_child(void *arg)
 {
@@ -266,6 +279,43 @@ attrs_child(void *arg)
 			NSBT_CHECK(has_flag(flags, "lo"), "mlockall: the rescued page lost it: "
 				   "VmFlags:%s", flags);
 			NSBT_CHECK(munlockall() == 0, "munlockall");
+		}
+	}
+	/* Locked before nosigbus_protect: the record learns it from smaps. */
+	{
+		int fd = nsbt_file(NSBT_MEMFD, 2 * ps);
+		char *p = core_map(NULL, 2 * ps, CORE_PROT_RW, MAP_SHARED, fd, 0);
+
+		if (mlock(p, 2 * ps) != 0) {
+			printf("skip: mlock: %s\n", strerror(errno));
+		} else {
+			NSBT_CHECK(nosigbus_protect(p, 2 * ps) == 0, "nosigbus_protect: %s",
+				   strerror(errno));
+			core_truncate(fd, ps);
+			core_expect_bytes(p + ps, 0, ps, "a rescued page");
+			vm_flags(p + ps, flags, sizeof(flags));
+			NSBT_CHECK(has_flag(flags, "lo"), "mlock then nosigbus_protect: the rescued "
+				   "page lost the lock: VmFlags:%s", flags);
+		}
+	}
+	/* mbind: the mapping's policy, kept (MPOL_BIND to the first node). */
+	{
+		unsigned long mask = 1, got[2] = { 0, 0 };
+		int fd, mode = -1;
+		char *p = protected_memfd(&fd, 2);
+
+		if (syscall(SYS_mbind, p, 2 * ps, 2 /* MPOL_BIND */, &mask, 64, 0) == 0 &&
+		    mbind_checked(p, 2 * ps, &mask)) {
+			core_truncate(fd, ps);
+			core_expect_bytes(p + ps, 0, ps, "a rescued page");
+			NSBT_CHECK(syscall(SYS_get_mempolicy, &mode, got, 128, p + ps,
+					   2 /* MPOL_F_ADDR */) == 0,
+				   "get_mempolicy: %s", strerror(errno));
+			NSBT_CHECK(mode == 2 && got[0] == 1,
+				   "mbind: the rescued page has policy %d, nodes %#lx, not MPOL_BIND to "
+				   "node 0", mode, got[0]);
+		} else {
+			printf("skip: mbind: %s\n", strerror(errno));
 		}
 	}
 	printf("ok: mlock_rescued_unlocked\n");
