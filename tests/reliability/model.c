@@ -2076,12 +2076,20 @@ run_remove(struct seq *s, const struct op *op)
 	int err = 0, j, ret;
 
 	read_locked(s, locked);
+	read_kernel(s);
 	for (j = op->a; j < op->a + op->n; j++) {
 		const struct mpage *p = &s->m.pg[j];
 
 		if (p->kind == K_NONE) {
 			err = ENOMEM;
 			continue;
+		}
+		/* A private file page that a range or auto fill replaced past
+		 * the end of its file (the model keeps it as the file's: it
+		 * reads the same) is anonymous memory to the kernel: EINVAL. */
+		if (model_lib && p->kind == K_FILE && !p->shared && s->k[j].mapped && !s->k[j].ino) {
+			err = EINVAL;
+			break;
 		}
 		if (!locked[j] && ((p->kind == K_FILE && p->shared) ||
 				   (model_lib && p->kind == K_ANON && p->rescued && p->rfile == 2 &&
