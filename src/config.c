@@ -45,7 +45,8 @@ static const struct word fill_words[] = {
 	{ NULL, 0 },
 };
 static const struct word errors_words[] = {
-	{ "pass", NSB_ERRORS_PASS }, { "zero", NSB_ERRORS_ZERO }, { NULL, 0 },
+	{ "pass", NSB_ERRORS_PASS }, { "peer", NSB_ERRORS_PEER }, { "zero", NSB_ERRORS_ZERO },
+	{ NULL, 0 },
 };
 static const struct word bool_words[] = {
 	{ "1", 1 }, { "yes", 1 }, { "true", 1 }, { "on", 1 },
@@ -72,7 +73,7 @@ struct variable {
 static const struct variable variables[] = {
 	{ "POLICY", policy_words, "flag, shm or files", "shm", NSB_DEFAULT_POLICY },
 	{ "FILL", fill_words, "page, range or auto", "the default", NSB_DEFAULT_FILL },
-	{ "ERRORS", errors_words, "pass or zero", "pass", NSB_DEFAULT_ERRORS },
+	{ "ERRORS", errors_words, "pass, peer or zero", "peer", NSB_DEFAULT_ERRORS },
 	{ "STRICT", bool_words, "0 or 1", "0", 0 },
 	{ "LOG", log_words, "0, 1 or pages", "0", NSB_LOG_OFF },
 };
@@ -211,4 +212,10 @@ nsb_config_read(void)
 	nsb_config.errors = (enum nsb_errors)read_value(&variables[VAR_ERRORS], values[VAR_ERRORS]);
 	nsb_config.strict = read_value(&variables[VAR_STRICT], values[VAR_STRICT]);
 	nsb_config.log = read_value(&variables[VAR_LOG], values[VAR_LOG]);
+	/* The tests' way to run the sandboxed paths without a filter. */
+	{
+		const char *t = getenv("NSB_TEST_SECCOMP");
+
+		nsb_config.test_filtered = t && strcmp(t, "filtered") == 0;
+	}
 }

@@ -254,26 +254,32 @@ kept_slot(int fd)
  * and the program opened the number again, and then it is the program's
  * (the slot is let go).
  */
+/* [signal-safe] Does fd, in slot s, still name what the slot is for (an
+ * O_PATH descriptor of its file, or the maps)?  Keeps errno. */
 static bool
-is_kept(int fd)
+still_ours(int s, int fd)
 {
-	int s = kept_slot(fd), saved_errno, fl;
+	int saved_errno = errno, fl;
+	uint32_t file = kept_file[s];
 	struct stat st;
-	uint32_t file;
+	bool ours;
 
-	if (s < 0)
-		return false;
-	saved_errno = errno;
-	file = kept_file[s];
 	fl = (int)syscall(SYS_fcntl, fd, F_GETFL);
-	if (fl >= 0 && syscall(SYS_fstat, fd, &st) == 0 &&
-	    (file ? (fl & O_PATH) && (uint64_t)st.st_dev == files[file].dev &&
-			    (uint64_t)st.st_ino == files[file].ino
-		  : (uint64_t)st.st_dev == maps_dev && (uint64_t)st.st_ino == maps_ino)) {
-		errno = saved_errno;
-		return true;
-	}
+	ours = fl >= 0 && syscall(SYS_fstat, fd, &st) == 0 &&
+	       (file ? (fl & O_PATH) && (uint64_t)st.st_dev == files[file].dev &&
+			       (uint64_t)st.st_ino == files[file].ino
+		     : (uint64_t)st.st_dev == maps_dev && (uint64_t)st.st_ino == maps_ino);
 	errno = saved_errno;
+	return ours;
+}
+
+/* [signal-safe] Slot s held fd, which is not ours any more: forgotten,
+ * never closed (it is the program's, or nobody's). */
+static void
+forget(int s, int fd)
+{
+	uint32_t file = kept_file[s];
+
 	if (atomic_compare_exchange_strong(&kept_fd[s], &(int){ fd + 1 }, 0)) {
 		int expected = file ? fd : fd + 1;
 
@@ -281,6 +287,18 @@ is_kept(int fd)
 					       file ? -1 : 0);
 		atomic_fetch_sub(&kept_count, 1);
 	}
+}
+
+static bool
+is_kept(int fd)
+{
+	int s = kept_slot(fd);
+
+	if (s < 0)
+		return false;
+	if (still_ours(s, fd))
+		return true;
+	forget(s, fd);
 	return false;
 }
 
@@ -298,10 +316,17 @@ slot_names(int s, int fd)
 static void
 let_go(int s)
 {
-	int fd = atomic_exchange(&kept_fd[s], 0) - 1;
+	int fd = atomic_load(&kept_fd[s]) - 1;
 
 	if (fd < 0)
 		return;
+	/* A number closed behind our back (a raw close or close_range) may
+	 * be the program's again: closed only if it still names ours. */
+	if (!still_ours(s, fd)) {
+		forget(s, fd);
+		return;
+	}
+	atomic_store(&kept_fd[s], 0);
 	slot_names(s, -1);
 	atomic_fetch_sub(&kept_count, 1);
 	syscall(SYS_close, fd);		/* O_PATH, or the maps: no lock of the program's goes */
@@ -510,7 +535,7 @@ static bool
 wants_descriptor(uint32_t meta)
 {
 	(void)meta;
-	return nsb_config.errors == NSB_ERRORS_PASS;
+	return nsb_config.errors != NSB_ERRORS_ZERO;
 }
 
 #ifndef SYS_open_tree
@@ -536,7 +561,12 @@ path_descriptor(int fd)
 	int state = atomic_load_explicit(&open_tree_state, memory_order_relaxed), pfd;
 	char link[32];
 
-	if (state != 2) {
+	/* open_tree is in systemd's @mount, and kills a browser's content
+	 * process: under a seccomp filter, /proc/self/fd/N (systemd's
+	 * filters allow openat; a browser's broker refuses the path, and the
+	 * file keeps no descriptor of ours: its rescues go unverified once
+	 * the program's own descriptor is closed). */
+	if (state != 2 && nsb_unfiltered()) {
 		pfd = (int)syscall(SYS_open_tree, fd, "", AT_EMPTY_PATH | O_CLOEXEC);
 		if (pfd >= 0 && (state == 1 || ((int)syscall(SYS_fcntl, pfd, F_GETFL) & O_PATH))) {
 			atomic_store_explicit(&open_tree_state, 1, memory_order_relaxed);
@@ -608,11 +638,15 @@ static void
 keep_from(uint32_t i, int fd)
 {
 	int saved_errno = errno, pfd = path_descriptor(fd);
+	struct stat st;
 
-	if (pfd >= 0) {
+	/* Only if the number still names the file: one closed with a raw
+	 * close and opened again names another, which is never kept. */
+	if (pfd >= 0 && syscall(SYS_fstat, pfd, &st) == 0 && (uint64_t)st.st_dev == files[i].dev &&
+	    (uint64_t)st.st_ino == files[i].ino)
 		(void)keep(i, pfd);
+	if (pfd >= 0)
 		syscall(SYS_close, pfd);
-	}
 	errno = saved_errno;
 }
 
@@ -961,6 +995,11 @@ size_without_descriptor(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t
 
 	if (slot < 0)
 		return false;
+	/* Both ways open files in /proc: not under a seccomp filter. */
+	if (!nsb_unfiltered()) {
+		nsb_slot_give(&map_files_busy, slot);
+		return false;
+	}
 	sp = nsb_signal_space(NSB_SPACE_FILES, slot);
 	ok = sp && (size_by_map_files(sp, file, start, end, addr, st) ||
 		    size_by_program_fds(sp, file, st));
@@ -970,7 +1009,8 @@ size_without_descriptor(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t
 
 /* [signal-safe] */
 bool
-nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, uint64_t *size)
+nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, uint64_t *size,
+	       struct timespec *ctime)
 {
 	int saved_errno = errno, fd;
 	struct stat st;
@@ -991,6 +1031,8 @@ nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, ui
 	errno = saved_errno;
 	if (ok)
 		*size = (uint64_t)st.st_size;
+	if (ok && ctime)
+		*ctime = st.st_ctim;
 	return ok;
 }
 
@@ -1168,8 +1210,9 @@ next_kept(unsigned first, unsigned last)
 	for (int s = 0; s < KEPT_MAX; s++) {
 		int fd = atomic_load(&kept_fd[s]) - 1;
 
+		/* One no longer ours is the program's to close. */
 		if (fd >= 0 && (unsigned)fd >= first && (unsigned)fd <= last &&
-		    (best < 0 || fd < best))
+		    (best < 0 || fd < best) && is_kept(fd))
 			best = fd;
 	}
 	return best;

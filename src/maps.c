@@ -422,7 +422,7 @@ query_wanted(void)
 bool
 nsb_maps_queries(void)
 {
-	return query_wanted();
+	return query_wanted() && nsb_unfiltered();
 }
 
 /*
@@ -442,6 +442,9 @@ nsb_maps_hole(uintptr_t lo, uintptr_t hi)
 
 	(void)query_wanted();	/* reads NSB_TEST_MAPS */
 	if (atomic_load_explicit(&no_probe, memory_order_relaxed))
+		return -1;
+	/* mincore is in no systemd group but @known: a unit's filter kills. */
+	if (!nsb_unfiltered())
 		return -1;
 	atomic_store_explicit(&last_path, 2, memory_order_relaxed);
 	for (uintptr_t at = lo & ~(uintptr_t)(ps - 1); at < hi;) {
@@ -464,7 +467,10 @@ nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
 	struct walk w = { .lo = lo, .hi = hi, .smaps = smaps, .fn = fn, .arg = arg };
 	char buf[8192];
 
-	if (!smaps && query_wanted()) {
+	/* Under a seccomp filter, the maps are read, never queried: a
+	 * browser's filter kills on an ioctl it does not list.  (Its broker
+	 * refuses to open the file, as where /proc is not mounted.) */
+	if (!smaps && query_wanted() && nsb_unfiltered()) {
 		bool kept;
 		int fd = maps_fd(&kept), ret, err;
 

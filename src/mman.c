@@ -29,6 +29,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/vfs.h>
@@ -79,7 +80,7 @@ nsb_record(struct nsb_range *r)
 {
 	static uint16_t gen;
 
-	gen = (uint16_t)((gen + 1) & 0x7ff);	/* the table keeps 11 bits */
+	gen = (uint16_t)((gen + 1) & 0x1f);	/* the table keeps 5 bits */
 	r->gen = gen;
 	if (nsb_disp_install() < 0)
 		return -1;
@@ -334,7 +335,7 @@ new_unit(int flags, int fd, const struct nsb_decision *d)
 			return (size_t)1 << s;
 	}
 	if ((flags & MAP_HUGETLB) ||
-	    (!(flags & MAP_ANONYMOUS) && fd >= 0 && fstatfs(fd, &fs) == 0 &&
+	    (!(flags & MAP_ANONYMOUS) && fd >= 0 && nsb_unfiltered() && fstatfs(fd, &fs) == 0 &&
 	     fs.f_type == HUGETLBFS_MAGIC))
 		return (flags & MAP_HUGETLB) ? (size_t)2 << 20 : (size_t)fs.f_bsize;
 	return nsb_config.page_size;
@@ -348,7 +349,7 @@ file_of(int fd, const struct nsb_decision *d)
 
 	if (!d->has_file)
 		return 0;
-	if (nsb_config.log) {
+	if (nsb_config.log && nsb_unfiltered()) {
 		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
 		n = readlink(link, path, sizeof(path) - 1);
 	}
@@ -416,8 +417,9 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 			resync(wstart, wend, &before, false);
 		goto out;
 	}
-	if (replacing)
-		nsb_ranges_cut(start, end);
+	/* A new mapping where the kernel found room: a record there is one a
+	 * raw call (munmap, shmdt, mremap) left behind. */
+	nsb_ranges_cut(replacing ? start : (uintptr_t)p, replacing ? end : round_up((uintptr_t)p + len, unit));
 	if (d.protect)
 		nsb_policy_prepare();
 	if (d.protect && (!policy_only || nsb_ranges_reserve(4) == 0)) {
@@ -448,6 +450,27 @@ out:
 	return p;
 }
 
+/*
+ * A mapping made where the kernel found room, over a record: the record
+ * outlived its mapping through a raw call the library did not see
+ * (munmap, shmdt, mremap), and must not protect the new one.  Costs
+ * nothing while nothing is recorded, one lock-free check else.
+ */
+void
+nsb_forget_stale(void *p, size_t len)
+{
+	int saved_errno = errno;
+	uintptr_t s = (uintptr_t)p, e;
+
+	if (nsb_ranges_count() == 0 || !span_of(p, len, nsb_config.page_size, &s, &e) ||
+	    !nsb_ranges_overlap(s, e))
+		return;
+	nsb_ranges_lock();
+	(void)nsb_ranges_cut(s, e);
+	nsb_ranges_unlock();
+	errno = saved_errno;
+}
+
 NSB_EXPORT void *
 mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
@@ -458,8 +481,12 @@ mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	 * only known once page_size is set.) */
 	if (__builtin_expect(!(flags & (MAP_NOSIGBUS | MAP_FIXED)) &&
 			     (nsb_config.policy == NSB_POLICY_FLAG || (flags & MAP_ANONYMOUS)) &&
-			     nsb_config.page_size, 1))
-		return nsb_sys_mmap(addr, len, prot, flags, fd, off);
+			     nsb_config.page_size, 1)) {
+		p = nsb_sys_mmap(addr, len, prot, flags, fd, off);
+		if (__builtin_expect(p != MAP_FAILED && nsb_ranges_count() != 0, 0))
+			nsb_forget_stale(p, len);
+		return p;
+	}
 	saved_errno = errno;
 	p = do_mmap(addr, len, prot, flags, fd, off);
 	if (p != MAP_FAILED)
@@ -504,6 +531,225 @@ munmap(void *addr, size_t len)
 	nsb_saved_free(&before);
 	errno = err;
 	return ret;
+}
+
+/* ---- shmat, remap_file_pages: mappings made over others --------------- */
+
+#ifndef SHM_RND
+#define SHM_RND 020000
+#endif
+#ifndef SHM_REMAP
+#define SHM_REMAP 040000
+#endif
+
+/*
+ * shmat(SHM_REMAP) maps a System V segment over whatever is at addr (the
+ * only way it replaces a mapping: without the flag it fails there): the
+ * records there go, as with mmap(MAP_FIXED).  The segment's size is asked
+ * of the kernel (shmctl) only then, a call the program that attaches
+ * System V memory makes itself.  shmdt removes only a segment's VMAs,
+ * which no record describes.
+ */
+NSB_EXPORT void *
+shmat(int id, const void *addr, int flags)
+{
+	uintptr_t at = (uintptr_t)addr, start, end, wstart, wend;
+	struct nsb_saved before;
+	struct shmid_ds ds;
+	void *p;
+	int err;
+
+	if (!addr || !(flags & SHM_REMAP) || nsb_ranges_count() == 0) {
+		p = (void *)syscall(SYS_shmat, id, addr, flags);
+		/* Where the kernel found room (SHM_REMAP not asked). */
+		if (p != (void *)-1 && nsb_ranges_count() != 0 &&
+		    syscall(SYS_shmctl, id, IPC_STAT, &ds) == 0)
+			nsb_forget_stale(p, ds.shm_segsz);
+		return p;
+	}
+	nsb_init();
+	if (flags & SHM_RND)
+		at &= ~(uintptr_t)(SHMLBA - 1);
+	if (!page_aligned(at) || syscall(SYS_shmctl, id, IPC_STAT, &ds) != 0 || !ds.shm_segsz ||
+	    !span_of((void *)at, ds.shm_segsz, nsb_config.page_size, &start, &end) ||
+	    !nsb_ranges_overlap(start, end))
+		return (void *)syscall(SYS_shmat, id, addr, flags);
+	if (lock_span(start, end, &wstart, &wend, &before) < 0)
+		return (void *)-1;
+	nsb_ranges_flux(wstart, wend, 0, 0);
+	p = (void *)syscall(SYS_shmat, id, addr, flags);
+	err = errno;
+	if (p != (void *)-1)
+		nsb_ranges_cut(start, end);
+	else
+		resync(wstart, wend, &before, false);
+	nsb_ranges_flux_end();
+	nsb_ranges_unlock();
+	nsb_saved_free(&before);
+	errno = err;
+	return p;
+}
+
+/*
+ * remap_file_pages (emulated by the kernel since Linux 4.0) maps
+ * [addr, addr + size), which must lie in one shared VMA of a file, again
+ * from file page pgoff: a new mapping of the same file at other offsets,
+ * so its record is made again there, with the offsets the end-of-file
+ * judgement needs, and an account of its own.
+ */
+NSB_EXPORT int
+remap_file_pages(void *addr, size_t size, int prot, size_t pgoff, int flags)
+{
+	uintptr_t start, end, wstart, wend;
+	struct nsb_saved before;
+	int ret, err;
+
+	if (nsb_ranges_count() == 0)
+		return (int)syscall(SYS_remap_file_pages, addr, size, prot, pgoff, flags);
+	nsb_init();
+	start = (uintptr_t)addr & ~(uintptr_t)(nsb_config.page_size - 1);
+	size &= ~(size_t)(nsb_config.page_size - 1);
+	if (!size || !span_of((void *)start, size, nsb_config.page_size, &start, &end) ||
+	    !nsb_ranges_overlap(start, end))
+		return (int)syscall(SYS_remap_file_pages, addr, size, prot, pgoff, flags);
+	if (lock_span(start, end, &wstart, &wend, &before) < 0)
+		return -1;
+	nsb_ranges_flux(wstart, wend, 0, 0);
+	ret = (int)syscall(SYS_remap_file_pages, addr, size, prot, pgoff, flags);
+	err = errno;
+	if (ret == 0 && before.n) {
+		struct nsb_range r = before.r[0];
+		struct nsb_account *was = r.acct;
+
+		nsb_ranges_cut(start, end);
+		r.start = start;
+		r.end = end;
+		r.off = (uint64_t)pgoff * nsb_config.page_size;
+		if (nsb_record(&r) == 0)
+			nsb_account_set_may_write(r.acct, nsb_account_may_write(was));
+	} else if (ret != 0) {
+		resync(wstart, wend, &before, false);
+	}
+	nsb_ranges_flux_end();
+	nsb_ranges_unlock();
+	nsb_saved_free(&before);
+	errno = err;
+	return ret;
+}
+
+/* ---- mlock, mlock2, munlock, mlockall, munlockall ---------------------- */
+
+#ifndef MLOCK_ONFAULT
+#define MLOCK_ONFAULT 1
+#endif
+#ifndef MCL_ONFAULT
+#define MCL_ONFAULT 4
+#endif
+
+/*
+ * A page a rescue replaces is locked again if the program locked it (the
+ * kernel's new VMA is not: PipeWire locks its buffers for a real-time
+ * thread).  The records follow these calls, made with the system call
+ * the C library makes; a rescue repeats the program's own kind of lock.
+ * (mlockall(MCL_FUTURE) needs nothing: the kernel locks every new
+ * mapping, the replacement too.)
+ */
+static int
+lock_call(long nr, void *addr, size_t len, long arg, uint32_t set, uint32_t clear)
+{
+	uintptr_t start, end, wstart, wend;
+	struct nsb_saved before;
+	int ret, err;
+
+	if (nsb_ranges_count() == 0)
+		return (int)syscall(nr, addr, len, arg);
+	nsb_init();
+	start = (uintptr_t)addr & ~(uintptr_t)(nsb_config.page_size - 1);
+	if (!len || !span_of((void *)start, len + ((uintptr_t)addr - start), nsb_config.page_size,
+			     &start, &end) ||
+	    !nsb_ranges_overlap(start, end))
+		return (int)syscall(nr, addr, len, arg);
+	if (lock_span(start, end, &wstart, &wend, &before) < 0)
+		return -1;
+	/* No rescue until the records say it: its page would miss it. */
+	nsb_ranges_flux(wstart, wend, 0, 0);
+	ret = (int)syscall(nr, addr, len, arg);
+	err = errno;
+	if (ret == 0)
+		(void)nsb_ranges_set_flags(start, end, set, clear);
+	nsb_ranges_flux_end();
+	nsb_ranges_unlock();
+	nsb_saved_free(&before);
+	errno = err;
+	return ret;
+}
+
+NSB_EXPORT int
+mlock(const void *addr, size_t len)
+{
+	return lock_call(SYS_mlock, (void *)addr, len, 0, NSB_META_LOCKED, NSB_META_ONFAULT);
+}
+
+NSB_EXPORT int
+mlock2(const void *addr, size_t len, unsigned flags)
+{
+	int ret;
+
+	if (flags & MLOCK_ONFAULT)
+		return lock_call(SYS_mlock2, (void *)addr, len, flags,
+				 NSB_META_LOCKED | NSB_META_ONFAULT, 0);
+	ret = lock_call(SYS_mlock2, (void *)addr, len, flags, NSB_META_LOCKED, NSB_META_ONFAULT);
+	/* As the C library: a kernel without mlock2 (before 4.4). */
+	if (ret < 0 && errno == ENOSYS && flags == 0)
+		ret = mlock(addr, len);
+	return ret;
+}
+
+NSB_EXPORT int
+munlock(const void *addr, size_t len)
+{
+	return lock_call(SYS_munlock, (void *)addr, len, 0, 0, NSB_META_LOCKED | NSB_META_ONFAULT);
+}
+
+/* Every record at once: the whole address space. */
+static int
+lock_all(long nr, long arg, uint32_t set, uint32_t clear)
+{
+	uintptr_t end = UINTPTR_MAX & ~(uintptr_t)(nsb_config.page_size - 1);
+	int ret, err;
+
+	if (nsb_ranges_count() == 0 || (nr == SYS_mlockall && !(arg & MCL_CURRENT)))
+		return (int)syscall(nr, arg);
+	nsb_init();
+	nsb_ranges_lock();
+	if (nsb_ranges_reserve(2) < 0) {
+		nsb_ranges_unlock();
+		errno = ENOMEM;
+		return -1;
+	}
+	nsb_ranges_flux(0, end, 0, 0);
+	ret = (int)syscall(nr, arg);
+	err = errno;
+	if (ret == 0)
+		(void)nsb_ranges_set_flags(0, end, set, clear);
+	nsb_ranges_flux_end();
+	nsb_ranges_unlock();
+	errno = err;
+	return ret;
+}
+
+NSB_EXPORT int
+mlockall(int flags)
+{
+	return lock_all(SYS_mlockall, flags,
+			NSB_META_LOCKED | ((flags & MCL_ONFAULT) ? NSB_META_ONFAULT : 0),
+			(flags & MCL_ONFAULT) ? 0 : NSB_META_ONFAULT);
+}
+
+NSB_EXPORT int
+munlockall(void)
+{
+	return lock_all(SYS_munlockall, 0, 0, NSB_META_LOCKED | NSB_META_ONFAULT);
 }
 
 /* ---- mprotect ---------------------------------------------------------- */
@@ -610,12 +856,34 @@ pkey_mprotect(void *addr, size_t len, int prot, int pkey)
 #define MADV_KEEPONFORK 19
 #endif
 
-/* The meta bits an advice sets and clears; false if it changes none. */
+/* The meta bits an advice sets and clears; false if it changes none
+ * (what fork does with a mapping, and what a replaced page must be given
+ * again: rescue.c's replace()). */
 static bool
 fork_advice(int advice, uint32_t *set, uint32_t *clear)
 {
 	*set = *clear = 0;
 	switch (advice) {
+	case MADV_DONTDUMP:
+		*set = NSB_META_DONTDUMP;
+		return true;
+	case MADV_DODUMP:
+		*clear = NSB_META_DONTDUMP;
+		return true;
+	case MADV_HUGEPAGE:
+		*set = NSB_META_HUGEPAGE;
+		*clear = NSB_META_NOHUGEPAGE;
+		return true;
+	case MADV_NOHUGEPAGE:
+		*set = NSB_META_NOHUGEPAGE;
+		*clear = NSB_META_HUGEPAGE;
+		return true;
+	case MADV_MERGEABLE:
+		*set = NSB_META_MERGEABLE;
+		return true;
+	case MADV_UNMERGEABLE:
+		*clear = NSB_META_MERGEABLE;
+		return true;
 	case MADV_DONTFORK:
 		*set = NSB_META_DONTFORK;
 		return true;
@@ -669,6 +937,81 @@ follow_advice(uintptr_t start, uintptr_t end, int advice, int ret, int err)
 		(void)nsb_ranges_set_flags(start, end, set, clear);
 }
 
+/*
+ * MADV_REMOVE over a shared mapping with rescued pages: the kernel refuses
+ * (EINVAL) at the first rescued page, private anonymous memory, where the
+ * kernel flag's single VMA would take it.  Done piece by piece instead:
+ * the file's pieces punched, the rescued ones dropped (MADV_DONTNEED:
+ * zeros again, as the hole reads; they lie past the end of the file,
+ * where there is nothing to punch).  Holes: ENOMEM at the end, as the
+ * kernel's.  Table lock held, the span in flux.
+ */
+struct removal {
+	const struct nsb_saved *recs;
+	uintptr_t next;
+	int err;
+};
+
+static int
+remove_piece(const struct nsb_vma *vma, void *arg)
+{
+	struct removal *rm = arg;
+	uintptr_t s = vma->start > rm->next ? vma->start : rm->next;
+	int advice = MADV_REMOVE;
+
+	if (vma->start > rm->next)
+		rm->err = ENOMEM;
+	rm->next = vma->end;
+	/* A rescued piece: anonymous memory inside a record of a shared file. */
+	for (size_t i = 0; vma->anon && !vma->shared && i < rm->recs->n; i++) {
+		const struct nsb_range *r = &rm->recs->r[i];
+
+		if (r->start <= s && s < r->end && (r->meta & NSB_META_SHARED) &&
+		    !(r->meta & NSB_META_ANON))
+			advice = MADV_DONTNEED;
+	}
+	return nsb_sys_madvise((void *)s, vma->end - s, advice) == 0 ? 0 : (rm->err = errno, -1);
+}
+
+static int
+remove_pieces(uintptr_t start, uintptr_t end, const struct nsb_saved *recs)
+{
+	struct removal rm = { .recs = recs, .next = start };
+	int ret = nsb_maps_each(start, end, false, remove_piece, &rm);
+
+	if (ret == 0 && rm.next < end)
+		rm.err = ENOMEM;
+	if (ret != 0 && !rm.err)
+		rm.err = EINVAL;	/* the maps could not be read: the kernel's answer */
+	errno = rm.err;
+	return rm.err ? -1 : 0;
+}
+
+static int
+madvise_remove(void *addr, size_t len)
+{
+	uintptr_t start, end, wstart, wend;
+	struct nsb_saved before;
+	int ret = real_madvise(addr, len, MADV_REMOVE), err = errno;
+
+	if (ret == 0 || err != EINVAL || !len || !page_aligned((uintptr_t)addr) ||
+	    !span_of(addr, len, nsb_config.page_size, &start, &end) ||
+	    nsb_ranges_replaced(start, end) == 0)
+		return ret;
+	if (lock_span(start, end, &wstart, &wend, &before) < 0) {
+		errno = err;
+		return ret;
+	}
+	nsb_ranges_flux(wstart, wend, 0, 0);
+	ret = remove_pieces(start, end, &before);
+	err = errno;
+	nsb_ranges_flux_end();
+	nsb_ranges_unlock();
+	nsb_saved_free(&before);
+	errno = err;
+	return ret;
+}
+
 NSB_EXPORT int
 madvise(void *addr, size_t len, int advice)
 {
@@ -677,7 +1020,11 @@ madvise(void *addr, size_t len, int advice)
 	uint32_t set, clear;
 	int ret, err;
 
-	/* Only what fork does with a mapping is recorded. */
+	if (advice == MADV_REMOVE && nsb_ranges_count() != 0) {
+		nsb_init();
+		return madvise_remove(addr, len);
+	}
+	/* Only what a replaced page must be given again is recorded. */
 	if (!fork_advice(advice, &set, &clear) || nsb_ranges_count() == 0)
 		return real_madvise(addr, len, advice);
 	nsb_init();
@@ -790,9 +1137,20 @@ struct pieces {
 	struct nsb_saved vmas;	/* start/end of each VMA */
 	uintptr_t next;		/* where the next piece must start */
 	uintptr_t end;		/* where the mapping ends */
+	size_t unit;
+	int prot;		/* the first piece's */
+	bool last_file;		/* the piece before is not a rescue's */
 	bool hole;
+	bool program;		/* a split the program made */
 };
 
+/*
+ * Only the library's own rescues may have split the mapping: a piece of
+ * anonymous memory is a rescue's if every unit of it is replaced; two
+ * pieces of the file side by side, or pieces of different protections,
+ * are a split the program made (mprotect, madvise, mlock), which the
+ * kernel's single VMA would have too: the kernel's EFAULT stands.
+ */
 static int
 collect_piece(const struct nsb_vma *vma, void *arg)
 {
@@ -808,6 +1166,15 @@ collect_piece(const struct nsb_vma *vma, void *arg)
 		r.start = pc->next;
 	if (r.end > pc->end)
 		r.end = pc->end;
+	if (pc->vmas.n == 0)
+		pc->prot = vma->prot;
+	if (vma->prot != pc->prot ||
+	    (vma->anon ? nsb_ranges_replaced(r.start, r.end) != (r.end - r.start) / pc->unit
+		       : pc->last_file)) {
+		pc->program = true;
+		return 1;
+	}
+	pc->last_file = !vma->anon;
 	pc->next = r.end;
 	return nsb_saved_push(&pc->vmas, &r) < 0 ? -1 : 0;
 }
@@ -836,17 +1203,18 @@ move_piece(struct piece *pcs, size_t i, int flags, int *err)
 }
 
 static void *
-remap_pieces(uintptr_t old, size_t old_len, size_t new_len, int flags, uintptr_t dest)
+remap_pieces(uintptr_t old, size_t old_len, size_t new_len, int flags, uintptr_t dest,
+	     size_t unit)
 {
 	uintptr_t old_end = old + old_len, target;
-	struct pieces pc = { .next = old, .end = old_end };
+	struct pieces pc = { .next = old, .end = old_end, .unit = unit };
 	struct piece *pcs = NULL;
 	size_t n, i;
 	void *ret = MAP_FAILED;
 	int err = EFAULT;
 
 	nsb_saved_init(&pc.vmas);
-	if (nsb_maps_each(old, old_end, false, collect_piece, &pc) != 0 || pc.hole ||
+	if (nsb_maps_each(old, old_end, false, collect_piece, &pc) != 0 || pc.hole || pc.program ||
 	    pc.next < old_end || pc.vmas.n == 0)
 		goto out;
 	n = pc.vmas.n;
@@ -1239,7 +1607,7 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 	err = errno;
 	if (p == MAP_FAILED && err == EFAULT && old_len && from.n &&
 	    from.r[0].start == old && has_tail) {
-		p = remap_pieces(old, old_len_r, new_len_r, flags, dest);
+		p = remap_pieces(old, old_len_r, new_len_r, flags, dest, unit);
 		err = errno;
 	}
 	if (p == MAP_FAILED) {

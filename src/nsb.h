@@ -141,9 +141,11 @@ enum nsb_real_fn {
 	NSB_REAL_PROCESS_MADVISE,
 	NSB_REAL_RECVMSG,
 	NSB_REAL_RECVMMSG,
+	NSB_REAL_IOCTL,
 	NSB_REAL_FCLOSE,
 	NSB_REAL_FREOPEN,
 	NSB_REAL_FREOPEN64,
+	NSB_REAL_PTHREAD_SIGQUEUE,
 	NSB_REAL_COUNT
 };
 
@@ -175,6 +177,8 @@ typedef void (*nsb_jump_fn)(struct __jmp_buf_tag *, int) __attribute__((noreturn
 	((int (*)(int, const sigset_t *, sigset_t *))nsb_real(NSB_REAL_SIGPROCMASK))
 #define real_sigpending ((int (*)(sigset_t *))nsb_real(NSB_REAL_SIGPENDING))
 #define real_sigsuspend ((int (*)(const sigset_t *))nsb_real(NSB_REAL_SIGSUSPEND))
+#define real_pthread_sigqueue \
+	((int (*)(pthread_t, int, const union sigval))nsb_real(NSB_REAL_PTHREAD_SIGQUEUE))
 #define real_pthread_create \
 	((int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *)) \
 	 nsb_real(NSB_REAL_PTHREAD_CREATE))
@@ -224,6 +228,7 @@ struct mmsghdr;
 #define real_recvmsg ((ssize_t (*)(int, struct msghdr *, int))nsb_real(NSB_REAL_RECVMSG))
 #define real_recvmmsg \
 	((int (*)(int, struct mmsghdr *, unsigned, int, struct timespec *))nsb_real(NSB_REAL_RECVMMSG))
+#define real_ioctl ((int (*)(int, unsigned long, void *))nsb_real(NSB_REAL_IOCTL))
 struct pollfd;
 struct epoll_event;
 struct timeval;
@@ -260,13 +265,15 @@ struct timeval;
 
 enum nsb_policy { NSB_POLICY_FLAG, NSB_POLICY_SHM, NSB_POLICY_FILES };
 enum nsb_fill { NSB_FILL_PAGE, NSB_FILL_RANGE, NSB_FILL_AUTO };
-/* What a SIGBUS inside the file's size (an I/O error) gets. */
-enum nsb_errors { NSB_ERRORS_PASS, NSB_ERRORS_ZERO };
+/* What a SIGBUS inside the file's size (an I/O error) gets: the program
+ * (pass), zeros (zero), or zeros in a file another process handed over
+ * and the program in the rest (peer: rescue.c). */
+enum nsb_errors { NSB_ERRORS_PASS, NSB_ERRORS_ZERO, NSB_ERRORS_PEER };
 
 /* The defaults, also used before the constructor has read the variables. */
 #define NSB_DEFAULT_POLICY	NSB_POLICY_SHM
 #define NSB_DEFAULT_FILL	NSB_FILL_PAGE
-#define NSB_DEFAULT_ERRORS	NSB_ERRORS_PASS
+#define NSB_DEFAULT_ERRORS	NSB_ERRORS_PEER
 
 enum nsb_log { NSB_LOG_OFF, NSB_LOG_MAPPINGS, NSB_LOG_PAGES };
 
@@ -281,6 +288,7 @@ struct nsb_config {
 	bool inherit_ignored;	/* ... with the value written for this process */
 	bool secure;		/* AT_SECURE: no variable read, nothing printed */
 	bool fill_set;		/* NOSIGBUS_FILL was given (not empty) */
+	bool test_filtered;	/* NSB_TEST_SECCOMP=filtered: as under a filter */
 };
 
 /* Read by the constructor; read-only afterwards (defaults before it). */
@@ -460,14 +468,22 @@ void *nsb_memory_table(int which, size_t bytes);
 #define NSB_META_PKEY_MASK	0x1f0000u
 #define NSB_META_DONTFORK	0x0080u		/* MADV_DONTFORK: not in a fork child */
 #define NSB_META_WIPEONFORK	0x4000u		/* MADV_WIPEONFORK: fresh in a fork child */
+/* What a replaced page must keep of the mapping besides (the program's
+ * mlock and madvise calls, followed in mman.c; doc/mappings.md). */
+#define NSB_META_LOCKED		0x200000u	/* mlock */
+#define NSB_META_ONFAULT	0x400000u	/* MLOCK_ONFAULT, with LOCKED */
+#define NSB_META_DONTDUMP	0x800000u	/* MADV_DONTDUMP */
+#define NSB_META_HUGEPAGE	0x1000000u	/* MADV_HUGEPAGE */
+#define NSB_META_NOHUGEPAGE	0x2000000u	/* MADV_NOHUGEPAGE */
+#define NSB_META_MERGEABLE	0x4000000u	/* MADV_MERGEABLE */
 
 struct nsb_account;
 
 /*
  * [signal-safe] The fill of a record: NOSIGBUS_FILL where it is given;
  * else range for a memory-backed file the policy protects (a compositor's
- * view of a client's buffer: README "Which fill for a compositor"), page
- * for everything else: what the program asked for (MAP_NOSIGBUS,
+ * view of a client's buffer: doc/compositors.md, "Which fill for a
+ * compositor"), page for everything else: what the program asked for (MAP_NOSIGBUS,
  * nosigbus_protect: the kernel patch's semantics), and disk files under
  * the files policy (which may grow back under a reader).
  */
@@ -612,9 +628,10 @@ void nsb_files_after_fork_child(void);
 void nsb_files_release_unused(void);
 bool nsb_files_identity(uint32_t file, uint64_t *dev, uint64_t *ino);	/* [signal-safe] */
 /* [signal-safe] The size now of the file mapped at addr, in the record
- * [start, end); false if the library cannot tell. */
+ * [start, end), and its status change time from the same fstat (ctime may
+ * be NULL); false if the library cannot tell. */
 bool nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr,
-		    uint64_t *size);
+		    uint64_t *size, struct timespec *ctime);
 const char *nsb_files_path(uint32_t file);	/* [signal-safe] NULL: unknown */
 /* A descriptor of the file, the program's or ours, for mapping it again
  * (refresh.c): the widest (O_RDWR, then O_PATH, then O_RDONLY), its
@@ -627,6 +644,7 @@ uint64_t nsb_dev_of(unsigned major, unsigned minor);
 void nsb_rescue_handler(int sig, siginfo_t *si, void *uc); /* [signal-safe] */
 void nsb_rescue_after_fork_child(void);
 int nsb_rescue_prepare(void);	/* its memory, before the handler is installed */
+void nsb_rescue_arm(void);	/* at the first protected record: populate or not */
 
 /* ---- dispositions.c: the program's view of signals --------------------- */
 
@@ -661,7 +679,7 @@ void nsb_disp_chain(int sig, siginfo_t *si, void *uc);
 void nsb_disp_setjmp(const void *env, bool savemask);	/* [signal-safe] */
 bool nsb_disp_longjmp(const void *env, bool mask_saved, const sigset_t *saved_mask);
 /* The program switches contexts (jumps.c). */
-bool nsb_disp_view_for_context(sigset_t *mask);
+bool nsb_disp_view_for_context(sigset_t *mask, bool leaves);
 void nsb_disp_view_restore(bool was);
 /* A thread starts: its view of SIGBUS is its creator's (or, for threads
  * the C library starts with every signal blocked, blocked). */
@@ -673,9 +691,12 @@ struct nsb_exec {
 	bool ignored;		/* the program ignores SIGBUS */
 	bool blocked;		/* ... and blocks it */
 	sigset_t saved_mask;
+	bool ignore_set;	/* SIG_IGN put into the kernel for the call */
+	struct sigaction saved_action;
 };
 void nsb_disp_before_exec(struct nsb_exec *x);
 void nsb_disp_after_exec(struct nsb_exec *x);
+void nsb_disp_exec_ignore(struct nsb_exec *x);
 void nsb_disp_after_fork_child(void);
 void nsb_disp_start(void);	/* the constructor's part: inherited mask, handoff */
 /* Its value is the decimal pid of the process that wrote it: the exec'd
@@ -683,6 +704,9 @@ void nsb_disp_start(void);	/* the constructor's part: inherited mask, handoff */
 #define NSB_HANDOFF_VAR "NOSIGBUS_INHERIT_IGNORED"
 /* A thread that pthread_create started ends. */
 void nsb_disp_thread_exit(void);
+/* pthread_sigqueue sends a SIGBUS to one thread (signals.c): +1 before,
+ * -1 if it failed. */
+void nsb_disp_directed(int delta);
 
 /* ---- maps.c: /proc/self/maps and smaps --------------------------------- */
 
@@ -737,8 +761,14 @@ struct nsb_decision {
 	bool memfs;
 };
 void nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d);
-/* Table lock held: the memory the decision keeps seals in (policy.c). */
+/* Table lock held: the first protected mapping is about to be recorded. */
 void nsb_policy_prepare(void);
+
+/* ---- uffd.c: the program's own userfaultfd registrations -------------- */
+
+/* [signal-safe] May the program have registered [start, end) with a
+ * userfaultfd of its own?  (True when it cannot tell.) */
+bool nsb_uffd_registered(uintptr_t start, uintptr_t end);
 
 /* ---- received.c: files handed over by another process ----------------- */
 
@@ -758,6 +788,16 @@ bool nsb_received_any(void);	/* has a regular file ever been received? */
 bool nsb_received_is(const struct nsb_identity *id);
 /* [signal-safe] The process that sent this file, where known. */
 bool nsb_received_sender(uint64_t dev, uint64_t ino, int *pid, char comm[16]);
+
+/* ---- sandbox.c: seccomp filters (SPEC §12 "System calls") ------------- */
+
+/* [signal-safe] True if no seccomp filter is in force: only then may the
+ * library make a call some filter refuses or kills on (sandbox.c lists
+ * them).  Reads /proc/self/status on its first call. */
+bool nsb_unfiltered(void);
+/* [signal-safe] A mapping the policy would protect, left as the program
+ * made it for want of an allowed call: counted, logged once. */
+void nsb_sandbox_unchecked(void);
 
 /* ---- log.c: counters and messages -------------------------------------- */
 
@@ -780,6 +820,7 @@ struct nsb_counters {
 	atomic_uint_least64_t pages;
 	atomic_uint_least64_t failures;
 	atomic_uint_least64_t unverified;
+	atomic_uint_least64_t unchecked;	/* left unprotected under a filter */
 };
 extern struct nsb_counters nsb_counters;
 
@@ -787,8 +828,13 @@ void nsb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* [signal-safe] */
 /* [signal-safe] Counts a rescue and says what the log level asks for; lets
  * go of the record (nsb_ranges_leave(ticket)) before it writes. */
-void nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages, bool verified,
-		    int ticket);
+enum nsb_rescue_kind {
+	NSB_RESCUE_PAST_END,
+	NSB_RESCUE_UNVERIFIED,	/* the file's size could not be learnt */
+	NSB_RESCUE_PEERS_ERROR,	/* inside a received file's size */
+};
+void nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages,
+		    enum nsb_rescue_kind kind, int ticket);
 /* Table lock held: the mapping's last line, written at the unlock. */
 void nsb_log_unmapped(struct nsb_maplog *m);
 /* At the unlock: takes the lines nsb_log_unmapped queued (out: at least
@@ -797,6 +843,7 @@ void nsb_log_unmapped(struct nsb_maplog *m);
 size_t nsb_log_take(char *out);
 void nsb_log_write(const char *buf, size_t len);
 void nsb_log_failure(uintptr_t addr, int err);	/* [signal-safe] */
+void nsb_log_unchecked(void);	/* [signal-safe] sandbox.c, once */
 void nsb_log_init(void);
 /* Per-process counters: zeroes them in a fork child. */
 void nsb_log_after_fork_child(void);
@@ -806,6 +853,7 @@ void nsb_log_after_fork_child(void);
 /* Records r, a new mapping (the library's handler is installed first),
  * with a new account of what will be replaced in it.  Table lock held. */
 int nsb_record(struct nsb_range *r);
+void nsb_forget_stale(void *p, size_t len);	/* mman.c: a new mapping's stale records */
 
 /* ---- refresh.c: the file shown again where it came back --------------- */
 

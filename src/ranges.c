@@ -65,10 +65,10 @@ struct slot {
 	uintptr_t start;
 	uint64_t off_file;	/* file offset in pages << 16 | file */
 	uint32_t pages;
-	uint32_t meta_gen;	/* meta (21 bits) | gen << 21 */
+	uint32_t meta_gen;	/* meta (27 bits) | gen << 27 */
 	struct nsb_account *acct;
 };
-#define META_BITS	21
+#define META_BITS	27
 #define META_MASK	((1u << META_BITS) - 1)
 #define MAX_PAGES	UINT32_MAX
 

@@ -239,6 +239,17 @@ nsb_identity_of(int fd, struct nsb_identity *id)
 {
 	struct statx sx;
 
+	/* Under a seccomp filter, fstat (every filter allows it; a browser's
+	 * refuses statx): the identity without the birth time. */
+	if (!nsb_unfiltered()) {
+		struct stat st;
+
+		if (syscall(SYS_fstat, fd, &st) < 0 || !S_ISREG(st.st_mode))
+			return false;
+		*id = (struct nsb_identity){ .dev = (uint64_t)st.st_dev,
+					     .ino = (uint64_t)st.st_ino };
+		return true;
+	}
 	if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH,
 		    STATX_TYPE | STATX_INO | STATX_BTIME, &sx) < 0 ||
 	    !(sx.stx_mask & STATX_TYPE) || !S_ISREG(sx.stx_mode))
@@ -281,7 +292,8 @@ note_message(int sock, const struct msghdr *msg)
 			if (!nsb_identity_of(fd, &id))
 				continue;
 			/* The sender is only ever named in the log. */
-			if (pid < 0 && !nsb_config.log) {
+			/* (SO_PEERCRED and /proc/PID/comm: not under a filter.) */
+			if (pid < 0 && (!nsb_config.log || !nsb_unfiltered())) {
 				pid = 0;
 			} else if (pid < 0) {
 				struct ucred cred;

@@ -91,7 +91,7 @@ nsbt_fmt(const char *fmt, ...)
  * Time (issue 23).  A test is bounded by its work; wall-clock limits only
  * catch a hang (no progress), and every one of them scales with
  * NSB_TIMEOUT_MULTIPLIER (a number >= 1; tests/run-all sets it with
- * meson test --timeout-multiplier, and README "Tests" names it), as
+ * meson test --timeout-multiplier, and doc/testing.md names it), as
  * meson's own timeouts scale with --timeout-multiplier.  A test whose work
  * progresses but does not fit its budget is merely slow: it says "too slow
  * under load (N of M done)" and skips (exit 77), never "hung", never that

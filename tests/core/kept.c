@@ -15,7 +15,14 @@
  *    and the library could not make its own (EMFILE leaked into errno);
  *  - dup3(K, K) is EINVAL, as the kernel says (EBADF);
  *  - a failed call with every number taken (the maps cannot be read):
- *    its records stay where the mapping still is.
+ *    its records stay where the mapping still is;
+ *  - a number of ours closed behind the library's back (close_range made
+ *    with syscall(2)) and opened again by the program: the last unmap
+ *    forgets it, never closes it (kept_number_reused_closed);
+ *  - a watched number (the program's descriptor a file was mapped from)
+ *    closed with a raw close, and an unrelated file opened there and
+ *    closed: the library keeps nothing of that file
+ *    (watched_number_reused_pinned).
  * Each runs in a child.
  */
 #include <pthread.h>
@@ -204,6 +211,51 @@ resync_child(void *arg)
 	printf("ok: a failed call with every number taken keeps what is still mapped\n");
 }
 
+/* kept_number_reused_closed */
+static void
+reused_kept_child(void *arg)
+{
+	int kept, fd;
+	char *p;
+
+	(void)arg;
+	p = mapped_and_closed(&kept);
+	NSBT_CHECK(syscall(SYS_close_range, (unsigned)kept, (unsigned)kept, 0) == 0,
+		   "close_range: %s", strerror(errno));
+	fd = nsbt_file(NSBT_MEMFD, ps);
+	/* Raw: the interposed dup2 would check the number first. */
+	NSBT_CHECK(syscall(SYS_dup3, fd, kept, 0) == kept, "dup3: %s", strerror(errno));
+	NSBT_CHECK(close(fd) == 0, "close");
+	NSBT_CHECK(munmap(p, ps) == 0, "munmap: %s", strerror(errno));
+	NSBT_CHECK(fcntl(kept, F_GETFD) >= 0, "the last unmap closed fd %d, the program's now",
+		   kept);
+	NSBT_CHECK(write(kept, "x", 1) == 1, "write to the program's fd %d: %s", kept,
+		   strerror(errno));
+	printf("ok: a number of ours the program reused is forgotten, not closed\n");
+}
+
+/* watched_number_reused_pinned */
+static void
+reused_watched_child(void *arg)
+{
+	char path[] = "/tmp/nsbt-kept-XXXXXX";
+	int fd, other;
+	char *p;
+
+	(void)arg;
+	fd = nsbt_file(NSBT_MEMFD, ps);
+	p = core_map(NULL, ps, CORE_PROT_RW, MAP_SHARED | MAP_NOSIGBUS, fd, 0);
+	NSBT_CHECK(syscall(SYS_close, fd) == 0, "raw close");
+	other = mkstemp(path);
+	NSBT_CHECK(other == fd, "mkstemp took %d, not %d", other, fd);
+	NSBT_CHECK(unlink(path) == 0, "unlink");
+	NSBT_CHECK(close(other) == 0, "close: %s", strerror(errno));
+	NSBT_CHECK(kept_fd() < 0, "the library keeps fd %d open: a file it never mapped",
+		   kept_fd());
+	NSBT_CHECK(munmap(p, ps) == 0, "munmap");
+	printf("ok: an unrelated file opened at a watched number is not kept\n");
+}
+
 static void
 dup3_child(void *arg)
 {
@@ -230,6 +282,8 @@ main(int argc, char **argv)
 		{ "errno of a close", errno_child },
 		{ "dup3 onto itself", dup3_child },
 		{ "a failed mprotect with every number taken", resync_child },
+		{ "kept_number_reused_closed", reused_kept_child },
+		{ "watched_number_reused_pinned", reused_watched_child },
 	};
 	int failed = 0;
 

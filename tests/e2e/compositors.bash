@@ -6,8 +6,7 @@
 # Loaded by compositors.bats, xshm.bats and wlcs.bats (load
 # compositors): starting and stopping Debian 12's compositors headless on a
 # machine without a GPU, and running the hostile client against them.  The
-# recipes are those of the project's research notes (README "Running a
-# compositor under it" has the table), with what running them here taught:
+# recipes are those of the project's research notes (doc/compositors.md has the table), with what running them here taught:
 #
 #   weston   headless backend, pixman renderer, a weston.ini without
 #            animations;
@@ -21,8 +20,7 @@
 #            nobody (secure execution, as Debian's own binary runs for a
 #            user), in a private mount namespace where the library is in
 #            the loader's system directory with the set-user-ID bit, as
-#            -Dsecure-preload=true installs it (README "Secure
-#            execution"): root only;
+#            -Dsecure-preload=true installs it (doc/packaging.md): root only;
 #   mir      miral-shell on its X11 platform (Debian 12 has no virtual
 #            one), inside an Xvfb of its own (mir-platform-graphics-x20);
 #   cage     headless backend, pixman renderer, as nobody (it refuses
@@ -40,8 +38,7 @@
 
 load common
 
-# Deadlines, in seconds, scaled by NSB_TIMEOUT_MULTIPLIER (README
-# "Tests"): they only stop a hang, correctness never depends on them.
+# Deadlines, in seconds, scaled by NSB_TIMEOUT_MULTIPLIER (doc/testing.md): they only stop a hang, correctness never depends on them.
 scaled() {
 	awk -v s="$1" -v m="${NSB_TIMEOUT_MULTIPLIER:-1}" \
 		'BEGIN { if (!(m >= 1)) m = 1; printf "%d\n", s * m + 0.5 }'

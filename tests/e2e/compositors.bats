@@ -214,7 +214,7 @@ mir_after_cut_off() {
 # Debian's kwin_wayland carries a file capability: for a user it runs in
 # secure execution, where the loader ignores a preload named by its path,
 # and takes libnosigbus.so by bare name only from its system directory and
-# only set-user-ID (-Dsecure-preload=true; README "Secure execution").
+# only set-user-ID (-Dsecure-preload=true; doc/packaging.md).
 @test "kwin_wayland with its file capability, as a user: a preload by path is ignored, libwayland cuts the client off" {
 	start_compositor kwin-secure "$NSB_PRELOAD"
 	run grep -c libnosigbus "/proc/$COMP_PID/maps"

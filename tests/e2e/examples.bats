@@ -3,16 +3,21 @@
 # shellcheck disable=SC2154 # run sets output and lines
 # shellcheck disable=SC2016 # literal $ in example texts and sh -c scripts
 #
-# Every example of README.md and of the man pages, extracted from their
-# sources by examples.py and run as written, in order (issue 14 item 9),
+# Every example of README.md, of doc/*.md and of the man pages, extracted
+# from their sources by examples.py and run as written, in order (issue 14
+# item 9),
 # on a system where the project is installed the README's way (issue 15:
 # every command line that preloads the library works after meson install).
 #
 # The README's own commands do the installation (meson setup build,
 # meson compile -C build, sudo meson install -C build), in a private mount
 # namespace: /usr and /etc are overlays, and so is the source tree (the
-# README runs "in a clone of this repository"), whose build/ is this test's
-# build directory, already built.  Nothing outside the namespace changes.
+# README runs "in a clone of this repository"), whose build/ is an overlay
+# of this test's build directory, already built (the README reconfigures
+# it with -Dsessions=true).  Nothing outside the namespace changes.  A
+# build configured with --prefix=/usr (run-all's Debian build) installs the
+# session files where a package does, /usr/share/nosigbus; the README names
+# the default prefix's /usr/local/share/nosigbus, which then links there.
 #
 # Programs that run until they are stopped and need a display (weston,
 # sway, foot) are stand-ins in PATH: each checks that the installed
@@ -25,14 +30,14 @@ load common
 
 setup() {
 	EXAMPLES=$E2E_SRC/examples.py
-	DOCS=("$NSB_SOURCE_ROOT/README.md" "$NSB_BUILD_ROOT/man/nosigbus.1"
+	DOCS=("$NSB_SOURCE_ROOT/README.md" "$NSB_SOURCE_ROOT"/doc/*.md "$NSB_BUILD_ROOT/man/nosigbus.1"
 		"$NSB_BUILD_ROOT/man/libnosigbus.7" "$NSB_BUILD_ROOT/man/nosigbus_protect.3")
 	require "$PYTHON" python3
 }
 
 @test "every shell block of the README and every .EX block of the man pages is marked" {
 	run -0 "$PYTHON" "$EXAMPLES" check "${DOCS[@]}"
-	assert_line --regexp '^ok: [0-9]+ examples in 4 documents, every one marked$'
+	assert_line --regexp "^ok: [0-9]+ examples in ${#DOCS[@]} documents, every one marked\$"
 	# Only these may be left out, each for its reason (the sixth: the
 	# secure installation into /usr, which secure.bats stages instead).
 	run -0 grep -c '^not run: ' <<<"$output"
@@ -99,15 +104,22 @@ make_stand_in() {
 		shift 3
 		{
 			mount --make-rprivate / &&
-			mount --bind "$build" "$d/build" &&
 			mount -t tmpfs tmpfs "$d/up" &&
-			mkdir "$d/up/usr" "$d/up/usr.w" "$d/up/etc" "$d/up/etc.w" "$d/up/src" "$d/up/src.w" &&
+			mkdir "$d/up/usr" "$d/up/usr.w" "$d/up/etc" "$d/up/etc.w" "$d/up/src" "$d/up/src.w" \
+				"$d/up/build" "$d/up/build.w" &&
+			mount -t overlay overlay -o "lowerdir=$build,upperdir=$d/up/build,workdir=$d/up/build.w" "$d/build" &&
 			mount -t overlay overlay -o "lowerdir=/usr,upperdir=$d/up/usr,workdir=$d/up/usr.w" /usr &&
 			mount -t overlay overlay -o "lowerdir=/etc,upperdir=$d/up/etc,workdir=$d/up/etc.w" /etc &&
 			mount -t overlay overlay -o "lowerdir=$src,upperdir=$d/up/src,workdir=$d/up/src.w" "$src" &&
 			mkdir -p "$src/build" &&
-			mount --bind "$d/build" "$src/build"
+			mount --bind "$d/build" "$src/build" &&
+			# Meson regenerates a build by its own absolute path: one view.
+			{ [ "$build" = "$src/build" ] || mount --bind "$d/build" "$build"; }
 		} 2>"$d/mount.err" || exit 77
+		if [ ! -e /usr/local/share/nosigbus ] &&
+			grep -qF "\"name\": \"prefix\", \"value\": \"/usr\"," "$build/meson-info/intro-buildoptions.json"; then
+			mkdir -p /usr/local/share && ln -s /usr/share/nosigbus /usr/local/share/nosigbus
+		fi
 		exec "$@"' sh "$d" "$NSB_SOURCE_ROOT" "$NSB_BUILD_ROOT" \
 		env -i HOME="$BATS_TEST_TMPDIR/home" USER=root LOGNAME=root TERM=dumb LANG=C.UTF-8 \
 		PATH="$SHIMS:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \

@@ -19,7 +19,7 @@
 #     back, and weston does not call nosigbus_refresh(), so the replaced
 #     pages stay what they are, private zero pages: the window stays black
 #     although the file holds the new colour.  That is the documented
-#     behaviour (README "Running a compositor under it"): a client whose
+#     behaviour (doc/compositors.md): a client whose
 #     pool shrank below what it attached broke the protocol, and a pool is
 #     recovered by resizing it (or by a new pool).  Asserted as observed.
 #

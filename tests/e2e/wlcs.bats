@@ -16,8 +16,7 @@
 # buffer's file to 12 bytes and require the compositor to answer with a
 # protocol error; with the library the compositor reads zeros past the end
 # of the file instead, as the library promises, so no error is sent.  The
-# one conformance difference is the library's purpose (README "Running a
-# compositor under it").
+# one conformance difference is the library's purpose (doc/compositors.md).
 #
 # Without the library, on Debian 12's pairing, 1077 tests run (3 of them
 # disabled ones): 1011 pass, 57 fail and 9 skip, mostly extensions Mir

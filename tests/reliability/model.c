@@ -1405,6 +1405,34 @@ single_vma(const struct seq *s, int a, int o)
 	return true;
 }
 
+/*
+ * Does the library move [a, a + o) piece by piece?  Only where its own
+ * rescues alone split the mapping: every anonymous VMA there rescued
+ * pages, no two VMAs of the file side by side, one protection.  A split
+ * the program made (mprotect, madvise) is the kernel's EFAULT.
+ */
+static bool
+rescue_split_only(const struct seq *s, int a, int o)
+{
+	bool last_file = false;
+
+	for (int i = a; i < a + o;) {
+		int v = s->k[i].vma, j = i;
+		bool anon = s->k[i].ino == 0 && !s->k[i].s;
+
+		if (!s->k[i].mapped || s->k[i].r != s->k[a].r || s->k[i].w != s->k[a].w ||
+		    (!anon && last_file))
+			return false;
+		for (; j < a + o && s->k[j].mapped && s->k[j].vma == v; j++)
+			if (anon && !(s->m.pg[j].kind == K_ANON && s->m.pg[j].rescued &&
+				      s->m.pg[j].prot_d))
+				return false;
+		last_file = !anon;
+		i = j;
+	}
+	return true;
+}
+
 static bool
 no_holes(const struct seq *s, int a, int o)
 {
@@ -1595,6 +1623,7 @@ run_mremap(struct seq *s, const struct op *op)
 
 	if (op->mode == MR_DONTUNMAP)
 		flags |= MREMAP_DONTUNMAP;
+	read_kernel(s);		/* its VMAs now: a read may have rescued since */
 	if (op->mode == MR_DUP) {
 		/* Only a shared mapping can be duplicated. */
 		const struct mpage *pg = &s->m.pg[op->a];
@@ -1625,7 +1654,8 @@ run_mremap(struct seq *s, const struct op *op)
 			how = MUST_FAIL;
 			err = ENOMEM;
 		}
-	} else if (model_lib && s->m.pg[op->a].prot_d && s->m.pg[op->a + op->o - 1].prot_d) {
+	} else if (model_lib && s->m.pg[op->a].prot_d && s->m.pg[op->a + op->o - 1].prot_d &&
+		   rescue_split_only(s, op->a, op->o)) {
 		how = MUST_SUCCEED;
 		if (op->mode == MR_GROW &&
 		    (op->a + op->n > W || !range_free(s, op->a + op->o, op->n - op->o))) {

@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sandbox.c - whether a seccomp filter may be in force, and the calls
+ * that install one (SPEC §12 "System calls").
+ *
+ * A seccomp filter decides which system calls exist, and many kill the
+ * process on any call they do not list: systemd's SystemCallFilter=
+ * without SystemCallErrorNumber= (wireplumber, upower, pipewire),
+ * chrony's deny-list of @mount, Chromium's and Firefox's content
+ * processes.  The library's own calls must never be the one that kills.
+ * Its calls fall in two sets (libnosigbus(7), "Sandboxes", has the table):
+ *  - those every filter allows, because the C library and every program
+ *    make them: read, write, close, fstat, fcntl, mmap, munmap, mprotect,
+ *    mremap, the rt_sig* calls, getpid, gettid, tgkill, futex;
+ *  - the others, each of which some filter refuses or kills on: statx,
+ *    fstatfs, open_tree, mincore, ioctl(PROCMAP_QUERY), openat of /proc
+ *    (a browser traps it to its broker), madvise(MADV_POPULATE_READ),
+ *    memfd_create, uname, getsockopt, rt_tgsigqueueinfo.
+ * The library makes one of the second set only where nsb_unfiltered()
+ * says no filter is in force: the kernel says so in /proc/self/status
+ * ("Seccomp: 0"), read once, on the first call that needs to know (a
+ * process that never needs one of those calls never reads it), and no
+ * filter was installed since through a call the library sees: prctl
+ * (PR_SET_SECCOMP) and syscall(SYS_seccomp) - libseccomp, systemd,
+ * Chromium, Firefox, bubblewrap and sshd install theirs through one of
+ * the two.  A filter only ever stays (it is inherited across fork and
+ * exec, and never removed), so once filtered, always filtered.  An
+ * unreadable status counts as filtered.  A filter installed later by a
+ * raw system call instruction is not seen (libnosigbus(7) says so).
+ *
+ * Under a filter the library does without the second set: it protects
+ * what it can check with the first (a file received from another process,
+ * a mapping made with MAP_NOSIGBUS), and every other mapping its policy
+ * would have protected stays as the program made it, counted in
+ * nosigbus_get_stats' `unchecked` and, with NOSIGBUS_LOG=1, logged once.
+ *
+ * The interposed syscall() goes to the kernel itself (the instruction,
+ * as glibc's syscall() does, in the same assembly): the library's own
+ * syscall() calls bind to it (-Bsymbolic-functions), and a handler may
+ * make them.
+ *
+ * Signal context: everything in this file (nsb_unfiltered reads the
+ * status with raw system calls into a small stack buffer; no lock).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "nsb.h"
+
+#ifndef PR_SET_SECCOMP
+#define PR_SET_SECCOMP 22
+#endif
+
+void nsb_filter_coming(void);
+long nsb_syscall_failed(long ret);
+
+/* 0: not asked yet; 1: no filter; 2: a filter is (or may be) in force. */
+static _Atomic int filter_state;
+
+/*
+ * [signal-safe] The raw system call, as glibc's syscall() makes it: -1
+ * and errno for a result in [-4095, -1].
+ */
+static long
+raw_syscall(long n, long a, long b, long c, long d, long e, long f)
+{
+	long ret;
+#if defined(__x86_64__)
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+#elif defined(__aarch64__)
+	register long x8 __asm__("x8") = n;
+	register long x0 __asm__("x0") = a;
+	register long x1 __asm__("x1") = b;
+	register long x2 __asm__("x2") = c;
+	register long x3 __asm__("x3") = d;
+	register long x4 __asm__("x4") = e;
+	register long x5 __asm__("x5") = f;
+
+	__asm__ volatile("svc 0"
+			 : "+r"(x0)
+			 : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
+			 : "memory", "cc");
+	ret = x0;
+#else
+#error "libnosigbus supports x86_64 and aarch64 (SPEC §13)"
+#endif
+	if ((unsigned long)ret > -4096UL) {
+		errno = (int)-ret;
+		return -1;
+	}
+	return ret;
+}
+
+/*
+ * [signal-safe] The value of "Seccomp:" in /proc/self/status: 0 none,
+ * 1 strict, 2 filter; -1 if it cannot be read.  Read a chunk at a time
+ * and matched across chunks: the file is as long as the process's groups
+ * make it, and no fixed-size read of it is long enough.
+ */
+static int
+seccomp_mode(void)
+{
+	static const char key[] = "\nSeccomp:";
+	char buf[256];
+	size_t matched = 0;
+	bool value = false;
+	int fd, mode = -1;
+	ssize_t n;
+
+	fd = (int)raw_syscall(SYS_openat, AT_FDCWD, (long)"/proc/self/status",
+			      O_RDONLY | O_CLOEXEC, 0, 0, 0);
+	if (fd < 0)
+		return -1;
+	while (mode < 0 && (n = raw_syscall(SYS_read, fd, (long)buf, sizeof(buf), 0, 0, 0)) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		for (ssize_t i = 0; i < n && mode < 0; i++) {
+			char c = buf[i];
+
+			if (value) {
+				if (c >= '0' && c <= '9')
+					mode = c - '0';
+				else if (c != ' ' && c != '\t')
+					break;	/* malformed: unknown */
+			} else if (c == key[matched]) {
+				value = ++matched == sizeof(key) - 1;
+			} else {
+				matched = c == key[0];
+			}
+		}
+	}
+	raw_syscall(SYS_close, fd, 0, 0, 0, 0, 0);
+	return mode;
+}
+
+/* [signal-safe] */
+bool
+nsb_unfiltered(void)
+{
+	int state = atomic_load_explicit(&filter_state, memory_order_acquire);
+
+	if (state == 0) {
+		int saved_errno = errno, mode = seccomp_mode();
+
+		if (nsb_config.test_filtered)
+			mode = 2;	/* NSB_TEST_SECCOMP=filtered: tests */
+		state = mode == 0 ? 1 : 2;
+		/* A filter seen meanwhile wins: only ever 0 -> 1 -> 2. */
+		int expected = 0;
+
+		if (!atomic_compare_exchange_strong(&filter_state, &expected, state))
+			state = expected;
+		errno = saved_errno;
+	}
+	return state == 1;
+}
+
+/* [signal-safe] A filter is about to be installed: from now on, as if it
+ * were (a failed install leaves the library careful, never wrong). */
+__attribute__((used)) void
+nsb_filter_coming(void)
+{
+	atomic_store_explicit(&filter_state, 2, memory_order_release);
+}
+
+/* [signal-safe] Mappings left unprotected for want of an allowed call. */
+void
+nsb_sandbox_unchecked(void)
+{
+	static atomic_bool logged;
+
+	atomic_fetch_add(&nsb_counters.unchecked, 1);
+	if (nsb_config.log && !atomic_exchange(&logged, true))
+		nsb_log_unchecked();
+}
+
+/* ---- the calls that install a filter ----------------------------------- */
+
+/*
+ * [signal-safe] syscall() itself, in assembly: the same instructions as
+ * glibc's (sysdeps/unix/sysv/linux/{x86_64,aarch64}/syscall.S), no frame
+ * of its own, so that what programs do through it with the stack - a
+ * vfork, a clone onto a stack of their own - behaves exactly as with
+ * glibc's; only a seccomp install first calls filter_coming(), with the
+ * arguments saved around it.  A failure goes to nsb_syscall_failed (errno).
+ */
+#define NSB_STR2(x) #x
+#define NSB_STR(x) NSB_STR2(x)
+#if defined(__x86_64__)
+__asm__(".text\n"
+	".globl syscall\n"
+	".type syscall, @function\n"
+	".p2align 4\n"
+	"syscall:\n"
+	".cfi_startproc\n"
+	"	cmpq $" NSB_STR(SYS_seccomp) ", %rdi\n"
+	"	je 1f\n"
+	"	cmpq $" NSB_STR(SYS_prctl) ", %rdi\n"
+	"	jne 2f\n"
+	"	cmpq $" NSB_STR(PR_SET_SECCOMP) ", %rsi\n"
+	"	jne 2f\n"
+	"1:	pushq %rdi\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"	pushq %rsi\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"	pushq %rdx\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"	pushq %rcx\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"	pushq %r8\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"	pushq %r9\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"	subq $8, %rsp\n"	/* 16-byte aligned at the call */
+	".cfi_adjust_cfa_offset 8\n"
+	"	call nsb_filter_coming\n"
+	"	addq $8, %rsp\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"	popq %r9\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"	popq %r8\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"	popq %rcx\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"	popq %rdx\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"	popq %rsi\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"	popq %rdi\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"2:	movq %rdi, %rax\n"
+	"	movq %rsi, %rdi\n"
+	"	movq %rdx, %rsi\n"
+	"	movq %rcx, %rdx\n"
+	"	movq %r8, %r10\n"
+	"	movq %r9, %r8\n"
+	"	movq 8(%rsp), %r9\n"
+	"	syscall\n"
+	"	cmpq $-4095, %rax\n"
+	"	jae 3f\n"
+	"	ret\n"
+	"3:	movq %rax, %rdi\n"
+	"	jmp nsb_syscall_failed\n"
+	".cfi_endproc\n"
+	".size syscall, .-syscall\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+	".globl syscall\n"
+	".type syscall, %function\n"
+	".p2align 2\n"
+	"syscall:\n"
+	".cfi_startproc\n"
+	"	hint 34\n"	/* bti c */
+	"	cmp x0, #" NSB_STR(SYS_seccomp) "\n"
+	"	b.eq 1f\n"
+	"	cmp x0, #" NSB_STR(SYS_prctl) "\n"
+	"	b.ne 2f\n"
+	"	cmp x1, #" NSB_STR(PR_SET_SECCOMP) "\n"
+	"	b.ne 2f\n"
+	"1:	stp x29, x30, [sp, #-80]!\n"
+	".cfi_def_cfa_offset 80\n"
+	".cfi_offset 29, -80\n"
+	".cfi_offset 30, -72\n"
+	"	mov x29, sp\n"
+	"	stp x0, x1, [sp, #16]\n"
+	"	stp x2, x3, [sp, #32]\n"
+	"	stp x4, x5, [sp, #48]\n"
+	"	str x6, [sp, #64]\n"
+	"	bl nsb_filter_coming\n"
+	"	ldp x0, x1, [sp, #16]\n"
+	"	ldp x2, x3, [sp, #32]\n"
+	"	ldp x4, x5, [sp, #48]\n"
+	"	ldr x6, [sp, #64]\n"
+	"	ldp x29, x30, [sp], #80\n"
+	".cfi_def_cfa_offset 0\n"
+	".cfi_restore 29\n"
+	".cfi_restore 30\n"
+	"2:	mov x8, x0\n"
+	"	mov x0, x1\n"
+	"	mov x1, x2\n"
+	"	mov x2, x3\n"
+	"	mov x3, x4\n"
+	"	mov x4, x5\n"
+	"	mov x5, x6\n"
+	"	svc #0\n"
+	"	cmn x0, #4095\n"
+	"	b.cs 3f\n"
+	"	ret\n"
+	"3:	b nsb_syscall_failed\n"
+	".cfi_endproc\n"
+	".size syscall, .-syscall\n");
+#endif
+
+/* [signal-safe] The error path of syscall() above: errno, and -1. */
+__attribute__((used)) long
+nsb_syscall_failed(long ret)
+{
+	errno = (int)-ret;
+	return -1;
+}
+
+/* [signal-safe] */
+NSB_EXPORT int
+prctl(int option, ...)
+{
+	va_list ap;
+	unsigned long a, b, c, d;
+
+	va_start(ap, option);
+	a = va_arg(ap, unsigned long);
+	b = va_arg(ap, unsigned long);
+	c = va_arg(ap, unsigned long);
+	d = va_arg(ap, unsigned long);
+	va_end(ap);
+	if (option == PR_SET_SECCOMP)
+		nsb_filter_coming();
+	return (int)raw_syscall(SYS_prctl, option, (long)a, (long)b, (long)c, (long)d, 0);
+}
