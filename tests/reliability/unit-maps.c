@@ -240,6 +240,25 @@ main(void)
 		NSBT_CHECK(mprotect(p + 2 * ps, 9 * ps, PROT_READ) < 0 && errno == ENOMEM,
 			   "mprotect over the hole at page 11 did not fail with ENOMEM: %s",
 			   strerror(errno));
+		if (nsb_ranges_count() != before + 1) {
+			/* Where: every record, and the kernel's lines, of the window. */
+			struct nsb_saved all;
+			char cmd[64];
+
+			nsb_saved_init(&all);
+			nsb_ranges_lock();
+			(void)nsb_ranges_collect(0, UINTPTR_MAX, &all);
+			nsb_ranges_unlock();
+			for (size_t i = 0; i < all.n; i++)
+				fprintf(stderr, "record %#lx-%#lx (window pages %ld-%ld) prot %u\n",
+					(unsigned long)all.r[i].start, (unsigned long)all.r[i].end,
+					(long)((intptr_t)(all.r[i].start - w0) / (intptr_t)ps),
+					(long)((intptr_t)(all.r[i].end - w0) / (intptr_t)ps),
+					all.r[i].meta & NSB_META_PROT);
+			nsb_saved_free(&all);
+			snprintf(cmd, sizeof(cmd), "cat /proc/%d/maps >&2", (int)getpid());
+			(void)!system(cmd);
+		}
 		NSBT_CHECK(nsb_ranges_count() == before + 1,
 			   "%s: %zu records after the failed mprotect, %zu before (the protected "
 			   "mapping split at page 5)", forced ? "read" : "query",
