@@ -2051,6 +2051,13 @@ run_mlock(struct seq *s, const struct op *op)
 	errno = 0;
 	ret = op->mode == MA_MLOCK ? mlock(page_addr(s, op->a), op_len(op, op->n))
 				   : munlock(page_addr(s, op->a), op_len(op, op->n));
+#if defined(__SANITIZE_ADDRESS__)
+	/* ASan's mlock and munlock do nothing and return 0 (its shadow
+	 * memory cannot be locked): nothing to compare, nothing locked. */
+	(void)hole;
+	(void)ret;
+	return;
+#endif
 	if (hole)
 		expect_result(s, false, ENOMEM, ret, errno);
 	else if (op->mode == MA_MUNLOCK)
