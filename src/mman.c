@@ -317,6 +317,17 @@ lock_span(uintptr_t start, uintptr_t end, uintptr_t *wstart, uintptr_t *wend,
 	return 0;
 }
 
+/* The end of a call that lock_span began and put in flux: the records
+ * open again, unlocked, before freed, errno the call's. */
+static void
+unlock_span(struct nsb_saved *before, int err)
+{
+	nsb_ranges_flux_end();
+	nsb_ranges_unlock();
+	nsb_saved_free(before);
+	errno = err;
+}
+
 /* ---- mmap -------------------------------------------------------------- */
 
 /* The page size of the mapping an mmap call makes: a huge page for
@@ -526,10 +537,7 @@ munmap(void *addr, size_t len)
 		nsb_ranges_cut(start, end);
 	else
 		resync(wstart, wend, &before, false);
-	nsb_ranges_flux_end();
-	nsb_ranges_unlock();
-	nsb_saved_free(&before);
-	errno = err;
+	unlock_span(&before, err);
 	return ret;
 }
 
@@ -583,10 +591,7 @@ shmat(int id, const void *addr, int flags)
 		nsb_ranges_cut(start, end);
 	else
 		resync(wstart, wend, &before, false);
-	nsb_ranges_flux_end();
-	nsb_ranges_unlock();
-	nsb_saved_free(&before);
-	errno = err;
+	unlock_span(&before, err);
 	return p;
 }
 
@@ -647,10 +652,7 @@ remap_file_pages(void *addr, size_t size, int prot, size_t pgoff, int flags)
 		resync(wstart, wend, &before, false);
 	}
 out:
-	nsb_ranges_flux_end();
-	nsb_ranges_unlock();
-	nsb_saved_free(&before);
-	errno = err;
+	unlock_span(&before, err);
 	return ret;
 }
 
@@ -694,10 +696,7 @@ lock_call(long nr, void *addr, size_t len, long arg, uint32_t set, uint32_t clea
 	err = errno;
 	if (ret == 0)
 		(void)nsb_ranges_set_flags(start, end, set, clear);
-	nsb_ranges_flux_end();
-	nsb_ranges_unlock();
-	nsb_saved_free(&before);
-	errno = err;
+	unlock_span(&before, err);
 	return ret;
 }
 
@@ -767,10 +766,7 @@ mbind(void *addr, unsigned long len, int mode, const unsigned long *nodemask,
 	if (ret == 0)
 		(void)nsb_ranges_set_flags(start, end, mode == MPOL_DEFAULT ? 0 : NSB_META_MBIND,
 					   mode == MPOL_DEFAULT ? NSB_META_MBIND : 0);
-	nsb_ranges_flux_end();
-	nsb_ranges_unlock();
-	nsb_saved_free(&before);
-	errno = err;
+	unlock_span(&before, err);
 	return ret;
 }
 
@@ -893,10 +889,7 @@ do_mprotect(void *addr, size_t len, int prot, int pkey, bool with_pkey)
 		set_prot_whole(start, end, &before, prot, with_pkey ? pkey : -1);
 	else if (!unchanged_above_hole(start, &before, with_pkey))
 		resync(wstart, wend, &before, with_pkey);	/* it may have stopped part-way */
-	nsb_ranges_flux_end();
-	nsb_ranges_unlock();
-	nsb_saved_free(&before);
-	errno = err;
+	unlock_span(&before, err);
 	return ret;
 }
 
@@ -1098,10 +1091,7 @@ madvise_remove(void *addr, size_t len)
 	nsb_ranges_flux(wstart, wend, 0, 0);
 	ret = remove_pieces(start, end, &before);
 	err = errno;
-	nsb_ranges_flux_end();
-	nsb_ranges_unlock();
-	nsb_saved_free(&before);
-	errno = err;
+	unlock_span(&before, err);
 	return ret;
 }
 
@@ -1134,10 +1124,7 @@ madvise(void *addr, size_t len, int advice)
 	ret = real_madvise(addr, len, advice);
 	err = errno;
 	follow_advice(start, end, advice, ret, err);
-	nsb_ranges_flux_end();
-	nsb_ranges_unlock();
-	nsb_saved_free(&before);
-	errno = err;
+	unlock_span(&before, err);
 	return ret;
 }
 
