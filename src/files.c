@@ -266,7 +266,7 @@ still_ours(int s, int fd)
 	bool ours;
 
 	fl = (int)syscall(SYS_fcntl, fd, F_GETFL);
-	ours = fl >= 0 && syscall(SYS_fstat, fd, &st) == 0 &&
+	ours = fl >= 0 && nsb_fstat(fd, &st) == 0 &&
 	       (file ? (fl & O_PATH) && (uint64_t)st.st_dev == files[file].dev &&
 			       (uint64_t)st.st_ino == files[file].ino
 		     : (uint64_t)st.st_dev == maps_dev && (uint64_t)st.st_ino == maps_ino);
@@ -410,7 +410,7 @@ nsb_files_maps_descriptor(void)
 	pfd = nsb_proc_open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	if (pfd < 0)
 		return -1;
-	if (syscall(SYS_fstat, pfd, &st) == 0) {
+	if (nsb_fstat(pfd, &st) == 0) {
 		maps_dev = (uint64_t)st.st_dev;
 		maps_ino = (uint64_t)st.st_ino;
 		fd = keep(0, pfd);
@@ -643,7 +643,7 @@ keep_from(uint32_t i, int fd)
 
 	/* Only if the number still names the file: one closed with a raw
 	 * close and opened again names another, which is never kept. */
-	if (pfd >= 0 && syscall(SYS_fstat, pfd, &st) == 0 && (uint64_t)st.st_dev == files[i].dev &&
+	if (pfd >= 0 && nsb_fstat(pfd, &st) == 0 && (uint64_t)st.st_dev == files[i].dev &&
 	    (uint64_t)st.st_ino == files[i].ino)
 		(void)keep(i, pfd);
 	if (pfd >= 0)
@@ -924,7 +924,7 @@ each_descriptor(char *buf, size_t len, uint32_t file, struct stat *st,
 				continue;
 			for (; *name >= '0' && *name <= '9'; name++)
 				fd = fd * 10 + (*name - '0');
-			found = fd != dir && syscall(SYS_fstat, fd, st) == 0 &&
+			found = fd != dir && nsb_fstat(fd, st) == 0 &&
 				same_file(file, st) && (!take || take(fd, arg));
 		}
 	}

@@ -244,7 +244,7 @@ nsb_identity_of(int fd, struct nsb_identity *id)
 	if (!nsb_unfiltered()) {
 		struct stat st;
 
-		if (syscall(SYS_fstat, fd, &st) < 0 || !S_ISREG(st.st_mode))
+		if (nsb_fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 			return false;
 		*id = (struct nsb_identity){ .dev = (uint64_t)st.st_dev,
 					     .ino = (uint64_t)st.st_ino };
