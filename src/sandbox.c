@@ -107,6 +107,30 @@ raw_syscall(long n, long a, long b, long c, long d, long e, long f)
 }
 
 /*
+ * [signal-safe] openat with SIGSYS unblocked in this thread for the call
+ * alone: a filter that traps openat to a broker (a browser's) delivers
+ * SIGSYS, which the library's locks and handler otherwise block, and a
+ * trapped call with SIGSYS blocked is a kill.  The broker refuses /proc:
+ * -1, as where it is not mounted.
+ */
+static int
+open_trapped(const char *path, int flags)
+{
+	sigset_t sys, old;
+	int fd, err;
+
+	sigemptyset(&sys);
+	sigaddset(&sys, SIGSYS);
+	if (raw_syscall(SYS_rt_sigprocmask, SIG_UNBLOCK, (long)&sys, (long)&old, _NSIG / 8, 0, 0) < 0)
+		return -1;
+	fd = (int)raw_syscall(SYS_openat, AT_FDCWD, (long)path, flags, 0, 0, 0);
+	err = errno;
+	raw_syscall(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, _NSIG / 8, 0, 0);
+	errno = err;
+	return fd;
+}
+
+/*
  * [signal-safe] The value of "Seccomp:" in /proc/self/status: 0 none,
  * 1 strict, 2 filter; -1 if it cannot be read.  Read a chunk at a time
  * and matched across chunks: the file is as long as the process's groups
@@ -122,8 +146,9 @@ seccomp_mode(void)
 	int fd, mode = -1;
 	ssize_t n;
 
-	fd = (int)raw_syscall(SYS_openat, AT_FDCWD, (long)"/proc/self/status",
-			      O_RDONLY | O_CLOEXEC, 0, 0, 0);
+	/* Not known yet whether a filter traps openat: SIGSYS unblocked
+	 * for the call, as under one (nsb_proc_open). */
+	fd = open_trapped("/proc/self/status", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	while (mode < 0 && (n = raw_syscall(SYS_read, fd, (long)buf, sizeof(buf), 0, 0, 0)) != 0) {
@@ -193,20 +218,9 @@ nsb_filter_coming(void)
 int
 nsb_proc_open(const char *path, int flags)
 {
-	sigset_t sys, old;
-	int fd, err;
-
 	if (nsb_unfiltered())
 		return (int)raw_syscall(SYS_openat, AT_FDCWD, (long)path, flags, 0, 0, 0);
-	sigemptyset(&sys);
-	sigaddset(&sys, SIGSYS);
-	if (raw_syscall(SYS_rt_sigprocmask, SIG_UNBLOCK, (long)&sys, (long)&old, _NSIG / 8, 0, 0) < 0)
-		return -1;
-	fd = (int)raw_syscall(SYS_openat, AT_FDCWD, (long)path, flags, 0, 0, 0);
-	err = errno;
-	raw_syscall(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, _NSIG / 8, 0, 0);
-	errno = err;
-	return fd;
+	return open_trapped(path, flags);
 }
 
 /* [signal-safe] Mappings left unprotected for want of an allowed call. */
