@@ -23,7 +23,8 @@
  * filter was installed since through a call the library sees: prctl
  * (PR_SET_SECCOMP) and syscall(SYS_seccomp) - libseccomp, systemd,
  * Chromium, Firefox, bubblewrap and sshd install theirs through one of
- * the two.  A filter only ever stays (it is inherited across fork and
+ * the two (libseccomp's probes, which the kernel refuses on their
+ * arguments, do not count: nsb_seccomp_coming).  A filter only ever stays (it is inherited across fork and
  * exec, and never removed), so once filtered, always filtered.  An
  * unreadable status counts as filtered.  A filter installed later by a
  * raw system call instruction is not seen (libnosigbus(7) says so).
@@ -49,6 +50,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -60,6 +62,7 @@
 #endif
 
 void nsb_filter_coming(void);
+void nsb_seccomp_coming(long nr, long a, long b, long c);
 long nsb_syscall_failed(long ret);
 
 /* 0: not asked yet; 1: no filter; 2: a filter is (or may be) in force. */
@@ -241,8 +244,8 @@ nsb_sandbox_unchecked(void)
  * glibc's (sysdeps/unix/sysv/linux/{x86_64,aarch64}/syscall.S), no frame
  * of its own, so that what programs do through it with the stack - a
  * vfork, a clone onto a stack of their own - behaves exactly as with
- * glibc's; only a seccomp install first calls filter_coming(), with the
- * arguments saved around it.  A failure goes to nsb_syscall_failed (errno).
+ * glibc's; only a seccomp install first calls nsb_seccomp_coming(), with
+ * the arguments saved around it.  A failure goes to nsb_syscall_failed (errno).
  */
 #define NSB_STR2(x) #x
 #define NSB_STR(x) NSB_STR2(x)
@@ -277,7 +280,7 @@ __asm__(".text\n"
 	".cfi_adjust_cfa_offset 8\n"
 	"	subq $8, %rsp\n"	/* 16-byte aligned at the call */
 	".cfi_adjust_cfa_offset 8\n"
-	"	call nsb_filter_coming\n"
+	"	call nsb_seccomp_coming\n"
 	"	addq $8, %rsp\n"
 	".cfi_adjust_cfa_offset -8\n"
 	"	popq %r9\n"
@@ -334,7 +337,7 @@ __asm__(".text\n"
 	"	stp x2, x3, [sp, #32]\n"
 	"	stp x4, x5, [sp, #48]\n"
 	"	str x6, [sp, #64]\n"
-	"	bl nsb_filter_coming\n"
+	"	bl nsb_seccomp_coming\n"
 	"	ldp x0, x1, [sp, #16]\n"
 	"	ldp x2, x3, [sp, #32]\n"
 	"	ldp x4, x5, [sp, #48]\n"
@@ -359,6 +362,28 @@ __asm__(".text\n"
 	".size syscall, .-syscall\n");
 #endif
 
+/*
+ * [signal-safe] syscall(nr, a, b, c, ...) is about to be made, for nr
+ * seccomp with a <= 1 or prctl with a == PR_SET_SECCOMP (the assembly
+ * above tells those apart; the arguments are where this function's are).
+ * Calls the kernel refuses on their arguments alone install nothing:
+ * libseccomp probes the kernel with seccomp(SET_MODE_STRICT, 1, NULL)
+ * and seccomp(SET_MODE_FILTER, flag, NULL) in every process that uses it
+ * (seccomp_api_get), and a process that probes and never installs keeps
+ * its protection.  Kernel: do_seccomp() and prctl_set_seccomp().
+ */
+__attribute__((used)) void
+nsb_seccomp_coming(long nr, long a, long b, long c)
+{
+	if (nr == SYS_seccomp) {
+		if (a == SECCOMP_SET_MODE_STRICT ? b != 0 || c != 0 : c == 0)
+			return;	/* EINVAL; EFAULT */
+	} else if (b == SECCOMP_MODE_FILTER ? c == 0 : b != SECCOMP_MODE_STRICT) {
+		return;	/* EFAULT; EINVAL */
+	}
+	nsb_filter_coming();
+}
+
 /* [signal-safe] The error path of syscall() above: errno, and -1. */
 __attribute__((used)) long
 nsb_syscall_failed(long ret)
@@ -381,6 +406,6 @@ prctl(int option, ...)
 	d = va_arg(ap, unsigned long);
 	va_end(ap);
 	if (option == PR_SET_SECCOMP)
-		nsb_filter_coming();
+		nsb_seccomp_coming(SYS_prctl, option, (long)a, (long)b);
 	return (int)raw_syscall(SYS_prctl, option, (long)a, (long)b, (long)c, (long)d, 0);
 }

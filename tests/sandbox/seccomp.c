@@ -24,11 +24,11 @@
  *    newfstatat trapped to a SIGSYS handler that plays the broker (Firefox)
  *    - installed the way the browsers do, by the process itself through
  *    libseccomp once it runs (so after the library loaded);
- *  - chromium: the same list installed as Chromium installs its own,
- *    with the seccomp system call instruction of its own (the library
- *    cannot see it), before the library has had a reason to look: its
- *    first look, the open of /proc/self/status, is then trapped to the
- *    broker, under the library's lock, which blocks every signal.
+ *  - raw: the same list installed with a seccomp system call instruction
+ *    of the program's own, as a Go program (golang.org/x/sys/unix makes
+ *    no C library call) or a static sandbox does: the library cannot see
+ *    it, and has not looked yet when it comes; its first look, the open
+ *    of /proc/self/status, is then trapped to the broker.
  * "kill" is SCMP_ACT_KILL_PROCESS for what the filter refuses; "eperm"
  * SCMP_ACT_ERRNO(EPERM).
  *
@@ -184,8 +184,8 @@ broker(int sig, siginfo_t *si, void *ucv)
 }
 
 /*
- * Chromium's filter, as Chromium installs it: no libseccomp in the process
- * (whose probes go through syscall(), where the library would see them),
+ * The raw filter: no libseccomp in the process (whose probes go through
+ * syscall(), where the library would see them),
  * the program made beforehand - here by the harness before the exec, into
  * a memfd the process inherits as descriptor NSB_SECCOMP_BPF - and loaded
  * with a system call instruction of the program's own.
@@ -233,7 +233,7 @@ install(const char *filter, const char *action)
 {
 	uint32_t refuse = !strcmp(action, "kill") ? SCMP_ACT_KILL_PROCESS : SCMP_ACT_ERRNO(EPERM);
 	scmp_filter_ctx ctx = NULL;
-	bool raw = !strcmp(filter, "chromium");
+	bool raw = !strcmp(filter, "raw");
 	int rc;
 
 	if (raw)
@@ -466,6 +466,18 @@ situation(const char *name, struct setup *s)
 {
 	if (!strcmp(name, "startup")) {
 		puts("started");
+	} else if (!strcmp(name, "api-probe")) {
+		/* libseccomp's probes install nothing: the process's own
+		 * memfd stays protected where no filter is in force. */
+		int fd = make_memfd(4 * page);
+		unsigned char *p;
+
+		printf("api %u\n", seccomp_api_get() > 0);
+		p = mmap(NULL, 4 * page, PROT_READ, MAP_SHARED, fd, 0);
+		if (p == MAP_FAILED || ftruncate(fd, 0) < 0)
+			return perror("mmap"), 3;
+		fflush(stdout);
+		printf("rescued %u\n", sum(p, 4 * page));
 	} else if (!strcmp(name, "flag-first")) {
 		if (ftruncate(s->flag_fd, 0) < 0)
 			return perror("ftruncate"), 3;
@@ -619,9 +631,9 @@ run_situation(const char *name)
 
 		/* A file mapped before the filter: the library has looked and
 		 * found none, and must see the one installed now (the
-		 * interposed syscall and prctl).  Chromium's is not seen: the
+		 * interposed syscall and prctl).  The raw filter is not seen: the
 		 * library must not have looked yet. */
-		if (strncmp(late, "chromium:", 9)) {
+		if (strncmp(late, "raw:", 4)) {
 			int fd = make_memfd(page);
 			void *p = mmap(NULL, page, PROT_READ, MAP_SHARED, fd, 0);
 
@@ -631,7 +643,7 @@ run_situation(const char *name)
 			close(fd);
 		}
 		if (sscanf(late, "%63[^:]:%15s", filter, action) != 2 ||
-		    (!strcmp(filter, "chromium") ? load_raw() : install(filter, action)) < 0) {
+		    (!strcmp(filter, "raw") ? load_raw() : install(filter, action)) < 0) {
 			fprintf(stderr, "cannot install %s\n", late);
 			return 3;
 		}
@@ -646,10 +658,10 @@ run_situation(const char *name)
 static const char *const situations[] = {
 	"startup", "memfd", "closed", "devshm", "recv-disk", "recv-memfd", "rescue-kept",
 	"rescue-open", "rescue-disk", "own-handler", "block-all", "raise", "fork-exec",
-	"syscall", "flag-first",
+	"syscall", "flag-first", "api-probe",
 };
 static const char *const filters[] = { "none", "system-service", "chrony", "flatpak", "renderer",
-				       "chromium", "groups" };
+				       "raw", "groups" };
 static const char *const actions[] = { "kill", "eperm" };
 
 struct outcome {
@@ -699,11 +711,11 @@ run_cell(const char *self, const char *filter, const char *action, const char *s
 			snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", preload);
 			env[e++] = pre;
 		}
-		if (!strcmp(filter, "renderer") || !strcmp(filter, "chromium")) {
+		if (!strcmp(filter, "renderer") || !strcmp(filter, "raw")) {
 			snprintf(late, sizeof(late), "NSB_SECCOMP_LATE=%s:%s", filter, action);
 			env[e++] = late;
 		}
-		if (!strcmp(filter, "chromium")) {
+		if (!strcmp(filter, "raw")) {
 			int fd = install(filter, action);
 
 			if (fd < 0)
@@ -727,7 +739,7 @@ run_cell(const char *self, const char *filter, const char *action, const char *s
 				_exit(110);
 			filter = "system-service";
 		}
-		if (strcmp(filter, "none") && strcmp(filter, "renderer") && strcmp(filter, "chromium") &&
+		if (strcmp(filter, "none") && strcmp(filter, "renderer") && strcmp(filter, "raw") &&
 		    install(filter, action) < 0)
 			_exit(111);
 		execve(self, (char *[]){ (char *)self, "--situation", (char *)sit, NULL }, env);
@@ -774,6 +786,9 @@ cell(const char *self, const char *preload, const char *filter, const char *acti
 		  !strncmp(with.out, without.out, strlen(without.out)) &&
 		  strstr(with.out, "rescued 0\n") && !with.err[0];
 	ok = same || rescued;
+	/* Where no filter is in force, a probe must leave protection on. */
+	if (!strcmp(filter, "none") && !strcmp(sit, "api-probe"))
+		ok = rescued;
 	printf("%-15s %-6s %-12s without: %-8s with: %-8s %s\n", filter, action, sit, a, b,
 	       same ? "same" : rescued ? "rescued" : "DIFFERENT");
 	if (!ok || verbose) {
@@ -819,7 +834,7 @@ main(int argc, char **argv)
 			for (size_t s = 0; s < sizeof(situations) / sizeof(*situations); s++) {
 				/* A renderer never execs (and its broker would
 				 * refuse the loader its libraries). */
-				if ((!strcmp(filters[f], "renderer") || !strcmp(filters[f], "chromium")) &&
+				if ((!strcmp(filters[f], "renderer") || !strcmp(filters[f], "raw")) &&
 				    !strcmp(situations[s], "fork-exec"))
 					continue;
 				if (!strcmp(filters[f], "groups") &&
