@@ -24,8 +24,9 @@
  * (PR_SET_SECCOMP) and syscall(SYS_seccomp) - libseccomp, systemd,
  * Chromium, Firefox, bubblewrap and sshd install theirs through one of
  * the two (libseccomp's probes, which the kernel refuses on their
- * arguments, do not count: nsb_seccomp_coming).  A filter only ever stays (it is inherited across fork and
- * exec, and never removed), so once filtered, always filtered.  An
+ * arguments, do not count: nsb_seccomp_coming).  A filter only ever
+ * stays (it is inherited across fork and exec, and never removed), so
+ * once filtered, always filtered.  An
  * unreadable status counts as filtered.  A filter installed later by a
  * raw system call instruction is not seen (libnosigbus(7) says so).
  *
