@@ -119,8 +119,11 @@ pin(int cpu)
 {
 	cpu_set_t set;
 
-	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+		if (cpu == 0)
+			printf("one CPU: the threads take turns (not pinned)\n");
 		return;
+	}
 	CPU_ZERO(&set);
 	CPU_SET(cpu, &set);
 	(void)sched_setaffinity(0, sizeof(set), &set);
@@ -215,6 +218,19 @@ static char *volatile hmaps[HANDLER_SLOTS];
 static atomic_ulong handler_runs, handler_maps;
 static atomic_bool stop_pinger;
 
+/* A failure in the handler: said, then the scenario dies. */
+static void
+handler_fail(const char *what)
+{
+	char msg[160];
+	int n = snprintf(msg, sizeof(msg), "FAIL: in the SIGUSR1 handler: %s: %s\n", what,
+			 strerror(errno));
+
+	if (write(2, msg, (size_t)n) < 0)
+		_exit(2);
+	_exit(1);
+}
+
 static void
 on_usr1(int sig)
 {
@@ -226,15 +242,15 @@ on_usr1(int sig)
 	if (!p) {
 		p = mmap(NULL, 3 * ps, PROT_READ, MAP_PRIVATE | MAP_NOSIGBUS, memfd, 0);
 		if (p == MAP_FAILED)
-			abort();
+			handler_fail("mmap(MAP_NOSIGBUS)");
 		/* Two rescues, in the handler (page 0 is the probe's). */
 		if (((volatile char *)p)[ps] != 0 || ((volatile char *)p)[2 * ps] != 0)
-			abort();
+			handler_fail("a rescued page does not read 0");
 		hmaps[k] = p;
 		atomic_fetch_add(&handler_maps, 1);
 	} else {
 		if (mprotect(p, 3 * ps, PROT_READ | PROT_WRITE) != 0 || munmap(p, 3 * ps) != 0)
-			abort();
+			handler_fail("mprotect or munmap");
 		hmaps[k] = NULL;
 	}
 	errno = saved;
