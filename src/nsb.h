@@ -388,8 +388,9 @@ struct nsb_lock {
 	pthread_mutex_t mutex;
 	sigset_t saved;		/* the holder's mask, restored at unlock */
 	bool masked;		/* the holder blocked signals (saved is valid) */
+	bool inner;		/* ... by an outer lock of its thread (saved is not) */
 };
-#define NSB_LOCK_INITIALIZER { PTHREAD_MUTEX_INITIALIZER, { { 0 } }, false }
+#define NSB_LOCK_INITIALIZER { PTHREAD_MUTEX_INITIALIZER, { { 0 } }, false, false }
 void nsb_lock(struct nsb_lock *l);
 void nsb_lock_quiet(struct nsb_lock *l);
 void nsb_unlock(struct nsb_lock *l);

@@ -60,13 +60,25 @@ nsb_lock(struct nsb_lock *l)
 {
 	sigset_t all, old;
 
+	/* A thread that holds a lock which blocked every signal still has
+	 * them all blocked (a holder unblocks none but SIGBUS, whose handler
+	 * takes no lock): nothing to block here, nothing to restore at
+	 * unlock, where the outermost lock restores the thread's mask.  Locks
+	 * are let go in the reverse order.  (The fork handlers take three
+	 * locks: two rt_sigprocmask calls a fork instead of six.) */
+	if (outer_mask) {
+		pthread_mutex_lock(&l->mutex);
+		l->masked = true;
+		l->inner = true;
+		return;
+	}
 	sigfillset(&all);
 	nsb_sys_sigmask(SIG_BLOCK, &all, &old);
 	pthread_mutex_lock(&l->mutex);
 	l->saved = old;
 	l->masked = true;
-	if (!outer_mask)
-		outer_mask = &l->saved;
+	l->inner = false;
+	outer_mask = &l->saved;
 }
 
 void
@@ -96,6 +108,10 @@ nsb_unlock(struct nsb_lock *l)
 	if (!l->masked) {
 		pthread_mutex_unlock(&l->mutex);
 		atomic_fetch_sub(&unmasked, 1);
+		return;
+	}
+	if (l->inner) {
+		pthread_mutex_unlock(&l->mutex);
 		return;
 	}
 	bool outermost = outer_mask == &l->saved;
