@@ -268,6 +268,10 @@ resync(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys
 	for (size_t i = 0; i < rs.keep.n; i++)
 		(void)nsb_ranges_insert(&rs.keep.r[i]);
 	nsb_saved_free(&rs.keep);
+	/* A record the span cut through, where the kernel's VMA goes on
+	 * past it, is one record again (as it was before the call). */
+	(void)nsb_ranges_join(start);
+	(void)nsb_ranges_join(end);
 }
 
 /*

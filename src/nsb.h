@@ -538,6 +538,10 @@ int nsb_ranges_insert(const struct nsb_range *r);
 /* Removes [start, end) from every record, splitting as needed.  On return
  * no rescue is still using the removed pieces. */
 int nsb_ranges_cut(uintptr_t start, uintptr_t end);
+/* Makes the two records that meet at addr one, where they are one
+ * mapping's contiguous pieces alike in everything (as the kernel's VMAs
+ * are one there). */
+int nsb_ranges_join(uintptr_t addr);
 /* Sets the protection (and pkey, -1 to keep) of the recorded parts. */
 int nsb_ranges_set_prot(uintptr_t start, uintptr_t end, int prot, int pkey);
 

@@ -717,8 +717,30 @@ span(const struct table *t, uintptr_t start, uintptr_t end, size_t *k)
 	return p;
 }
 
+/* The two records that meet at addr, the upper at *hi and the lower at
+ * *lo, if they are one mapping's contiguous pieces with the same
+ * attributes (as the kernel would merge the VMAs). */
+static bool
+joinable_at(const struct table *t, uintptr_t addr, struct pos *hi, struct pos *lo)
+{
+	const struct slot *u, *l;
+
+	*hi = first_at_or_below(t, addr);
+	if (at_end(t, *hi) || at(t, *hi)->start != addr)
+		return false;
+	*lo = next_pos(t, *hi);
+	if (at_end(t, *lo))
+		return false;
+	u = at(t, *hi);
+	l = at(t, *lo);
+	return slot_end(l) == addr && l->meta_gen == u->meta_gen && l->acct == u->acct &&
+	       slot_file(l) == slot_file(u) &&
+	       (l->off_file >> 16) + l->pages == (u->off_file >> 16) &&
+	       (uint64_t)l->pages + u->pages <= MAX_PAGES;
+}
+
 struct op {
-	enum { OP_INSERT, OP_CUT, OP_PROT, OP_FLAGS } kind;
+	enum { OP_INSERT, OP_CUT, OP_PROT, OP_FLAGS, OP_JOIN } kind;
 	struct nsb_range r;
 	struct slot s;		/* OP_INSERT: r packed */
 	int prot;
@@ -733,6 +755,19 @@ apply(struct table *t, const struct op *op, bool count)
 	size_t k;
 
 	switch (op->kind) {
+	case OP_JOIN: {
+		struct pos hi, lo_pos;
+
+		if (!joinable_at(t, op->r.start, &hi, &lo_pos))
+			return;
+		at(t, lo_pos)->pages += at(t, hi)->pages;
+		if (count) {
+			nsb_files_ref(slot_file(at(t, hi)), -1);
+			nsb_account_ref(at(t, hi)->acct, -1);
+		}
+		remove_at(t, hi, 1);
+		return;
+	}
 	case OP_INSERT:
 		insert_at(t, first_at_or_below(t, op->s.start), &op->s);
 		if (count) {
@@ -860,6 +895,17 @@ nsb_ranges_cut(uintptr_t start, uintptr_t end)
 	struct op op = { .kind = OP_CUT, .r = { .start = start, .end = end } };
 
 	if (!overlap_locked(start, end))
+		return 0;
+	return update(&op);
+}
+
+int
+nsb_ranges_join(uintptr_t addr)
+{
+	struct op op = { .kind = OP_JOIN, .r = { .start = addr } };
+	struct pos hi, lo;
+
+	if (!joinable_at(&copies[atomic_load(&active)], addr, &hi, &lo))
 		return 0;
 	return update(&op);
 }

@@ -46,7 +46,7 @@ struct list {
 
 static struct list a, b;	/* static: collecting must not map memory */
 static size_t ps;
-static char dir[] = "/tmp/nsb-unit-maps-XXXXXX";
+static char dir[200];	/* DIR/nsb-unit-maps-XXXXXX, DIR the first argument or /tmp */
 static char nl_path[256], del_path[256], off_path[256];
 
 /* Does the kernel answer PROCMAP_QUERY (both() saw the query path)? */
@@ -164,7 +164,7 @@ place(char *win, size_t at, size_t pages, int prot, int flags, int fd, off_t off
 }
 
 int
-main(void)
+main(int argc, char **argv)
 {
 	size_t W = 64;
 	char *win;
@@ -186,6 +186,9 @@ main(void)
 		NSBT_CHECK(nosigbus_unprotect(w, 2 * ps) == 0, "nosigbus_unprotect");
 		munmap(w, 4 * ps);
 	}
+	/* The files of the window on a disk, or on tmpfs (/dev/shm), where
+	 * the default policy protects them too: records of several files. */
+	snprintf(dir, sizeof(dir), "%s/nsb-unit-maps-XXXXXX", argc > 1 ? argv[1] : "/tmp");
 	NSBT_CHECK(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
 	nsbt_on_exit = cleanup;
 	win = mmap(NULL, W * ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -365,7 +368,10 @@ main(void)
 		printf("ok: a failed mprotect, %s: records as the kernel shows them\n", ways[way]);
 	}
 	/* No descriptor of the maps outlives the last protected mapping
-	 * (libnosigbus(7), "What the library adds to a process"). */
+	 * (libnosigbus(7), "What the library adds to a process"): the
+	 * window's files, protected on tmpfs, unprotected first. */
+	NSBT_CHECK(nosigbus_unprotect(win, W * ps) == 0, "unprotect the window: %s",
+		   strerror(errno));
 	NSBT_CHECK(maps_descriptor() < 0, "descriptor %d of the maps left open by the library "
 		   "with no protected mapping left", maps_descriptor());
 	/* A fork child: its own mapping shows through the query path. */
