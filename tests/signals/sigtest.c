@@ -5960,6 +5960,271 @@ body_held_lost_lock_mask(char **a)
 	close(fd);
 }
 
+/* ---- paths left open in doc/signals.md: each tries to break the
+ * library where it had no test ---- */
+
+/* -- sigev_thread_before_install: a SIGEV_THREAD notification already
+ * running (glibc 2.36 runs the timer's with every signal blocked) when
+ * another thread installs the handler, then faulting -- */
+
+static sem_t sev_go, sev_in;
+static struct view sev_view;
+
+static void
+sev_notify(union sigval v)
+{
+	(void)v;
+	sem_post(&sev_in);
+	NSBT_CHECK(wait_post(&sev_go), "no go");
+	NSBT_CHECK(!late_trap || touch(late_trap + 3) == 0, "not rescued");
+	take_view(&sev_view, late_trap, 1);
+	sem_post(&sev_in);
+}
+
+static void
+sev_round(const char *label)
+{
+	install_elsewhere();
+	sem_post(&sev_go);
+	if (!wait_post(&sev_in))
+		printf("%s: the notification did not end\n", label);
+	print_view(label, &sev_view);
+	memset(&sev_view, 0, sizeof(sev_view));
+}
+
+static void
+body_sigev_thread_before_install(char **a)
+{
+	struct itimerspec its = { { 0, 0 }, { 0, 1000000 } };
+	struct mq_attr attr = { .mq_maxmsg = 2, .mq_msgsize = 8 };
+	struct sigevent sev;
+	char name[64];
+	timer_t t;
+	mqd_t q;
+
+	(void)a;
+	NSBT_CHECK(sem_init(&sev_go, 0, 0) == 0 && sem_init(&sev_in, 0, 0) == 0, "sem_init");
+	memset(&sev, 0, sizeof(sev));
+	sev.sigev_notify = SIGEV_THREAD;
+	sev.sigev_notify_function = sev_notify;
+	NSBT_CHECK(timer_create(CLOCK_MONOTONIC, &sev, &t) == 0, "timer_create: %s", strerror(errno));
+	NSBT_CHECK(timer_settime(t, 0, &its, NULL) == 0, "timer_settime: %s", strerror(errno));
+	NSBT_CHECK(wait_post(&sev_in), "no timer notification in 10 s");
+	sev_round("timer notification, installed by another thread meanwhile");
+	timer_delete(t);
+
+	snprintf(name, sizeof(name), "/nsbt-sev-%d", (int)getpid());
+	q = mq_open(name, O_CREAT | O_EXCL | O_RDWR, 0600, &attr);
+	if (q == (mqd_t)-1) {
+		printf("mq_open: %s (no message queue round)\n", strerror(errno));
+		return;
+	}
+	mq_unlink(name);
+	NSBT_CHECK(mq_notify(q, &sev) == 0, "mq_notify: %s", strerror(errno));
+	NSBT_CHECK(mq_send(q, "x", 1, 0) == 0, "mq_send: %s", strerror(errno));
+	NSBT_CHECK(wait_post(&sev_in), "no mq notification in 10 s");
+	sev_round("mq notification, handler already installed");
+	mq_close(q);
+	printf("main: mask=%#lx\n", cur_mask());
+}
+
+/* -- sigwait_held: a SIGBUS sent while the program blocks it, then
+ * consumed by sigwait, sigwaitinfo or sigtimedwait -- */
+
+static void *
+sigwait_sender(void *arg)
+{
+	(void)arg;
+	usleep(100000);
+	kill(getpid(), SIGBUS);
+	return NULL;
+}
+
+static void
+sigwait_round(const char *how, int send)
+{
+	const struct timespec two = { 2, 0 };
+	sigset_t set;
+	siginfo_t si;
+	pthread_t t;
+	int r, sig = 0, e;
+	bool plain = strcmp(how, "sigwait") == 0;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGBUS);
+	memset(&si, 0, sizeof(si));
+	if (send == 0)
+		raise(SIGBUS);
+	else if (send == 1)
+		kill(getpid(), SIGBUS);
+	else if (send == 2)
+		sigqueue(getpid(), SIGBUS, (union sigval){ .sival_int = 77 });
+	else
+		NSBT_CHECK(pthread_create(&t, NULL, sigwait_sender, NULL) == 0, "pthread_create");
+	errno = 0;
+	if (plain) {
+		r = sigwait(&set, &sig);
+		si.si_signo = sig;
+	} else if (strcmp(how, "sigwaitinfo") == 0) {
+		r = sigwaitinfo(&set, &si);
+	} else {
+		r = sigtimedwait(&set, &si, &two);
+	}
+	e = errno;
+	if (send == 3)
+		pthread_join(t, NULL);
+	printf("%s after %s: r=%d %s signo=%d code=%s value=%d sender=%s; pending=%d calls=%d\n",
+	       how, send == 0 ? "raise" : send == 1 ? "kill" : send == 2 ? "sigqueue" : "kill meanwhile",
+	       r, ename(e), si.si_signo, plain ? "-" : code_name(si.si_code),
+	       send == 2 ? si.si_value.sival_int : 0,
+	       plain ? "-" : sender_name(si.si_pid), is_pending(SIGBUS),
+	       bus_calls_total());
+}
+
+static void
+body_sigwait_held(char **a)
+{
+	static const char *const hows[] = { "sigwait", "sigwaitinfo", "sigtimedwait" };
+
+	(void)a;
+	setup_library();
+	install(SIGBUS, on_bus_plain, 0, NULL);
+	block(SIG_BLOCK, SIGBUS);
+	for (int h = 0; h < 3; h++)
+		for (int send = 0; send < 4; send++)
+			sigwait_round(hows[h], send);
+	/* Nothing held: the wait times out. */
+	{
+		const struct timespec short_ts = { 0, 50000000 };
+		sigset_t set;
+
+		sigemptyset(&set);
+		sigaddset(&set, SIGBUS);
+		SHOW("sigtimedwait with nothing sent", sigtimedwait(&set, NULL, &short_ts));
+	}
+	printf("blocked=%d\n", is_blocked(SIGBUS));
+	rescue_check("after the waits");
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("handler calls after unblocking=%d\n", bus_calls_total());
+	rescue_check("unblocked");
+}
+
+/* -- getcontext_view: a context saved while the program blocks SIGBUS
+ * keeps it blocked; set again later -- */
+
+static ucontext_t gc_uc;
+
+static void
+body_getcontext_view(char **a)
+{
+	static volatile int pass;
+
+	(void)a;
+	setup_library();
+	block(SIG_BLOCK, SIGBUS);
+	NSBT_CHECK(getcontext(&gc_uc) == 0, "getcontext");
+	pass++;
+	printf("pass %d: blocked=%d, saved mask has SIGBUS=%d\n", (int)pass, is_blocked(SIGBUS),
+	       sigismember(&gc_uc.uc_sigmask, SIGBUS));
+	rescue_check("after getcontext");
+	if (pass == 1) {
+		block(SIG_UNBLOCK, SIGBUS);
+		setcontext(&gc_uc);
+	}
+	if (pass == 2) {
+		/* Saved with SIGBUS unblocked, entered with it blocked. */
+		block(SIG_UNBLOCK, SIGBUS);
+		NSBT_CHECK(getcontext(&gc_uc) == 0, "getcontext");
+		if (pass == 2) {
+			pass++;
+			block(SIG_BLOCK, SIGBUS);
+			setcontext(&gc_uc);
+		}
+		printf("pass %d: blocked=%d\n", (int)pass, is_blocked(SIGBUS));
+		rescue_check("back in a context saved unblocked");
+	}
+	printf("done: mask=%#lx\n", cur_mask());
+}
+
+/* -- fork_underscore: _Fork runs no atfork handler; the child is a
+ * process of its own, not a vfork child -- */
+
+extern pid_t _Fork(void);
+
+static void
+body_fork_underscore(char **a)
+{
+	struct view v;
+	char *trap;
+	pid_t pid;
+	int status;
+
+	(void)a;
+	setup_library();
+	trap = protected_trap(1);
+	install(SIGBUS, on_bus_plain, 0, NULL);
+	block(SIG_BLOCK, SIGBUS);
+	raise(SIGBUS);	/* held for this thread: the child has none pending */
+	fflush(stdout);
+	pid = _Fork();
+	NSBT_CHECK(pid >= 0, "_Fork: %s", strerror(errno));
+	if (pid == 0) {
+		take_view(&v, trap, 0);
+		print_view("_Fork child", &v);
+		printf("child: pending=%d\n", is_pending(SIGBUS));
+		print_query("child SIGBUS", SIGBUS);
+		install(SIGBUS, on_bus_plain2, 0, NULL);
+		print_query("child SIGBUS after sigaction", SIGBUS);
+		block(SIG_UNBLOCK, SIGBUS);
+		printf("child: calls=%d\n", bus_calls_total());
+		raise(SIGBUS);
+		printf("child: calls after raise=%d\n", bus_calls_total());
+		rescue_check("in the _Fork child");
+		fflush(stdout);
+		_exit(3);
+	}
+	NSBT_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+	printf("child: %s\n", nsbt_status_str(status));
+	print_query("parent SIGBUS", SIGBUS);
+	printf("parent: pending=%d blocked=%d\n", is_pending(SIGBUS), is_blocked(SIGBUS));
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("parent: calls=%d\n", bus_calls_total());
+	rescue_check("parent");
+}
+
+/* -- spawn_blocked_handler_fault: popen and wordexp with the program
+ * blocking SIGBUS, a handler that faults running meanwhile -- */
+
+static void
+body_spawn_blocked_handler_fault(char **a)
+{
+	char cmd[64];
+	wordexp_t we;
+	FILE *f;
+	int r;
+
+	(void)a;
+	setup_library();
+	during_trap = protected_trap(1);
+	signal(SIGUSR1, on_during);
+	block(SIG_BLOCK, SIGBUS);
+	/* The command signals its parent while popen or wordexp runs. */
+	snprintf(cmd, sizeof(cmd), "kill -USR1 %d; echo x", (int)getpid());
+	f = popen(cmd, "r");
+	NSBT_CHECK(f != NULL, "popen: %s", strerror(errno));
+	r = fgetc(f);
+	printf("popen: read '%c', ", r);
+	printf("pclose %s\n", nsbt_status_str(pclose(f)));
+	snprintf(cmd, sizeof(cmd), "$(kill -USR1 %d; echo y)", (int)getpid());
+	r = wordexp(cmd, &we, 0);
+	printf("wordexp=%d: %s\n", r, r == 0 && we.we_wordc ? we.we_wordv[0] : "-");
+	if (r == 0)
+		wordfree(&we);
+	printf("handler calls=%d, blocked=%d\n", (int)during_calls, is_blocked(SIGBUS));
+	block(SIG_UNBLOCK, SIGBUS);
+	rescue_check("after");
+}
+
 static const struct scenario scenarios[] = {
 	{ "install-before-sigaction", body_install_before_sigaction, EXIT(0), NULL },
 	{ "install-after-sigaction", body_install_after_sigaction, EXIT(0), NULL },
@@ -6069,6 +6334,11 @@ static const struct scenario scenarios[] = {
 	{ "sigqueue-thread-redirected", body_sigqueue_thread_redirected, EXIT(0), NULL },
 	{ "poll-eintr-lost", body_poll_eintr_lost, EXIT(0), NULL },
 	{ "held-lost-lock-mask", body_held_lost_lock_mask, EXIT(0), NULL },
+	{ "sigev-thread-before-install", body_sigev_thread_before_install, EXIT(0), NULL },
+	{ "sigwait-held", body_sigwait_held, EXIT(0), NULL },
+	{ "getcontext-view", body_getcontext_view, EXIT(0), NULL },
+	{ "fork-underscore", body_fork_underscore, EXIT(0), NULL },
+	{ "spawn-blocked-handler-fault", body_spawn_blocked_handler_fault, EXIT(0), NULL },
 	{ "report", body_report, EXIT(0), NULL },
 	{ NULL, NULL, 0, NULL },
 };
