@@ -7,7 +7,8 @@
  * have every signal blocked - SIGBUS too, so that a fault there would kill
  * the process.  Their functions run through a thunk that makes SIGBUS
  * deliverable and keeps it blocked in the program's view, as it is
- * without the library (dispositions.c).
+ * without the library (dispositions.c).  A thunk that finds SIGBUS
+ * blocked installs the handler first, as blocking it does.
  *
  * Signal context: none (the thunks run in ordinary threads).
  */
@@ -152,9 +153,18 @@ thunk(union sigval v)
 {
 	struct notify *n = v.sival_ptr;
 	struct notify copy = *n;
+	sigset_t cur;
 
 	if (copy.once)
 		free(n);
+	/* Started with SIGBUS blocked (glibc 2.36's timer threads block
+	 * every signal but its own): that is the program blocking SIGBUS,
+	 * which installs the handler, as pthread_attr_setsigmask_np does.
+	 * Installed later by another thread, the handler would leave this
+	 * one to die of its next fault (sigev_thread_before_install). */
+	if (!nsb_disp_installed() && nsb_sys_sigmask(SIG_BLOCK, NULL, &cur) == 0 &&
+	    sigismember(&cur, SIGBUS) == 1)
+		(void)nsb_disp_install();
 	nsb_disp_thread_start_kernel();
 	copy.fn(copy.value);
 }
