@@ -1047,6 +1047,66 @@ nsb_disp_wait_end(struct nsb_wait *w)
 	}
 }
 
+/*
+ * sigwait, sigwaitinfo, sigtimedwait: they consume a pending signal of
+ * their set.  A SIGBUS sent while the program blocked it is held here,
+ * not pending in the kernel, so the wait takes it from here: before it
+ * starts, and once more after one that got nothing (held meanwhile by our
+ * handler in this thread, just before the wait began).  For the time of
+ * the wait the thread leaves the blocker table, so that a SIGBUS sent to
+ * the process and landing in another thread that blocks it is passed here
+ * and consumed by the kernel's wait, which unblocks its set for as long
+ * as it waits (issue 38, sigwait_held).  The kernel dequeues the
+ * synchronous signals, SIGBUS among them, before any other: so does this.
+ */
+bool
+nsb_disp_sigwait_begin(struct nsb_sigwait *w, const sigset_t *set, siginfo_t *got)
+{
+	sigset_t copy;
+
+	w->active = false;
+	if (!atomic_load(&installed) || nsb_in_vfork_child() || !read_user_sigset(set, &copy) ||
+	    sigismember(&copy, SIGBUS) != 1)
+		return false;
+	w->active = true;
+	if (blocked)
+		note_blocker(false);
+	return nsb_disp_sigwait_take(w, got);
+}
+
+/* The one held SIGBUS the kernel would give (this thread's first). */
+bool
+nsb_disp_sigwait_take(struct nsb_sigwait *w, siginfo_t *got)
+{
+	unsigned gen = atomic_load(&discard_gen);
+	int expected = HELD_READY;
+
+	if (!w->active)
+		return false;
+	if (held_thread == HELD_READY) {
+		*got = held_thread_info;
+		held_thread = HELD_NONE;
+		if (held_thread_gen == gen)
+			return true;
+	}
+	if (atomic_compare_exchange_strong(&held_process, &expected, HELD_BUSY)) {
+		bool live = held_process_gen == gen;
+
+		*got = held_process_info;
+		atomic_store(&held_process, HELD_NONE);
+		if (live)
+			return true;
+	}
+	return false;
+}
+
+void
+nsb_disp_sigwait_end(struct nsb_sigwait *w)
+{
+	if (w->active && blocked)
+		note_blocker(true);
+}
+
 /* ---- running the program's handlers ------------------------------------ */
 
 /* [signal-safe] Dies of si as the kernel would kill with it: default
