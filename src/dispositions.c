@@ -1233,14 +1233,55 @@ trampoline(int sig, siginfo_t *si, void *ucv)
 	run_handler(sig, si, ucv, &act, false);
 }
 
-/* [signal-safe] Raised by the kernel for this thread's own access: the
- * kernel forces these even when blocked or ignored.  BUS_MCEERR_AO and
- * SI_KERNEL are sent like any other signal. */
-static bool
-is_fault(const siginfo_t *si)
+/*
+ * [signal-safe] Raised by the kernel for this thread's own access (uc:
+ * its context), rather than sent?  The kernel forces a fault's SIGBUS
+ * even when blocked or ignored; BUS_MCEERR_AO and SI_KERNEL are sent like
+ * any other signal.  And the kernel sends SIGBUS with positive codes of other families
+ * that a fault's share: a clone child's exit signal (CLD_EXITED 1,
+ * CLD_KILLED 2, CLD_DUMPED 3, CLD_TRAPPED 4) and F_SETSIG (POLL_IN 1 ...).
+ * Taken for a fault, one of those killed a program that blocked or
+ * ignored SIGBUS (issue 38, exit_signal_bus).  A fault's context holds
+ * the faulting address where si_addr does (x86-64's cr2, aarch64's
+ * fault_address); a child's siginfo holds its pid there.  x86's alignment
+ * check (#AC, split locks) reports no address.  A machine check
+ * (BUS_MCEERR_AR, asynchronous, no address in the context) is always
+ * taken for a fault.
+ */
+bool
+nsb_disp_is_fault(const siginfo_t *si, const void *ucv)
 {
-	return si->si_code == BUS_ADRALN || si->si_code == BUS_ADRERR ||
-	       si->si_code == BUS_OBJERR || si->si_code == BUS_MCEERR_AR;
+	uintptr_t addr = (uintptr_t)si->si_addr;
+
+	switch (si->si_code) {
+	case BUS_MCEERR_AR:
+		return true;
+	case BUS_ADRALN:
+	case BUS_ADRERR:
+	case BUS_OBJERR:
+		break;
+	default:
+		return false;
+	}
+#if defined(__x86_64__)
+	{
+		const ucontext_t *uc = ucv;
+
+		if (si->si_code == BUS_ADRALN && addr == 0)
+			return true;
+		return !uc || (uintptr_t)uc->uc_mcontext.gregs[REG_CR2] == addr;
+	}
+#elif defined(__aarch64__)
+	{
+		const ucontext_t *uc = ucv;
+
+		return !uc || (uintptr_t)uc->uc_mcontext.fault_address == addr;
+	}
+#else
+	(void)ucv;
+	(void)addr;
+	return true;
+#endif
 }
 
 /* SIGBUS sent by pthread_sigqueue and not yet arrived (signals.c):
@@ -1287,7 +1328,7 @@ nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 		return;
 	}
 	directed = si->si_code == SI_TKILL || (si->si_code == SI_QUEUE && took_directed(si));
-	if (!is_fault(si) && blocked) {
+	if (!nsb_disp_is_fault(si, ucv) && blocked) {
 		hold(si, directed);
 		if (!other_signal_coming(ucv))
 			swallowed++;
@@ -1297,7 +1338,7 @@ nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 	/* The kernel forces the default action on a fault that is blocked
 	 * or ignored. */
 	if (act.sa_handler == SIG_DFL ||
-	    (is_fault(si) && (blocked || act.sa_handler == SIG_IGN))) {
+	    (nsb_disp_is_fault(si, ucv) && (blocked || act.sa_handler == SIG_IGN))) {
 		/* Dies of the same signal, core and all, as soon as we return:
 		 * SIGBUS is blocked while we run, and sigreturn restores the
 		 * faulting context first.  Re-faulting instead would not be

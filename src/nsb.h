@@ -707,6 +707,7 @@ bool nsb_disp_sigwait_take(struct nsb_sigwait *w, siginfo_t *got);
 void nsb_disp_sigwait_end(struct nsb_sigwait *w);
 /* [signal-safe] Everything the library does not rescue ends up here. */
 void nsb_disp_chain(int sig, siginfo_t *si, void *uc);
+bool nsb_disp_is_fault(const siginfo_t *si, const void *uc);	/* [signal-safe] */
 /* sigsetjmp and siglongjmp (see dispositions.c, jumps.c). */
 void nsb_disp_setjmp(const void *env, bool savemask);	/* [signal-safe] */
 bool nsb_disp_longjmp(const void *env, bool mask_saved, const sigset_t *saved_mask);

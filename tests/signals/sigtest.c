@@ -6225,6 +6225,80 @@ body_spawn_blocked_handler_fault(char **a)
 	rescue_check("after");
 }
 
+/* -- exit_signal_bus: SIGBUS sent by the kernel with a positive si_code
+ * that is no fault: a clone child's exit signal (CLD_EXITED, CLD_KILLED)
+ * and F_SETSIG (POLL_IN), codes that a fault's BUS_ADRALN, BUS_ADRERR
+ * share -- */
+
+static pid_t
+bus_child(bool killed)
+{
+	pid_t pid = (pid_t)syscall(SYS_clone, (unsigned long)SIGBUS, NULL, NULL, NULL, NULL);
+
+	if (pid == 0) {
+		if (killed)
+			syscall(SYS_kill, syscall(SYS_getpid), SIGKILL);
+		syscall(SYS_exit, 5);
+	}
+	NSBT_CHECK(pid > 0, "clone: %s", strerror(errno));
+	return pid;
+}
+
+static void
+exit_signal_round(const char *label, bool killed)
+{
+	const struct timespec zero = { 0, 0 };
+	sigset_t set;
+	siginfo_t si;
+	pid_t pid;
+	int status, r;
+
+	pid = bus_child(killed);
+	NSBT_CHECK(waitpid(pid, &status, __WALL) == pid, "waitpid: %s", strerror(errno));
+	printf("%s: child %s, pending=%d calls=%d\n", label, nsbt_status_str(status),
+	       is_pending(SIGBUS), bus_calls_total());
+	sigemptyset(&set);
+	sigaddset(&set, SIGBUS);
+	memset(&si, 0, sizeof(si));
+	r = sigtimedwait(&set, &si, &zero);
+	printf("%s: sigtimedwait=%d code=%d child=%d status=%d\n", label, r, si.si_code,
+	       si.si_pid == pid, si.si_status);
+}
+
+static void
+body_exit_signal_bus(char **a)
+{
+	int p[2];
+
+	(void)a;
+	setup_library();
+	install(SIGBUS, on_bus_info, SA_SIGINFO, NULL);
+	block(SIG_BLOCK, SIGBUS);
+	exit_signal_round("blocked, exited", false);
+	exit_signal_round("blocked, killed", true);
+	block(SIG_UNBLOCK, SIGBUS);
+	/* Handled: the handler sees the child's siginfo. */
+	waitpid(bus_child(true), NULL, __WALL);
+	printf("handled: calls=%d code=%d\n", bus_calls_total(), hs.code);
+	signal(SIGBUS, SIG_IGN);
+	waitpid(bus_child(false), NULL, __WALL);
+	waitpid(bus_child(true), NULL, __WALL);
+	printf("ignored: alive, pending=%d\n", is_pending(SIGBUS));
+	install(SIGBUS, on_bus_info, SA_SIGINFO, NULL);
+	block(SIG_BLOCK, SIGBUS);
+	/* F_SETSIG: SIGBUS for I/O readiness, si_code POLL_IN. */
+	NSBT_CHECK(pipe(p) == 0, "pipe");
+	NSBT_CHECK(fcntl(p[0], F_SETOWN, getpid()) == 0 && fcntl(p[0], F_SETSIG, SIGBUS) == 0 &&
+		   fcntl(p[0], F_SETFL, O_ASYNC | O_NONBLOCK) == 0, "fcntl: %s", strerror(errno));
+	NSBT_CHECK(write(p[1], "x", 1) == 1, "write");
+	printf("F_SETSIG, blocked: pending=%d calls=%d\n", is_pending(SIGBUS), bus_calls_total());
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("F_SETSIG, unblocked: calls=%d code=%d\n", bus_calls_total(), hs.code);
+	close(p[0]);
+	close(p[1]);
+	rescue_check("after");
+}
+
 static const struct scenario scenarios[] = {
 	{ "install-before-sigaction", body_install_before_sigaction, EXIT(0), NULL },
 	{ "install-after-sigaction", body_install_after_sigaction, EXIT(0), NULL },
@@ -6339,6 +6413,7 @@ static const struct scenario scenarios[] = {
 	{ "getcontext-view", body_getcontext_view, EXIT(0), NULL },
 	{ "fork-underscore", body_fork_underscore, EXIT(0), NULL },
 	{ "spawn-blocked-handler-fault", body_spawn_blocked_handler_fault, EXIT(0), NULL },
+	{ "exit-signal-bus", body_exit_signal_bus, EXIT(0), NULL },
 	{ "report", body_report, EXIT(0), NULL },
 	{ NULL, NULL, 0, NULL },
 };
