@@ -28,14 +28,16 @@
  *    nsb_disp_mask;
  *  - threads the C library starts with every signal blocked (SIGEV_THREAD
  *    timers and message queues): threads.c runs their functions with
- *    SIGBUS deliverable and the view blocked, as the kernel would have it;
+ *    SIGBUS deliverable and the view blocked, as the kernel would have it
+ *    (installing the handler first if needed);
  *  - exec and posix_spawn: exec.c hands the new program the program's own
  *    state: a blocked SIGBUS in this thread's kernel mask for the call, an
  *    ignored one through the environment (never SIG_IGN in the kernel,
  *    where a fault of a handler that runs meanwhile would kill).
  * Out of reach (documented in libnosigbus(7)): raw system calls, a mask
- * restored by setcontext, and threads other than these that the C
- * library or the kernel start with SIGBUS blocked.
+ * saved by getcontext on aarch64 (jumps.c), and threads other than these
+ * that the C library or the kernel start with SIGBUS blocked.  The whole
+ * list of paths, each with its test: doc/signals.md.
  *
  * The program's actions live in one seqlocked slot per signal; handlers
  * read them without a lock, and SA_RESETHAND resets one with a

@@ -6296,6 +6296,39 @@ body_exit_signal_bus(char **a)
 	printf("F_SETSIG, unblocked: calls=%d code=%d\n", bus_calls_total(), hs.code);
 	close(p[0]);
 	close(p[1]);
+	/* A SIGEV_SIGNAL timer with SIGBUS as its signal (SI_TIMER). */
+	{
+		struct itimerspec its = { { 0, 0 }, { 0, 1000000 } };
+		const struct timespec two = { 2, 0 };
+		struct sigevent sev;
+		sigset_t set;
+		siginfo_t si;
+		timer_t t;
+		int r;
+
+		memset(&sev, 0, sizeof(sev));
+		sev.sigev_notify = SIGEV_SIGNAL;
+		sev.sigev_signo = SIGBUS;
+		sev.sigev_value.sival_int = 33;
+		block(SIG_BLOCK, SIGBUS);
+		NSBT_CHECK(timer_create(CLOCK_MONOTONIC, &sev, &t) == 0, "timer_create: %s",
+			   strerror(errno));
+		NSBT_CHECK(timer_settime(t, 0, &its, NULL) == 0, "timer_settime");
+		sigemptyset(&set);
+		sigaddset(&set, SIGBUS);
+		memset(&si, 0, sizeof(si));
+		r = sigtimedwait(&set, &si, &two);
+		printf("timer SIGBUS: sigtimedwait=%d code=%s value=%d calls=%d\n", r,
+		       si.si_code == SI_TIMER ? "SI_TIMER" : code_name(si.si_code),
+		       si.si_value.sival_int, bus_calls_total());
+		NSBT_CHECK(timer_settime(t, 0, &its, NULL) == 0, "timer_settime");
+		usleep(100000);
+		printf("timer SIGBUS again: pending=%d\n", is_pending(SIGBUS));
+		block(SIG_UNBLOCK, SIGBUS);
+		printf("timer SIGBUS unblocked: calls=%d code=%s value=%d\n", bus_calls_total(),
+		       hs.code == SI_TIMER ? "SI_TIMER" : code_name(hs.code), hs.value);
+		timer_delete(t);
+	}
 	rescue_check("after");
 }
 
