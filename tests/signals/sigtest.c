@@ -6195,6 +6195,20 @@ body_fork_underscore(char **a)
 /* -- spawn_blocked_handler_fault: popen and wordexp with the program
  * blocking SIGBUS, a handler that faults running meanwhile -- */
 
+/* [signal context] A fresh page of the trap each time: a rescued page
+ * reads zero without faulting again. */
+static void
+on_during_fresh(int sig)
+{
+	(void)sig;
+	if (during_trap && during_calls < 4 && touch(during_trap + (size_t)during_calls * pg) != 0)
+		_exit(95);
+	during_calls++;
+}
+
+/* Not in the suite: it fails (doc/signals.md).  The shell's signal comes
+ * while wordexp waits for the command substitution; popen does not wait
+ * for its shell, so its round only sometimes meets the window. */
 static void
 body_spawn_blocked_handler_fault(char **a)
 {
@@ -6205,8 +6219,8 @@ body_spawn_blocked_handler_fault(char **a)
 
 	(void)a;
 	setup_library();
-	during_trap = protected_trap(1);
-	signal(SIGUSR1, on_during);
+	during_trap = protected_trap(4);
+	signal(SIGUSR1, on_during_fresh);
 	block(SIG_BLOCK, SIGBUS);
 	/* The command signals its parent while popen or wordexp runs. */
 	snprintf(cmd, sizeof(cmd), "kill -USR1 %d; echo x", (int)getpid());
