@@ -1072,7 +1072,7 @@ nsb_disp_sigwait_begin(struct nsb_sigwait *w, const sigset_t *set, siginfo_t *go
 		return false;
 	w->active = true;
 	if (blocked)
-		note_blocker(false);
+		note_blocker(false);	/* no allocation, no errno */
 	return nsb_disp_sigwait_take(w, got);
 }
 
@@ -1105,8 +1105,11 @@ nsb_disp_sigwait_take(struct nsb_sigwait *w, siginfo_t *got)
 void
 nsb_disp_sigwait_end(struct nsb_sigwait *w)
 {
+	int saved_errno = errno;
+
 	if (w->active && blocked)
-		note_blocker(true);
+		note_blocker(true);	/* may map a chunk of the table */
+	errno = saved_errno;
 }
 
 /* ---- running the program's handlers ------------------------------------ */

@@ -162,7 +162,6 @@ enum nsb_real_fn {
 	NSB_REAL_FREOPEN64,
 	NSB_REAL_PTHREAD_SIGQUEUE,
 	NSB_REAL_SIGTIMEDWAIT,
-	NSB_REAL_SIGWAITINFO,
 	NSB_REAL_SIGWAIT,
 	NSB_REAL_GETCONTEXT,
 	NSB_REAL_COUNT
@@ -254,7 +253,6 @@ struct timeval;
 #define real_pause ((int (*)(void))nsb_real(NSB_REAL_PAUSE))
 #define real_sigtimedwait \
 	((int (*)(const sigset_t *, siginfo_t *, const struct timespec *))nsb_real(NSB_REAL_SIGTIMEDWAIT))
-#define real_sigwaitinfo ((int (*)(const sigset_t *, siginfo_t *))nsb_real(NSB_REAL_SIGWAITINFO))
 #define real_sigwait ((int (*)(const sigset_t *, int *))nsb_real(NSB_REAL_SIGWAIT))
 #define real_setcontext ((int (*)(const void *))nsb_real(NSB_REAL_SETCONTEXT))
 #define real_swapcontext ((int (*)(void *, const void *))nsb_real(NSB_REAL_SWAPCONTEXT))

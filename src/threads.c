@@ -163,8 +163,12 @@ thunk(union sigval v)
 	 * Installed later by another thread, the handler would leave this
 	 * one to die of its next fault (sigev_thread_before_install). */
 	if (!nsb_disp_installed() && nsb_sys_sigmask(SIG_BLOCK, NULL, &cur) == 0 &&
-	    sigismember(&cur, SIGBUS) == 1)
+	    sigismember(&cur, SIGBUS) == 1) {
+		int saved_errno = errno;
+
 		(void)nsb_disp_install();
+		errno = saved_errno;
+	}
 	nsb_disp_thread_start_kernel();
 	copy.fn(copy.value);
 }

@@ -476,6 +476,7 @@ took_held(const siginfo_t *got, siginfo_t *info)
 	return SIGBUS;
 }
 
+/* tmo NULL: no timeout (glibc's sigwaitinfo is its sigtimedwait so). */
 static int
 our_sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *tmo)
 {
@@ -487,7 +488,7 @@ our_sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *tm
 		nsb_disp_sigwait_end(&w);
 		return took_held(&got, info);
 	}
-	ret = tmo ? real_sigtimedwait(set, info, tmo) : real_sigwaitinfo(set, info);
+	ret = real_sigtimedwait(set, info, tmo);
 	/* Held by our handler here just before the wait began. */
 	if (ret < 0 && (errno == EAGAIN || errno == EINTR) && nsb_disp_sigwait_take(&w, &got)) {
 		errno = saved_errno;
@@ -500,18 +501,6 @@ our_sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *tm
 NSB_EXPORT int
 sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *tmo)
 {
-	if (!tmo) {
-		/* The C library's call with no timeout is sigwaitinfo's. */
-		struct nsb_sigwait w;
-		siginfo_t got;
-
-		if (nsb_disp_sigwait_begin(&w, set, &got)) {
-			nsb_disp_sigwait_end(&w);
-			return took_held(&got, info);
-		}
-		nsb_disp_sigwait_end(&w);
-		return real_sigtimedwait(set, info, tmo);
-	}
 	return our_sigtimedwait(set, info, tmo);
 }
 
