@@ -56,6 +56,7 @@
 #include <time.h>
 #include <ucontext.h>
 #include <grp.h>
+#include <shadow.h>
 #include <wordexp.h>
 
 #include "nsbtest.h"
@@ -6346,6 +6347,37 @@ body_exit_signal_bus(char **a)
 	rescue_check("after");
 }
 
+/* -- lckpwdf_masks: glibc functions that change the mask and an action
+ * with their internal calls and put back what they read (lckpwdf: SIGALRM
+ * unblocked and given glibc's handler for the wait; rcmd and key_call
+ * the same way with SIGURG, SIGCHLD) -- */
+
+static void
+body_lckpwdf_masks(char **a)
+{
+	static const int bus_only[] = { SIGBUS, 0 };
+	int r;
+
+	(void)a;
+	setup_library();
+	/* Run through the library's trampoline: SIGBUS in its sa_mask. */
+	install(SIGALRM, on_usr1, 0, bus_only);
+	block(SIG_BLOCK, SIGBUS);
+	block(SIG_BLOCK, SIGALRM);
+	r = lckpwdf();
+	printf("lckpwdf=%d: mask=%#lx\n", r, cur_mask());
+	print_query("SIGALRM during", SIGALRM);
+	rescue_check("locked");
+	if (r == 0)
+		ulckpwdf();
+	printf("after: mask=%#lx\n", cur_mask());
+	print_query("SIGALRM after", SIGALRM);
+	block(SIG_UNBLOCK, SIGALRM);
+	raise(SIGALRM);
+	printf("SIGALRM handler calls=%d\n", (int)usr1_count);
+	rescue_check("after");
+}
+
 static const struct scenario scenarios[] = {
 	{ "install-before-sigaction", body_install_before_sigaction, EXIT(0), NULL },
 	{ "install-after-sigaction", body_install_after_sigaction, EXIT(0), NULL },
@@ -6461,6 +6493,7 @@ static const struct scenario scenarios[] = {
 	{ "fork-underscore", body_fork_underscore, EXIT(0), NULL },
 	{ "spawn-blocked-handler-fault", body_spawn_blocked_handler_fault, EXIT(0), NULL },
 	{ "exit-signal-bus", body_exit_signal_bus, EXIT(0), NULL },
+	{ "lckpwdf-masks", body_lckpwdf_masks, EXIT(0), NULL },
 	{ "report", body_report, EXIT(0), NULL },
 	{ NULL, NULL, 0, NULL },
 };
