@@ -164,6 +164,7 @@ enum nsb_real_fn {
 	NSB_REAL_SIGTIMEDWAIT,
 	NSB_REAL_SIGWAIT,
 	NSB_REAL_GETCONTEXT,
+	NSB_REAL__FORK,
 	NSB_REAL_COUNT
 };
 
@@ -729,6 +730,7 @@ void nsb_disp_before_exec(struct nsb_exec *x);
 void nsb_disp_after_exec(struct nsb_exec *x);
 void nsb_disp_exec_ignore(struct nsb_exec *x);
 void nsb_disp_after_fork_child(void);
+void nsb_process_after_Fork_child(void);	/* process.c */
 void nsb_disp_start(void);	/* the constructor's part: inherited mask, handoff */
 /* Its value is the decimal pid of the process that wrote it: the exec'd
  * program's own (exec keeps the pid), or a spawned child's parent's. */

@@ -10,7 +10,11 @@
  * without the library (dispositions.c).  A thunk that finds SIGBUS
  * blocked installs the handler first, as blocking it does.
  *
- * Signal context: none (the thunks run in ordinary threads).
+ * And _Fork, whose child, started without the atfork handlers, gets the
+ * library's reset of a fork child here.
+ *
+ * Signal context: none (the thunks run in ordinary threads; _Fork's
+ * child reset is async-signal-safe, as fork's is).
  */
 #include <errno.h>
 #include <mqueue.h>
@@ -315,3 +319,26 @@ mq_notify(mqd_t mqd, const struct sigevent *sev)
 	}
 	return ret;
 }
+
+/* ---- _Fork ------------------------------------------------------------- */
+
+/*
+ * glibc 2.34's _Fork is fork without the atfork handlers, ours among
+ * them: its child kept the parent's pid as the library's owner and was
+ * taken for a vfork child (its faults not rescued, its sigaction the
+ * kernel's only; issue 38, fork_underscore).  Its child gets the reset
+ * of fork's child here; no lock of the library's was taken for it, and
+ * the child has the mask of the thread that called.  (In a process of
+ * several threads, POSIX allows the child only async-signal-safe calls.)
+ */
+static pid_t
+our_Fork(void)
+{
+	pid_t pid = ((pid_t (*)(void))nsb_real(NSB_REAL__FORK))();
+
+	if (pid == 0)
+		nsb_process_after_Fork_child();
+	return pid;
+}
+
+NSB_EXPORT_SINCE(2, 34, _Fork, our_Fork);
