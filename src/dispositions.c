@@ -28,14 +28,16 @@
  *    nsb_disp_mask;
  *  - threads the C library starts with every signal blocked (SIGEV_THREAD
  *    timers and message queues): threads.c runs their functions with
- *    SIGBUS deliverable and the view blocked, as the kernel would have it;
+ *    SIGBUS deliverable and the view blocked, as the kernel would have it
+ *    (installing the handler first if needed);
  *  - exec and posix_spawn: exec.c hands the new program the program's own
  *    state: a blocked SIGBUS in this thread's kernel mask for the call, an
  *    ignored one through the environment (never SIG_IGN in the kernel,
  *    where a fault of a handler that runs meanwhile would kill).
  * Out of reach (documented in libnosigbus(7)): raw system calls, a mask
- * restored by setcontext, and threads other than these that the C
- * library or the kernel start with SIGBUS blocked.
+ * saved by getcontext on aarch64 (jumps.c), and threads other than these
+ * that the C library or the kernel start with SIGBUS blocked.  The whole
+ * list of paths, each with its test: doc/signals.md.
  *
  * The program's actions live in one seqlocked slot per signal; handlers
  * read them without a lock, and SA_RESETHAND resets one with a
@@ -1047,6 +1049,69 @@ nsb_disp_wait_end(struct nsb_wait *w)
 	}
 }
 
+/*
+ * sigwait, sigwaitinfo, sigtimedwait: they consume a pending signal of
+ * their set.  A SIGBUS sent while the program blocked it is held here,
+ * not pending in the kernel, so the wait takes it from here: before it
+ * starts, and once more after one that got nothing (held meanwhile by our
+ * handler in this thread, just before the wait began).  For the time of
+ * the wait the thread leaves the blocker table, so that a SIGBUS sent to
+ * the process and landing in another thread that blocks it is passed here
+ * and consumed by the kernel's wait, which unblocks its set for as long
+ * as it waits (issue 38, sigwait_held).  The kernel dequeues the
+ * synchronous signals, SIGBUS among them, before any other: so does this.
+ */
+bool
+nsb_disp_sigwait_begin(struct nsb_sigwait *w, const sigset_t *set, siginfo_t *got)
+{
+	sigset_t copy;
+
+	w->active = false;
+	if (!atomic_load(&installed) || nsb_in_vfork_child() || !read_user_sigset(set, &copy) ||
+	    sigismember(&copy, SIGBUS) != 1)
+		return false;
+	w->active = true;
+	if (blocked)
+		note_blocker(false);	/* no allocation, no errno */
+	return nsb_disp_sigwait_take(w, got);
+}
+
+/* The one held SIGBUS the kernel would give (this thread's first). */
+bool
+nsb_disp_sigwait_take(struct nsb_sigwait *w, siginfo_t *got)
+{
+	unsigned gen = atomic_load(&discard_gen);
+	int expected = HELD_READY;
+
+	if (!w->active)
+		return false;
+	if (held_thread == HELD_READY) {
+		*got = held_thread_info;
+		held_thread = HELD_NONE;
+		if (held_thread_gen == gen)
+			return true;
+	}
+	if (atomic_compare_exchange_strong(&held_process, &expected, HELD_BUSY)) {
+		bool live = held_process_gen == gen;
+
+		*got = held_process_info;
+		atomic_store(&held_process, HELD_NONE);
+		if (live)
+			return true;
+	}
+	return false;
+}
+
+void
+nsb_disp_sigwait_end(struct nsb_sigwait *w)
+{
+	int saved_errno = errno;
+
+	if (w->active && blocked)
+		note_blocker(true);	/* may map a chunk of the table */
+	errno = saved_errno;
+}
+
 /* ---- running the program's handlers ------------------------------------ */
 
 /* [signal-safe] Dies of si as the kernel would kill with it: default
@@ -1173,14 +1238,55 @@ trampoline(int sig, siginfo_t *si, void *ucv)
 	run_handler(sig, si, ucv, &act, false);
 }
 
-/* [signal-safe] Raised by the kernel for this thread's own access: the
- * kernel forces these even when blocked or ignored.  BUS_MCEERR_AO and
- * SI_KERNEL are sent like any other signal. */
-static bool
-is_fault(const siginfo_t *si)
+/*
+ * [signal-safe] Raised by the kernel for this thread's own access (uc:
+ * its context), rather than sent?  The kernel forces a fault's SIGBUS
+ * even when blocked or ignored; BUS_MCEERR_AO and SI_KERNEL are sent like
+ * any other signal.  And the kernel sends SIGBUS with positive codes of other families
+ * that a fault's share: a clone child's exit signal (CLD_EXITED 1,
+ * CLD_KILLED 2, CLD_DUMPED 3, CLD_TRAPPED 4) and F_SETSIG (POLL_IN 1 ...).
+ * Taken for a fault, one of those killed a program that blocked or
+ * ignored SIGBUS (issue 38, exit_signal_bus).  A fault's context holds
+ * the faulting address where si_addr does (x86-64's cr2, aarch64's
+ * fault_address); a child's siginfo holds its pid there.  x86's alignment
+ * check (#AC, split locks) reports no address.  A machine check
+ * (BUS_MCEERR_AR, asynchronous, no address in the context) is always
+ * taken for a fault.
+ */
+bool
+nsb_disp_is_fault(const siginfo_t *si, const void *ucv)
 {
-	return si->si_code == BUS_ADRALN || si->si_code == BUS_ADRERR ||
-	       si->si_code == BUS_OBJERR || si->si_code == BUS_MCEERR_AR;
+	uintptr_t addr = (uintptr_t)si->si_addr;
+
+	switch (si->si_code) {
+	case BUS_MCEERR_AR:
+		return true;
+	case BUS_ADRALN:
+	case BUS_ADRERR:
+	case BUS_OBJERR:
+		break;
+	default:
+		return false;
+	}
+#if defined(__x86_64__)
+	{
+		const ucontext_t *uc = ucv;
+
+		if (si->si_code == BUS_ADRALN && addr == 0)
+			return true;
+		return !uc || (uintptr_t)uc->uc_mcontext.gregs[REG_CR2] == addr;
+	}
+#elif defined(__aarch64__)
+	{
+		const ucontext_t *uc = ucv;
+
+		return !uc || (uintptr_t)uc->uc_mcontext.fault_address == addr;
+	}
+#else
+	(void)ucv;
+	(void)addr;
+	return true;
+#endif
 }
 
 /* SIGBUS sent by pthread_sigqueue and not yet arrived (signals.c):
@@ -1227,7 +1333,7 @@ nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 		return;
 	}
 	directed = si->si_code == SI_TKILL || (si->si_code == SI_QUEUE && took_directed(si));
-	if (!is_fault(si) && blocked) {
+	if (!nsb_disp_is_fault(si, ucv) && blocked) {
 		hold(si, directed);
 		if (!other_signal_coming(ucv))
 			swallowed++;
@@ -1237,7 +1343,7 @@ nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 	/* The kernel forces the default action on a fault that is blocked
 	 * or ignored. */
 	if (act.sa_handler == SIG_DFL ||
-	    (is_fault(si) && (blocked || act.sa_handler == SIG_IGN))) {
+	    (nsb_disp_is_fault(si, ucv) && (blocked || act.sa_handler == SIG_IGN))) {
 		/* Dies of the same signal, core and all, as soon as we return:
 		 * SIGBUS is blocked while we run, and sigreturn restores the
 		 * faulting context first.  Re-faulting instead would not be

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * jumps.c - the interposed __sigsetjmp, longjmp, _longjmp, siglongjmp,
- * __longjmp_chk, setcontext and swapcontext.
+ * __longjmp_chk, getcontext (x86-64), setcontext and swapcontext.
  *
  * A program that leaves a signal handler with one of these gets its saved
  * signal mask back inside glibc, past our sigprocmask: the program's view
@@ -115,6 +115,69 @@ __asm__(".text\n\t"
 	".previous");
 #endif
 
+/*
+ * getcontext saves the kernel's mask, which never holds SIGBUS once the
+ * handler is installed: a context saved while the program blocked SIGBUS
+ * came back with it unblocked, and the program read a saved mask without
+ * it (issue 38, getcontext_view).  On x86-64 getcontext is a wrapper, in
+ * assembly, that calls glibc's from its own frame, leaving the program's
+ * callee-saved registers untouched, and then makes the saved context the
+ * one glibc would have saved for the program: its return address and
+ * stack pointer, and the view's SIGBUS bit in uc_sigmask.  Entering it
+ * (setcontext) resumes in the program, never in the wrapper's frame.
+ * Elsewhere glibc's own (libnosigbus(7)).
+ */
+#if defined(__x86_64__)
+NSB_INTERNAL nsb_any_fn nsb_jumps_getcontext_real(void) __attribute__((used));
+NSB_INTERNAL int nsb_jumps_getcontext(ucontext_t *uc, uintptr_t sp, uintptr_t ret)
+	__attribute__((used));
+
+nsb_any_fn
+nsb_jumps_getcontext_real(void)
+{
+	return nsb_real(NSB_REAL_GETCONTEXT);
+}
+
+/* [signal-safe] */
+int
+nsb_jumps_getcontext(ucontext_t *uc, uintptr_t sp, uintptr_t ret)
+{
+	uc->uc_mcontext.gregs[REG_RIP] = (greg_t)ret;
+	uc->uc_mcontext.gregs[REG_RSP] = (greg_t)sp;
+	if (nsb_disp_installed() && nsb_disp_blocked())
+		sigaddset(&uc->uc_sigmask, SIGBUS);
+	return 0;
+}
+
+/* The uc pointer kept on the stack (16-byte aligned for both calls); the
+ * program's return address above it. */
+__asm__(".text\n\t"
+	".globl getcontext\n\t"
+	".type getcontext, @function\n\t"
+	".p2align 4\n"
+	"getcontext:\n\t"
+	".cfi_startproc\n\t"
+	NSB_ENDBR
+	"push %rdi\n\t"
+	".cfi_adjust_cfa_offset 8\n\t"
+	"call nsb_jumps_getcontext_real\n\t"
+	"movq (%rsp), %rdi\n\t"
+	"call *%rax\n\t"
+	"testl %eax, %eax\n\t"
+	"jnz 1f\n\t"
+	"movq (%rsp), %rdi\n\t"
+	"leaq 16(%rsp), %rsi\n\t"
+	"movq 8(%rsp), %rdx\n\t"
+	"call nsb_jumps_getcontext\n"
+	"1:\n\t"
+	"add $8, %rsp\n\t"
+	".cfi_adjust_cfa_offset -8\n\t"
+	"ret\n\t"
+	".cfi_endproc\n\t"
+	".size getcontext, .-getcontext\n\t"
+	".previous");
+#endif
+
 /* The jmp_buf to jump with: env, or (saved mask holding SIGBUS) a copy
  * without it. */
 static inline struct __jmp_buf_tag *
@@ -162,8 +225,8 @@ __longjmp_chk(struct __jmp_buf_tag env[1], int val)
  * kernel: a coroutine made with every signal blocked would block SIGBUS
  * for real.  The kernel gets a copy without it, and the view gets its
  * bit.  A swapcontext that comes back here brings back the view of the
- * moment it left.  (A context saved by getcontext holds the kernel's mask,
- * without the view's bit: see libnosigbus(7).)
+ * moment it left.  (A context saved by getcontext holds the view's bit:
+ * see above; on x86-64 only.)
  *
  * A context made by makecontext with a uc_link goes there, when its
  * function returns, through glibc's __start_context, which calls glibc's

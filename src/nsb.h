@@ -161,6 +161,10 @@ enum nsb_real_fn {
 	NSB_REAL_FREOPEN,
 	NSB_REAL_FREOPEN64,
 	NSB_REAL_PTHREAD_SIGQUEUE,
+	NSB_REAL_SIGTIMEDWAIT,
+	NSB_REAL_SIGWAIT,
+	NSB_REAL_GETCONTEXT,
+	NSB_REAL__FORK,
 	NSB_REAL_COUNT
 };
 
@@ -248,6 +252,9 @@ struct pollfd;
 struct epoll_event;
 struct timeval;
 #define real_pause ((int (*)(void))nsb_real(NSB_REAL_PAUSE))
+#define real_sigtimedwait \
+	((int (*)(const sigset_t *, siginfo_t *, const struct timespec *))nsb_real(NSB_REAL_SIGTIMEDWAIT))
+#define real_sigwait ((int (*)(const sigset_t *, int *))nsb_real(NSB_REAL_SIGWAIT))
 #define real_setcontext ((int (*)(const void *))nsb_real(NSB_REAL_SETCONTEXT))
 #define real_swapcontext ((int (*)(void *, const void *))nsb_real(NSB_REAL_SWAPCONTEXT))
 #define real_madvise ((int (*)(void *, size_t, int))nsb_real(NSB_REAL_MADVISE))
@@ -694,8 +701,17 @@ struct nsb_wait {
 int nsb_disp_wait_begin(struct nsb_wait *w, const sigset_t *mask);
 bool nsb_disp_wait_again(struct nsb_wait *w);
 void nsb_disp_wait_end(struct nsb_wait *w);
+/* sigwait, sigwaitinfo, sigtimedwait (waits.c): true when a held SIGBUS
+ * is taken into *got. */
+struct nsb_sigwait {
+	bool active;
+};
+bool nsb_disp_sigwait_begin(struct nsb_sigwait *w, const sigset_t *set, siginfo_t *got);
+bool nsb_disp_sigwait_take(struct nsb_sigwait *w, siginfo_t *got);
+void nsb_disp_sigwait_end(struct nsb_sigwait *w);
 /* [signal-safe] Everything the library does not rescue ends up here. */
 void nsb_disp_chain(int sig, siginfo_t *si, void *uc);
+bool nsb_disp_is_fault(const siginfo_t *si, const void *uc);	/* [signal-safe] */
 /* sigsetjmp and siglongjmp (see dispositions.c, jumps.c). */
 void nsb_disp_setjmp(const void *env, bool savemask);	/* [signal-safe] */
 bool nsb_disp_longjmp(const void *env, bool mask_saved, const sigset_t *saved_mask);
@@ -719,6 +735,7 @@ void nsb_disp_before_exec(struct nsb_exec *x);
 void nsb_disp_after_exec(struct nsb_exec *x);
 void nsb_disp_exec_ignore(struct nsb_exec *x);
 void nsb_disp_after_fork_child(void);
+void nsb_process_after_Fork_child(void);	/* process.c */
 void nsb_disp_start(void);	/* the constructor's part: inherited mask, handoff */
 /* Its value is the decimal pid of the process that wrote it: the exec'd
  * program's own (exec keeps the pid), or a spawned child's parent's. */

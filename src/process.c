@@ -231,11 +231,10 @@ after_fork_parent(void)
 	nsb_unlock(&nsb_timers_lock);
 }
 
+/* The child's reset; the locks' saved mask is the caller's business. */
 static void
-after_fork_child(void)
+reset_child(void)
 {
-	sigset_t mask = nsb_timers_lock.saved;
-
 	owner_pid = getpid();
 	/* The locks are new, and this thread holds none of them. */
 	outer_mask = NULL;
@@ -249,7 +248,22 @@ after_fork_child(void)
 	nsb_rescue_after_fork_child();
 	nsb_disp_after_fork_child();
 	nsb_log_after_fork_child();
+}
+
+static void
+after_fork_child(void)
+{
+	sigset_t mask = nsb_timers_lock.saved;
+
+	reset_child();
 	nsb_sys_sigmask(SIG_SETMASK, &mask, NULL);
+}
+
+/* The child of _Fork, which runs no atfork handler (threads.c). */
+void
+nsb_process_after_Fork_child(void)
+{
+	reset_child();
 }
 
 /*

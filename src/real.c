@@ -120,6 +120,10 @@ static const struct {
 	[NSB_REAL_FREOPEN] = { "freopen", true, false },
 	[NSB_REAL_FREOPEN64] = { "freopen64", true, false },
 	[NSB_REAL_PTHREAD_SIGQUEUE] = { "pthread_sigqueue", true, true },
+	[NSB_REAL_SIGTIMEDWAIT] = { "sigtimedwait", true, false },
+	[NSB_REAL_SIGWAIT] = { "sigwait", true, false },
+	[NSB_REAL_GETCONTEXT] = { "getcontext", true, true },
+	[NSB_REAL__FORK] = { "_Fork", false, true },
 };
 
 /*

@@ -617,8 +617,11 @@ nsb_rescue_handler(int sig, siginfo_t *si, void *uc)
 	int saved_errno = errno;
 
 	/* Only a fault the kernel raised counts: si_code BUS_ADRERR cannot
-	 * be sent by another process (the kernel refuses si_code >= 0). */
-	if (si && si->si_code == BUS_ADRERR && rescue((uintptr_t)si->si_addr) != NOT_OURS) {
+	 * be sent by another process (the kernel refuses si_code >= 0), but
+	 * the kernel sends it as CLD_KILLED, a child's exit signal, with the
+	 * child's pid and uid where the address would be. */
+	if (si && si->si_code == BUS_ADRERR && nsb_disp_is_fault(si, uc) &&
+	    rescue((uintptr_t)si->si_addr) != NOT_OURS) {
 		errno = saved_errno;
 		return;
 	}
