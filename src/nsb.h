@@ -744,6 +744,10 @@ struct nsb_vma {
 	bool wipeonfork;	/* smaps only: MADV_WIPEONFORK given (VmFlags wf) */
 	uint32_t kept;		/* smaps only: the NSB_META_ bits of what a replaced
 				 * page must get again (VmFlags lo lf dd hg nh mg) */
+	uint64_t flags_sig;	/* smaps only: a hash of the VmFlags a program can
+				 * set on part of a mapping (all but sd mr mw me
+				 * ac nr): equal for two VMAs the kernel would
+				 * have kept as one */
 	const char *path;	/* NULL when absent or too long to keep */
 };
 /* Calls fn for each VMA overlapping [lo, hi), in address order, from
