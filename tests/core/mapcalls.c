@@ -18,6 +18,9 @@
  *    of its own: a VMA the kernel does not merge) grows and moves again,
  *    as the kernel's single VMA does; a split the program makes there
  *    (mprotect, MADV_RANDOM) still fails with EFAULT, as in the kernel;
+ *  - refreshed_page_attrs: the page the library maps from the file again
+ *    keeps the mapping's mlock and MADV_DONTDUMP (smaps VmFlags), as a
+ *    rescued page does, and the mapping still grows;
  *  - madv_remove_rescued: MADV_REMOVE over a shared mapping with a
  *    rescued page succeeds, as over the kernel flag's single VMA;
  *  - mlock_rescued_unlocked: a rescued page keeps mlock, lock-on-fault,
@@ -301,6 +304,45 @@ refreshed_split_child(void *arg)
 	printf("ok: mremap_refreshed_split\n");
 }
 
+static void vm_flags(const void *addr, char *out, size_t size);
+static bool has_flag(const char *flags, const char *f);
+
+static void
+refreshed_attrs_child(void *arg)
+{
+	static const char *const want[] = { "dd", "lo" };
+	struct peer pr;
+	char flags[512];
+	int fd = nsbt_file(NSBT_MEMFD, 4 * ps);
+	char *p = core_map(NULL, 4 * ps, CORE_PROT_RW, MAP_SHARED | MAP_NOSIGBUS, fd, 0), *q;
+	size_t n = 2;
+
+	(void)arg;
+	NSBT_CHECK(madvise(p, 4 * ps, MADV_DONTDUMP) == 0, "MADV_DONTDUMP: %s", strerror(errno));
+	if (mlock(p, 4 * ps) != 0) {
+		printf("skip: mlock: %s (MADV_DONTDUMP alone)\n", strerror(errno));
+		n = 1;
+	}
+	peer_start(&pr, fd);
+	close(fd);
+	peer_size(&pr, ps);
+	core_expect_bytes(p + 2 * ps, 0, ps, "a page past the end, rescued");
+	peer_size(&pr, 16 * ps);
+	q = mremap(p, 4 * ps, 8 * ps, MREMAP_MAYMOVE);
+	NSBT_CHECK(q != MAP_FAILED, "mremap to 8 pages after a rescue: %s", strerror(errno));
+	core_expect_pattern(q, 0, 8 * ps, "the file grown back, after mremap");
+	vm_flags(q + 2 * ps, flags, sizeof(flags));
+	for (size_t i = 0; i < n; i++)
+		NSBT_CHECK(has_flag(flags, want[i]),
+			   "the page mapped from the file again lost '%s': VmFlags:%s", want[i], flags);
+	p = mremap(q, 8 * ps, 12 * ps, MREMAP_MAYMOVE);
+	NSBT_CHECK(p != MAP_FAILED, "mremap of the locked, refreshed mapping: %s, where the kernel "
+		   "alone moves it", strerror(errno));
+	core_expect_pattern(p, 0, 12 * ps, "after the second mremap");
+	peer_end(&pr);
+	printf("ok: refreshed_page_attrs\n");
+}
+
 static void
 madv_remove_child(void *arg)
 {
@@ -505,6 +547,7 @@ main(int argc, char **argv)
 		{ "raw_munmap_stale_record", raw_munmap_child },
 		{ "mremap_program_split", program_split_child },
 		{ "mremap_refreshed_split", refreshed_split_child },
+		{ "refreshed_page_attrs", refreshed_attrs_child },
 		{ "madv_remove_rescued", madv_remove_child },
 		{ "mlock_rescued_unlocked", attrs_child },
 		{ "MADV_DONTNEED, msync, mincore", page_calls_child },
