@@ -21,12 +21,17 @@
  * there (flux), another thread is replacing the unit (its bit is set and
  * the rescue is under way), or the unit no longer faults (it was replaced
  * while this fault's signal was on its way, or the file grew back).
+ * Where another thread is the reason (a call, a replacement), the fault
+ * gives up its CPU first (sched_yield): a thread of real-time priority
+ * faulting again and again would otherwise keep that thread, if it is of
+ * the same priority on the same CPU, from ever running (a livelock).
  *
  * Stack: the handler may run on a small alternate stack (Rust gives each
  * thread 8 KiB); no buffer here is bigger than a few words.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -530,6 +535,7 @@ rescue(uintptr_t addr)
 	case NSB_LOOKUP_NONE:
 		return NOT_OURS;
 	case NSB_LOOKUP_BUSY:
+		sched_yield();	/* let the call's thread run (below) */
 		return AGAIN;	/* a call is changing the records here */
 	case NSB_LOOKUP_FOUND:
 		break;
@@ -546,6 +552,7 @@ rescue(uintptr_t addr)
 	slot = busy_enter(r.acct, start, start + units * unit);
 	if (slot < 0) {
 		nsb_ranges_leave(ticket);
+		sched_yield();	/* let them run (below) */
 		return AGAIN;	/* the owners will be done */
 	}
 	if (!nsb_account_claim(r.acct, off)) {
@@ -556,6 +563,12 @@ rescue(uintptr_t addr)
 
 		busy_leave(slot);
 		nsb_ranges_leave(ticket);
+		/* Another thread replaces it: let it run.  A thread of
+		 * real-time priority that only faulted again would keep a
+		 * replacing one of the same priority off its CPU for good
+		 * (core-lostwrite attack under SCHED_FIFO hung so). */
+		if (wait)
+			sched_yield();
 		return wait || first_again(start, &r) ? AGAIN : NOT_OURS;
 	}
 	/* State: anonymous memory faults with SIGBUS only on huge pages; a
