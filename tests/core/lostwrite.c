@@ -41,7 +41,7 @@ static volatile char *map;
 static size_t npages, ps;
 static size_t stride;	/* in pages */
 static pthread_barrier_t start;
-static volatile unsigned long progress;
+static volatile unsigned long *progress;	/* shared with the watchdog */
 static bool realtime;	/* attack-rt */
 
 struct worker {
@@ -74,7 +74,7 @@ attack_thread(void *arg)
 
 			*word = (uint64_t)page << 8 | (uint64_t)(w->id + 1);
 		}
-		__atomic_add_fetch(&progress, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(progress, 1, __ATOMIC_RELAXED);
 	}
 	return NULL;
 }
@@ -252,7 +252,12 @@ main(int argc, char **argv)
 		char err[4096];
 
 		realtime = strcmp(what, "attack-rt-one") == 0;
-		int status = core_run_watched(attack_child, (void *)fill, 120, &progress,
+		/* Where the child counts its lanes for the watchdog: a
+		 * counter of its own (after fork) would stay 0 here. */
+		progress = mmap(NULL, sizeof(*progress), PROT_READ | PROT_WRITE,
+				MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		NSBT_CHECK(progress != MAP_FAILED, "mmap: %s", strerror(errno));
+		int status = core_run_watched(attack_child, (void *)fill, 120, progress,
 					      "lost-write attack", err, sizeof(err));
 
 		core_expect_quiet(err, "lost-write attack");
