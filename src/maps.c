@@ -111,6 +111,7 @@ parse_header(const char *line, bool whole, struct nsb_vma *vma)
 	vma->pkey = -1;
 	vma->dontfork = vma->wipeonfork = false;
 	vma->kept = 0;
+	vma->flags_sig = 0;
 	return true;
 }
 
@@ -136,10 +137,23 @@ struct walk {
 	void *arg;
 };
 
+/* A flag of VmFlags, mixed (splitmix64's finaliser): the sum over a
+ * line's flags tells two sets apart. */
+static uint64_t
+flag_hash(unsigned a, unsigned b)
+{
+	uint64_t x = ((uint64_t)a << 8 | b) * 0x9e3779b97f4a7c15u;
+
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+	return x ^ (x >> 31);
+}
+
 /* The fork advices of smaps' VmFlags line ("dc": MADV_DONTFORK, "wf":
  * MADV_WIPEONFORK), and the locks and advice a replaced page must get
  * again (doc/mappings.md), for a record made of a mapping advised before
- * the library knew it (nosigbus_protect). */
+ * the library knew it (nosigbus_protect); and the sum of the others'
+ * hashes, for mremap (mman.c remap_pieces). */
 static void
 vm_flags(const char *p, struct nsb_vma *vma)
 {
@@ -162,6 +176,14 @@ vm_flags(const char *p, struct nsb_vma *vma)
 			vma->kept |= NSB_META_NOHUGEPAGE;
 		else if (p[0] == 'm' && p[1] == 'g')
 			vma->kept |= NSB_META_MERGEABLE;
+		/* The rest, hashed: all but the ones that no call sets on
+		 * part of a mapping, or that a mapping the library made
+		 * afresh has its own way (soft-dirty, the may-flags of the
+		 * descriptor it was mapped from, accounting, noreserve). */
+		if (!((p[0] == 's' && p[1] == 'd') ||
+		      (p[0] == 'm' && (p[1] == 'r' || p[1] == 'w' || p[1] == 'e')) ||
+		      (p[0] == 'a' && p[1] == 'c') || (p[0] == 'n' && p[1] == 'r')))
+			vma->flags_sig += flag_hash((unsigned char)p[0], (unsigned char)p[1]);
 		p += 2;
 		while (*p == ' ')
 			p++;
@@ -388,6 +410,7 @@ query_each(int fd, uintptr_t lo, uintptr_t hi,
 		vma.page_size = 0;
 		vma.dontfork = vma.wipeonfork = false;
 		vma.kept = 0;
+		vma.flags_sig = 0;
 		vma.path = with_name && q.vma_name_size > 1 &&
 			   escape_newlines(name, sizeof(name)) ? name : NULL;
 		with_name = true;

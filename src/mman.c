@@ -1229,14 +1229,58 @@ struct pieces {
 	bool last_file;		/* the piece before is not a rescue's */
 	bool hole;
 	bool program;		/* a split the program made */
+	bool smaps;		/* the walk reads smaps (VmFlags) */
+	bool recheck;		/* two pieces of the file side by side: walk
+				 * smaps to tell whose split it is */
+	struct nsb_vma last;	/* the piece before, clipped, if of the file */
 };
 
 /*
- * Only the library's own rescues may have split the mapping: a piece of
- * anonymous memory is a rescue's if every unit of it is replaced; two
- * pieces of the file side by side, or pieces of different protections,
- * are a split the program made (mprotect, madvise, mlock), which the
- * kernel's single VMA would have too: the kernel's EFAULT stands.
+ * Is the boundary at `at` between two records the kernel would have kept
+ * as one VMA: one record across it, or two of the same mapping (gen), file,
+ * attributes and offsets that follow on?  A program's mlock, madvise or
+ * mbind of a part changes the part's meta, a MAP_FIXED over a part makes a
+ * new mapping (gen).
+ */
+static bool
+one_record_across(uintptr_t at)
+{
+	struct nsb_saved s;
+	bool one;
+
+	nsb_saved_init(&s);
+	one = nsb_ranges_collect(at - 1, at + 1, &s) == 0 &&
+	      (s.n == 1 ? s.r[0].start == at - 1 && s.r[0].end == at + 1
+			: s.n == 2 && s.r[0].end == at && s.r[1].start == at &&
+				  s.r[0].gen == s.r[1].gen && s.r[0].file == s.r[1].file &&
+				  s.r[0].meta == s.r[1].meta && s.r[0].off + 1 == s.r[1].off);
+	nsb_saved_free(&s);
+	return one;
+}
+
+/* Two pieces of the file side by side that one VMA of the kernel flag
+ * would be: a unit the library mapped from the file again (refresh.c),
+ * from a descriptor of its own, which the kernel does not merge with the
+ * program's mapping of the same file.  Needs smaps (VmFlags, key). */
+static bool
+refreshed_split(const struct nsb_vma *last, const struct nsb_vma *vma, uintptr_t at)
+{
+	return vma->start == at && last->end == at && vma->dev == last->dev &&
+	       vma->ino == last->ino && vma->shared == last->shared &&
+	       vma->off == last->off + (last->end - last->start) && vma->pkey == last->pkey &&
+	       vma->flags_sig == last->flags_sig && vma->kept == last->kept &&
+	       vma->dontfork == last->dontfork && vma->wipeonfork == last->wipeonfork &&
+	       one_record_across(at);
+}
+
+/*
+ * Only the library's own rescues and refreshes may have split the mapping:
+ * a piece of anonymous memory is a rescue's if every unit of it is
+ * replaced; two pieces of the file side by side are a refresh's if
+ * nothing but the descriptor tells them apart (refreshed_split); any
+ * other split, or pieces of different protections, is a split the
+ * program made (mprotect, madvise, mlock, a MAP_FIXED over a part), which
+ * the kernel's single VMA would have too: the kernel's EFAULT stands.
  */
 static int
 collect_piece(const struct nsb_vma *vma, void *arg)
@@ -1255,13 +1299,24 @@ collect_piece(const struct nsb_vma *vma, void *arg)
 		r.end = pc->end;
 	if (pc->vmas.n == 0)
 		pc->prot = vma->prot;
+	if (!vma->anon && pc->last_file && !pc->smaps) {
+		pc->recheck = true;
+		return 1;
+	}
 	if (vma->prot != pc->prot ||
 	    (vma->anon ? nsb_ranges_replaced(r.start, r.end) != (r.end - r.start) / pc->unit
-		       : pc->last_file)) {
+		       : pc->last_file && !refreshed_split(&pc->last, vma, r.start))) {
 		pc->program = true;
 		return 1;
 	}
 	pc->last_file = !vma->anon;
+	if (!vma->anon) {
+		pc->last = *vma;
+		pc->last.path = NULL;
+		pc->last.off += r.start - vma->start;
+		pc->last.start = r.start;
+		pc->last.end = r.end;
+	}
 	pc->next = r.end;
 	return nsb_saved_push(&pc->vmas, &r) < 0 ? -1 : 0;
 }
@@ -1298,11 +1353,20 @@ remap_pieces(uintptr_t old, size_t old_len, size_t new_len, int flags, uintptr_t
 	struct piece *pcs = NULL;
 	size_t n, i;
 	void *ret = MAP_FAILED;
-	int err = EFAULT;
+	int err = EFAULT, walked;
 
 	nsb_saved_init(&pc.vmas);
-	if (nsb_maps_each(old, old_end, false, collect_piece, &pc) != 0 || pc.hole || pc.program ||
-	    pc.next < old_end || pc.vmas.n == 0)
+	walked = nsb_maps_each(old, old_end, false, collect_piece, &pc);
+	if (walked != 0 && pc.recheck) {
+		/* Again from smaps, which tells a refresh's split apart. */
+		nsb_saved_free(&pc.vmas);
+		nsb_saved_init(&pc.vmas);
+		pc.next = old;
+		pc.last_file = pc.hole = pc.program = pc.recheck = false;
+		pc.smaps = true;
+		walked = nsb_maps_each(old, old_end, true, collect_piece, &pc);
+	}
+	if (walked != 0 || pc.hole || pc.program || pc.next < old_end || pc.vmas.n == 0)
 		goto out;
 	n = pc.vmas.n;
 

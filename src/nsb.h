@@ -673,6 +673,13 @@ void nsb_rescue_handler(int sig, siginfo_t *si, void *uc); /* [signal-safe] */
 void nsb_rescue_after_fork_child(void);
 int nsb_rescue_prepare(void);	/* its memory, before the handler is installed */
 void nsb_rescue_arm(void);	/* at the first protected record: populate or not */
+/* What a VMA made anew over a record's page must be given again (a rescue's
+ * zero page, a refresh's file page): the policy at p before (-1: none
+ * kept), then everything with it after. */
+#define NSB_POLICY_BITS (8 * 2 * sizeof(unsigned long))
+int nsb_rescue_policy(const void *p, uint32_t meta, unsigned long nodes[2]); /* [signal-safe] */
+void nsb_rescue_reapply(void *p, size_t len, uint32_t meta, int policy,
+			const unsigned long nodes[2]); /* [signal-safe] */
 
 /* ---- dispositions.c: the program's view of signals --------------------- */
 
@@ -766,6 +773,10 @@ struct nsb_vma {
 	bool wipeonfork;	/* smaps only: MADV_WIPEONFORK given (VmFlags wf) */
 	uint32_t kept;		/* smaps only: the NSB_META_ bits of what a replaced
 				 * page must get again (VmFlags lo lf dd hg nh mg) */
+	uint64_t flags_sig;	/* smaps only: a hash of the VmFlags a program can
+				 * set on part of a mapping (all but sd mr mw me
+				 * ac nr): equal for two VMAs the kernel would
+				 * have kept as one */
 	const char *path;	/* NULL when absent or too long to keep */
 };
 /* Calls fn for each VMA overlapping [lo, hi), in address order, from

@@ -21,12 +21,17 @@
  * there (flux), another thread is replacing the unit (its bit is set and
  * the rescue is under way), or the unit no longer faults (it was replaced
  * while this fault's signal was on its way, or the file grew back).
+ * Where another thread is the reason (a call, a replacement), the fault
+ * gives up its CPU first (sched_yield): a thread of real-time priority
+ * faulting again and again would otherwise keep that thread, if it is of
+ * the same priority on the same CPU, from ever running (a livelock).
  *
  * Stack: the handler may run on a small alternate stack (Rust gives each
  * thread 8 KiB); no buffer here is bigger than a few words.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,48 +284,70 @@ nsb_rescue_after_fork_child(void)
 	}
 }
 
+/* [signal-safe] The memory policy at p if the record says the program
+ * set one (mbind), read while the page is still the mapping's; -1 if none. */
+int
+nsb_rescue_policy(const void *p, uint32_t meta, unsigned long nodes[2])
+{
+	int policy = -1;
+
+	nodes[0] = nodes[1] = 0;	/* 64 or 128 nodes; more: not kept */
+	if ((meta & NSB_META_MBIND) &&
+	    syscall(SYS_get_mempolicy, &policy, nodes, NSB_POLICY_BITS, p, MPOL_F_ADDR) != 0)
+		policy = -1;
+	return policy;
+}
+
+/* [signal-safe] What a new VMA over [p, p + len) does not inherit from the
+ * one it replaced, given again from the record's meta: its key, fork
+ * advice, dump and huge page advice, merging, memory policy (from
+ * nsb_rescue_policy) and locks.  For a rescue, and for a refresh's
+ * mapping of the file (refresh.c). */
+void
+nsb_rescue_reapply(void *p, size_t len, uint32_t meta, int policy, const unsigned long nodes[2])
+{
+	int prot = (int)(meta & NSB_META_PROT);
+	int pkey = NSB_META_PKEY(meta);
+
+	if (pkey >= 0)
+		(void)nsb_sys_pkey_mprotect(p, len, prot, pkey);
+	/* The new VMA does not inherit the madvise() of the one it replaced. */
+	if (meta & NSB_META_DONTFORK)
+		(void)nsb_sys_madvise(p, len, MADV_DONTFORK);
+	if (meta & NSB_META_WIPEONFORK)
+		(void)nsb_sys_madvise(p, len, MADV_WIPEONFORK);
+	/* Nor its advice and locks (the program gave them: its own calls). */
+	if (meta & NSB_META_DONTDUMP)
+		(void)nsb_sys_madvise(p, len, MADV_DONTDUMP);
+	if (meta & NSB_META_HUGEPAGE)
+		(void)nsb_sys_madvise(p, len, MADV_HUGEPAGE);
+	if (meta & NSB_META_NOHUGEPAGE)
+		(void)nsb_sys_madvise(p, len, MADV_NOHUGEPAGE);
+	if (meta & NSB_META_MERGEABLE)
+		(void)nsb_sys_madvise(p, len, MADV_MERGEABLE);
+	if (policy > 0)
+		(void)syscall(SYS_mbind, p, len, policy, nodes, NSB_POLICY_BITS, 0);
+	if ((meta & (NSB_META_LOCKED | NSB_META_ONFAULT)) == NSB_META_LOCKED)
+		(void)syscall(SYS_mlock, p, len);
+	else if (meta & NSB_META_LOCKED)
+		(void)syscall(SYS_mlock2, p, len, MLOCK_ONFAULT);
+}
+
 /* [signal-safe] Replaces [start, end) with zero pages at the recorded
- * protection, key and fork behaviour. */
+ * protection, key, fork behaviour, advice, policy and locks. */
 static bool
 replace(uintptr_t start, uintptr_t end, const struct nsb_range *r)
 {
 	int prot = (int)(r->meta & NSB_META_PROT);
-	int pkey = NSB_META_PKEY(r->meta);
-	unsigned long nodes[2] = { 0, 0 };	/* 128 nodes; more: not kept */
-	int policy = -1;
+	unsigned long nodes[2];
+	int policy = nsb_rescue_policy((const void *)start, r->meta, nodes);
 	void *p;
 
-	/* The mapping's own memory policy (the program's mbind), read
-	 * while the page is still the mapping's. */
-	if ((r->meta & NSB_META_MBIND) &&
-	    syscall(SYS_get_mempolicy, &policy, nodes, 8 * sizeof(nodes), start, MPOL_F_ADDR) != 0)
-		policy = -1;
 	p = nsb_sys_mmap((void *)start, end - start, prot,
 			 MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return false;
-	if (pkey >= 0)
-		(void)nsb_sys_pkey_mprotect(p, end - start, prot, pkey);
-	/* The new VMA does not inherit the madvise() of the one it replaced. */
-	if (r->meta & NSB_META_DONTFORK)
-		(void)nsb_sys_madvise(p, end - start, MADV_DONTFORK);
-	if (r->meta & NSB_META_WIPEONFORK)
-		(void)nsb_sys_madvise(p, end - start, MADV_WIPEONFORK);
-	/* Nor its advice and locks (the program gave them: its own calls). */
-	if (r->meta & NSB_META_DONTDUMP)
-		(void)nsb_sys_madvise(p, end - start, MADV_DONTDUMP);
-	if (r->meta & NSB_META_HUGEPAGE)
-		(void)nsb_sys_madvise(p, end - start, MADV_HUGEPAGE);
-	if (r->meta & NSB_META_NOHUGEPAGE)
-		(void)nsb_sys_madvise(p, end - start, MADV_NOHUGEPAGE);
-	if (r->meta & NSB_META_MERGEABLE)
-		(void)nsb_sys_madvise(p, end - start, MADV_MERGEABLE);
-	if (policy > 0)
-		(void)syscall(SYS_mbind, p, end - start, policy, nodes, 8 * sizeof(nodes), 0);
-	if ((r->meta & (NSB_META_LOCKED | NSB_META_ONFAULT)) == NSB_META_LOCKED)
-		(void)syscall(SYS_mlock, p, end - start);
-	else if (r->meta & NSB_META_LOCKED)
-		(void)syscall(SYS_mlock2, p, end - start, MLOCK_ONFAULT);
+	nsb_rescue_reapply(p, end - start, r->meta, policy, nodes);
 	/* A fill: its zero pages at once, read-only ones too (see above). */
 	if (populate && (prot & PROT_READ) && end - start > nsb_config.page_size)
 		(void)nsb_sys_madvise(p, end - start < POPULATE_MAX ? end - start : POPULATE_MAX,
@@ -508,6 +535,7 @@ rescue(uintptr_t addr)
 	case NSB_LOOKUP_NONE:
 		return NOT_OURS;
 	case NSB_LOOKUP_BUSY:
+		sched_yield();	/* let the call's thread run (below) */
 		return AGAIN;	/* a call is changing the records here */
 	case NSB_LOOKUP_FOUND:
 		break;
@@ -524,6 +552,7 @@ rescue(uintptr_t addr)
 	slot = busy_enter(r.acct, start, start + units * unit);
 	if (slot < 0) {
 		nsb_ranges_leave(ticket);
+		sched_yield();	/* let them run (below) */
 		return AGAIN;	/* the owners will be done */
 	}
 	if (!nsb_account_claim(r.acct, off)) {
@@ -534,6 +563,12 @@ rescue(uintptr_t addr)
 
 		busy_leave(slot);
 		nsb_ranges_leave(ticket);
+		/* Another thread replaces it: let it run.  A thread of
+		 * real-time priority that only faulted again would keep a
+		 * replacing one of the same priority off its CPU for good
+		 * (core-lostwrite attack under SCHED_FIFO hung so). */
+		if (wait)
+			sched_yield();
 		return wait || first_again(start, &r) ? AGAIN : NOT_OURS;
 	}
 	/* State: anonymous memory faults with SIGBUS only on huge pages; a
