@@ -353,8 +353,9 @@ new_unit(int flags, int fd, const struct nsb_decision *d)
 }
 
 static uint32_t
-file_of(int fd, const struct nsb_decision *d)
+file_of(int fd, struct nsb_decision *d)
 {
+	uint32_t file;
 	char link[64], path[4096];
 	ssize_t n = -1;
 
@@ -366,7 +367,9 @@ file_of(int fd, const struct nsb_decision *d)
 	}
 	if (n > 0)
 		path[n] = '\0';
-	return nsb_files_get(fd, &d->st, n > 0 ? path : NULL, d->meta);
+	file = nsb_files_get(fd, &d->st, n > 0 ? path : NULL, d->meta, d->pfd);
+	nsb_policy_drop(d);
+	return file;
 }
 
 static void *
@@ -388,10 +391,12 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 			/* The v2 patch: MAP_NOSIGBUS is for private mappings.
 			 * MAP_SHARED_VALIDATE has the MAP_PRIVATE bit, passes
 			 * that test, and fails validation of the unknown flag. */
+			nsb_policy_drop(&d);
 			errno = (flags & MAP_TYPE) == MAP_SHARED_VALIDATE ? EOPNOTSUPP : EINVAL;
 			return MAP_FAILED;
 		}
 		d.protect = false;	/* policies follow v2 too */
+		nsb_policy_drop(&d);
 	}
 	/* MAP_FIXED_NOREPLACE succeeds only where nothing is mapped, so
 	 * where nothing is recorded. */
@@ -453,6 +458,7 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 		}
 	}
 out:
+	nsb_policy_drop(&d);
 	if (replacing)
 		nsb_ranges_flux_end();
 	nsb_ranges_unlock();
@@ -518,6 +524,8 @@ munmap(void *addr, size_t len)
 {
 	uintptr_t start, end, wstart, wend;
 	struct nsb_saved before;
+	bool later;
+	size_t n;
 	int ret, err;
 
 	if (nsb_ranges_count() == 0)
@@ -528,14 +536,27 @@ munmap(void *addr, size_t len)
 	    !nsb_ranges_overlap(start, end))
 		return nsb_sys_munmap(addr, len);
 
-	if (lock_span(start, end, &wstart, &wend, &before) < 0)
+	/* Records of pages only, no more than the list holds inline (a
+	 * mapping unmapped whole): the list is made only if the call
+	 * fails, from the same records (the lock is held), and cannot fail
+	 * then.  Else first, as lock_span() does. */
+	nsb_saved_init(&before);
+	nsb_ranges_lock();
+	wstart = start;
+	wend = end;
+	later = nsb_ranges_unit(start, end, &n) == nsb_config.page_size && n <= before.cap;
+	if (nsb_ranges_reserve(2) < 0 || (!later && collect_whole(&wstart, &wend, &before) < 0)) {
+		nsb_ranges_unlock();
+		nsb_saved_free(&before);
+		errno = ENOMEM;
 		return -1;
+	}
 	nsb_ranges_flux(wstart, wend, 0, 0);
 	ret = nsb_sys_munmap(addr, len);
 	err = errno;
 	if (ret == 0)
 		nsb_ranges_cut(start, end);
-	else
+	else if (!later || nsb_ranges_collect(wstart, wend, &before) == 0)
 		resync(wstart, wend, &before, false);
 	unlock_span(&before, err);
 	return ret;

@@ -1032,6 +1032,26 @@ nsb_saved_push(struct nsb_saved *s, const struct nsb_range *r)
 	return 0;
 }
 
+size_t
+nsb_ranges_unit(uintptr_t start, uintptr_t end, size_t *n)
+{
+	const struct table *t = &copies[atomic_load(&active)];
+	size_t unit = nsb_config.page_size;
+
+	*n = 0;
+	if (end <= start)
+		return unit;
+	for (struct pos p = find_pos(t, end - 1);
+	     !at_end(t, p) && slot_end(at(t, p)) > start; p = next_pos(t, p)) {
+		size_t u = (size_t)1 << NSB_META_SHIFT(at(t, p)->meta_gen & META_MASK);
+
+		if (u > unit)
+			unit = u;
+		(*n)++;
+	}
+	return unit;
+}
+
 int
 nsb_ranges_collect(uintptr_t start, uintptr_t end, struct nsb_saved *saved)
 {
