@@ -27,10 +27,14 @@
  * nsb_files_closing).  A file mapped and unmapped while the program
  * holds it open - a pool made, used and gone, a file mapped again and
  * again - costs no descriptor at all; one the program closes while
- * mapped (a compositor closes a client's pool at once) costs what it
- * cost before, at the close.  A number the program closes behind the
- * library's back (a raw close system call) leaves that file without a
- * descriptor, like one the library let go (below).  At most WATCH_MAX
+ * mapped costs what it cost before, at the close - unless it was just
+ * received (a compositor maps a client's pool and closes it at once): then
+ * the policy makes the O_PATH descriptor at mmap time, decides on it, and
+ * nsb_files_get keeps that one (received.c's hint), so that no question
+ * is asked twice of a descriptor and the close costs nothing.  A number
+ * the program closes behind the library's back (a raw close system call)
+ * leaves that file without a descriptor, like one the library let go
+ * (below).  At most WATCH_MAX
  * numbers are watched; past that a descriptor is kept at mmap time.  The
  * kept descriptor must be invisible (libnosigbus(7), "Descriptors"):
  *  - O_PATH, opened through /proc/self/fd/N (or by path), close-on-exec.
