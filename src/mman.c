@@ -251,6 +251,44 @@ keep_mapped(uintptr_t lo, uintptr_t hi, const struct nsb_saved *cands, struct ns
  * and only for calls that failed.  If the kernel cannot be asked about
  * its mappings, what is still mapped (keep_mapped).
  */
+/* Are the ranges of a and b the same, but for the protection in meta? */
+static bool
+same_but_prot(const struct nsb_saved *a, const struct nsb_saved *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (size_t i = 0; i < a->n; i++) {
+		const struct nsb_range *x = &a->r[i], *y = &b->r[i];
+
+		if (x->start != y->start || x->end != y->end || x->off != y->off ||
+		    ((x->meta ^ y->meta) & ~NSB_META_PROT) || x->file != y->file ||
+		    x->gen != y->gen || x->acct != y->acct)
+			return false;
+	}
+	return true;
+}
+
+/* Does the kernel show what the records of [start, end) say, but for the
+ * protection (a failed mprotect next to a record, which changed the pages
+ * before the hole)?  Then only that changes: no cut and insert again.
+ * (The candidates may be records from elsewhere: a failed mremap's.) */
+static bool
+only_prot_changed(uintptr_t start, uintptr_t end, const struct nsb_saved *cands,
+		  const struct nsb_saved *keep)
+{
+	struct nsb_saved now;
+	bool same;
+
+	if (!same_but_prot(cands, keep))
+		return false;
+	nsb_saved_init(&now);
+	same = nsb_ranges_collect(start, end, &now) == 0 && same_but_prot(&now, cands);
+	for (size_t i = 0; same && i < now.n; i++)
+		same = now.r[i].meta == cands->r[i].meta;
+	nsb_saved_free(&now);
+	return same;
+}
+
 static void
 resync(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys)
 {
@@ -264,9 +302,16 @@ resync(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys
 		if (rs.err != ENOMEM)
 			keep_mapped(start, end, cands, &rs.keep);
 	}
-	nsb_ranges_cut(start, end);
-	for (size_t i = 0; i < rs.keep.n; i++)
-		(void)nsb_ranges_insert(&rs.keep.r[i]);
+	if (only_prot_changed(start, end, cands, &rs.keep)) {
+		for (size_t i = 0; i < rs.keep.n; i++)
+			if ((rs.keep.r[i].meta ^ cands->r[i].meta) & NSB_META_PROT)
+				(void)nsb_ranges_set_prot(rs.keep.r[i].start, rs.keep.r[i].end,
+							  (int)(rs.keep.r[i].meta & NSB_META_PROT), -1);
+	} else {
+		nsb_ranges_cut(start, end);
+		for (size_t i = 0; i < rs.keep.n; i++)
+			(void)nsb_ranges_insert(&rs.keep.r[i]);
+	}
 	nsb_saved_free(&rs.keep);
 }
 

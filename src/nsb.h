@@ -788,7 +788,13 @@ struct nsb_decision {
 			 * nsb_files_get keeps it, nsb_policy_drop closes it */
 };
 void nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d);
-void nsb_policy_drop(struct nsb_decision *d);
+void nsb_policy_drop_fd(struct nsb_decision *d);
+static inline void
+nsb_policy_drop(struct nsb_decision *d)
+{
+	if (d->pfd >= 0)
+		nsb_policy_drop_fd(d);
+}
 /* Table lock held: the first protected mapping is about to be recorded. */
 void nsb_policy_prepare(void);
 

@@ -244,17 +244,15 @@ nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d)
 		nsb_policy_drop(d);
 }
 
-/* The decision's descriptor, if nobody took it. */
+/* The decision's descriptor, which nobody took (nsb_policy_drop). */
 void
-nsb_policy_drop(struct nsb_decision *d)
+nsb_policy_drop_fd(struct nsb_decision *d)
 {
-	if (d->pfd >= 0) {
-		int saved_errno = errno;
+	int saved_errno = errno;
 
-		syscall(SYS_close, d->pfd);
-		errno = saved_errno;
-		d->pfd = -1;
-	}
+	syscall(SYS_close, d->pfd);
+	errno = saved_errno;
+	d->pfd = -1;
 }
 
 static void

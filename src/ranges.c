@@ -600,6 +600,8 @@ room(struct table *t, size_t extra)
 int
 nsb_ranges_reserve(size_t extra)
 {
+	if (extra <= copies[0].roomy && extra <= copies[1].roomy)
+		return 0;
 	if (room(&copies[0], extra) < 0 || room(&copies[1], extra) < 0)
 		return -1;
 	return 0;
@@ -925,7 +927,7 @@ overlap_locked(uintptr_t start, uintptr_t end)
 	const struct table *t = &copies[atomic_load(&active)];
 	struct pos p;
 
-	if (end <= start)
+	if (end <= start || t->n == 0)
 		return false;
 	p = find_pos(t, end - 1);
 	return !at_end(t, p) && slot_end(at(t, p)) > start;
