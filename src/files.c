@@ -1109,6 +1109,12 @@ close(int fd)
 static void
 stream_closing(FILE *stream)
 {
+	if (stream && nsb_received_any()) {
+		int fd = fileno(stream);
+
+		if (fd >= 0)
+			nsb_received_hint_drop((unsigned)fd, (unsigned)fd);
+	}
 	if (stream && watching && atomic_load_explicit(&watching->count, memory_order_relaxed)) {
 		int fd = fileno(stream);
 
