@@ -213,23 +213,34 @@ first_at_or_below(const struct table *t, uintptr_t addr)
 static struct pos
 find_pos(const struct table *t, uintptr_t addr)
 {
-	const struct run *r = t->nc ? t->c->r : NULL;
+	size_t nc = t->nc, lo = 0, hi;
+	struct pos p = { nc, 0 };
+	const struct run *r;
 	const struct slot *s;
-	size_t lo = 0, hi = t->nc;
-	struct pos p;
 
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
+	if (nc == 0)
+		return p;
+	r = t->c->r;
+	if (nc == 1) {
+		/* The usual table: one chunk. */
+		if (r[0].s[r[0].n - 1].start > addr)
+			return p;
+	} else {
+		/* The first chunk whose last (lowest) record starts at or
+		 * below addr. */
+		hi = nc;
+		while (lo < hi) {
+			size_t mid = (lo + hi) / 2;
 
-		if (r[mid].s[r[mid].n - 1].start <= addr)
-			hi = mid;
-		else
-			lo = mid + 1;
+			if (r[mid].s[r[mid].n - 1].start <= addr)
+				hi = mid;
+			else
+				lo = mid + 1;
+		}
+		if (lo == nc)
+			return p;
 	}
 	p.j = lo;
-	p.i = 0;
-	if (lo == t->nc)
-		return p;
 	s = r[lo].s;
 	hi = r[lo].n;
 	lo = 0;
