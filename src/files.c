@@ -27,10 +27,14 @@
  * nsb_files_closing).  A file mapped and unmapped while the program
  * holds it open - a pool made, used and gone, a file mapped again and
  * again - costs no descriptor at all; one the program closes while
- * mapped (a compositor closes a client's pool at once) costs what it
- * cost before, at the close.  A number the program closes behind the
- * library's back (a raw close system call) leaves that file without a
- * descriptor, like one the library let go (below).  At most WATCH_MAX
+ * mapped costs what it cost before, at the close - unless it was just
+ * received (a compositor maps a client's pool and closes it at once): then
+ * the policy makes the O_PATH descriptor at mmap time, decides on it, and
+ * nsb_files_get keeps that one (received.c's hint), so that no question
+ * is asked twice of a descriptor and the close costs nothing.  A number
+ * the program closes behind the library's back (a raw close system call)
+ * leaves that file without a descriptor, like one the library let go
+ * (below).  At most WATCH_MAX
  * numbers are watched; past that a descriptor is kept at mmap time.  The
  * kept descriptor must be invisible (libnosigbus(7), "Descriptors"):
  *  - O_PATH, opened through /proc/self/fd/N (or by path), close-on-exec.
@@ -554,8 +558,8 @@ wants_descriptor(uint32_t meta)
  * memfd's first mapping (issue 24).  Where the kernel lacks it or a
  * seccomp filter refuses it, /proc/self/fd/N, once and for all.
  */
-static int
-path_descriptor(int fd)
+int
+nsb_files_path_descriptor(int fd)
 {
 	/* 0: not tried; 1: gives O_PATH (checked once); 2: not here. */
 	static _Atomic int open_tree_state;
@@ -619,9 +623,14 @@ watch(uint32_t i, int fd)
 	unwatch(i);
 	/* A number names one file: another watch of it is stale (closed
 	 * behind our back). */
-	for (int w = 0; w < WATCH_MAX; w++)
-		if (atomic_load(&watching->fd[w]) == fd + 1)
+	for (int w = 0, left = (int)atomic_load(&watching->count); w < WATCH_MAX && left > 0; w++) {
+		int v = atomic_load(&watching->fd[w]);
+
+		if (v)
+			left--;
+		if (v == fd + 1)
 			unwatch(watching->file[w]);
+	}
 	for (int w = 0; w < WATCH_MAX; w++)
 		if (atomic_load(&watching->fd[w]) == 0) {
 			watching->file[w] = i;
@@ -638,7 +647,7 @@ watch(uint32_t i, int fd)
 static void
 keep_from(uint32_t i, int fd)
 {
-	int saved_errno = errno, pfd = path_descriptor(fd);
+	int saved_errno = errno, pfd = nsb_files_path_descriptor(fd);
 	struct stat st;
 
 	/* Only if the number still names the file: one closed with a raw
@@ -664,6 +673,7 @@ nsb_files_closing(unsigned first, unsigned last)
 {
 	bool any = false;
 
+	nsb_received_hint_drop(first, last);
 	if (!watching || atomic_load_explicit(&watching->count, memory_order_acquire) == 0)
 		return;
 	for (int w = 0; w < WATCH_MAX && !any; w++) {
@@ -690,7 +700,7 @@ nsb_files_closing(unsigned first, unsigned last)
 }
 
 uint32_t
-nsb_files_get(int fd, const struct stat *st, const char *path, uint32_t meta)
+nsb_files_get(int fd, const struct stat *st, const char *path, uint32_t meta, int pfd)
 {
 	uint32_t i;
 
@@ -703,10 +713,12 @@ nsb_files_get(int fd, const struct stat *st, const char *path, uint32_t meta)
 		return i;
 	/* A descriptor of our own only once the program closes its own: a
 	 * file mapped and unmapped while the program holds it open costs no
-	 * system call here. */
+	 * system call here.  But now from pfd, an O_PATH descriptor of this
+	 * very file (the decision's), where the policy made one: a file
+	 * just received, which the program is about to close. */
 	if (atomic_load(&files[i].fd) >= 0)
 		touch(i);
-	else if (!watch(i, fd))
+	else if ((pfd < 0 || keep(i, pfd) < 0) && !watch(i, fd))
 		keep_from(i, fd);
 	return i;
 }
@@ -1097,6 +1109,12 @@ close(int fd)
 static void
 stream_closing(FILE *stream)
 {
+	if (stream && nsb_received_any()) {
+		int fd = fileno(stream);
+
+		if (fd >= 0)
+			nsb_received_hint_drop((unsigned)fd, (unsigned)fd);
+	}
 	if (stream && watching && atomic_load_explicit(&watching->count, memory_order_relaxed)) {
 		int fd = fileno(stream);
 

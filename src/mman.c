@@ -251,6 +251,44 @@ keep_mapped(uintptr_t lo, uintptr_t hi, const struct nsb_saved *cands, struct ns
  * and only for calls that failed.  If the kernel cannot be asked about
  * its mappings, what is still mapped (keep_mapped).
  */
+/* Are the ranges of a and b the same, but for the protection in meta? */
+static bool
+same_but_prot(const struct nsb_saved *a, const struct nsb_saved *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (size_t i = 0; i < a->n; i++) {
+		const struct nsb_range *x = &a->r[i], *y = &b->r[i];
+
+		if (x->start != y->start || x->end != y->end || x->off != y->off ||
+		    ((x->meta ^ y->meta) & ~NSB_META_PROT) || x->file != y->file ||
+		    x->gen != y->gen || x->acct != y->acct)
+			return false;
+	}
+	return true;
+}
+
+/* Does the kernel show what the records of [start, end) say, but for the
+ * protection (a failed mprotect next to a record, which changed the pages
+ * before the hole)?  Then only that changes: no cut and insert again.
+ * (The candidates may be records from elsewhere: a failed mremap's.) */
+static bool
+only_prot_changed(uintptr_t start, uintptr_t end, const struct nsb_saved *cands,
+		  const struct nsb_saved *keep)
+{
+	struct nsb_saved now;
+	bool same;
+
+	if (!same_but_prot(cands, keep))
+		return false;
+	nsb_saved_init(&now);
+	same = nsb_ranges_collect(start, end, &now) == 0 && same_but_prot(&now, cands);
+	for (size_t i = 0; same && i < now.n; i++)
+		same = now.r[i].meta == cands->r[i].meta;
+	nsb_saved_free(&now);
+	return same;
+}
+
 static void
 resync(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys)
 {
@@ -264,9 +302,16 @@ resync(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys
 		if (rs.err != ENOMEM)
 			keep_mapped(start, end, cands, &rs.keep);
 	}
-	nsb_ranges_cut(start, end);
-	for (size_t i = 0; i < rs.keep.n; i++)
-		(void)nsb_ranges_insert(&rs.keep.r[i]);
+	if (only_prot_changed(start, end, cands, &rs.keep)) {
+		for (size_t i = 0; i < rs.keep.n; i++)
+			if ((rs.keep.r[i].meta ^ cands->r[i].meta) & NSB_META_PROT)
+				(void)nsb_ranges_set_prot(rs.keep.r[i].start, rs.keep.r[i].end,
+							  (int)(rs.keep.r[i].meta & NSB_META_PROT), -1);
+	} else {
+		nsb_ranges_cut(start, end);
+		for (size_t i = 0; i < rs.keep.n; i++)
+			(void)nsb_ranges_insert(&rs.keep.r[i]);
+	}
 	nsb_saved_free(&rs.keep);
 	/* A record the span cut through, where the kernel's VMA goes on
 	 * past it, is one record again (as it was before the call). */
@@ -357,8 +402,9 @@ new_unit(int flags, int fd, const struct nsb_decision *d)
 }
 
 static uint32_t
-file_of(int fd, const struct nsb_decision *d)
+file_of(int fd, struct nsb_decision *d)
 {
+	uint32_t file;
 	char link[64], path[4096];
 	ssize_t n = -1;
 
@@ -370,7 +416,9 @@ file_of(int fd, const struct nsb_decision *d)
 	}
 	if (n > 0)
 		path[n] = '\0';
-	return nsb_files_get(fd, &d->st, n > 0 ? path : NULL, d->meta);
+	file = nsb_files_get(fd, &d->st, n > 0 ? path : NULL, d->meta, d->pfd);
+	nsb_policy_drop(d);
+	return file;
 }
 
 static void *
@@ -392,10 +440,12 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 			/* The v2 patch: MAP_NOSIGBUS is for private mappings.
 			 * MAP_SHARED_VALIDATE has the MAP_PRIVATE bit, passes
 			 * that test, and fails validation of the unknown flag. */
+			nsb_policy_drop(&d);
 			errno = (flags & MAP_TYPE) == MAP_SHARED_VALIDATE ? EOPNOTSUPP : EINVAL;
 			return MAP_FAILED;
 		}
 		d.protect = false;	/* policies follow v2 too */
+		nsb_policy_drop(&d);
 	}
 	/* MAP_FIXED_NOREPLACE succeeds only where nothing is mapped, so
 	 * where nothing is recorded. */
@@ -457,6 +507,7 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 		}
 	}
 out:
+	nsb_policy_drop(&d);
 	if (replacing)
 		nsb_ranges_flux_end();
 	nsb_ranges_unlock();
@@ -522,6 +573,8 @@ munmap(void *addr, size_t len)
 {
 	uintptr_t start, end, wstart, wend;
 	struct nsb_saved before;
+	bool later;
+	size_t n;
 	int ret, err;
 
 	if (nsb_ranges_count() == 0)
@@ -532,14 +585,27 @@ munmap(void *addr, size_t len)
 	    !nsb_ranges_overlap(start, end))
 		return nsb_sys_munmap(addr, len);
 
-	if (lock_span(start, end, &wstart, &wend, &before) < 0)
+	/* Records of pages only, no more than the list holds inline (a
+	 * mapping unmapped whole): the list is made only if the call
+	 * fails, from the same records (the lock is held), and cannot fail
+	 * then.  Else first, as lock_span() does. */
+	nsb_saved_init(&before);
+	nsb_ranges_lock();
+	wstart = start;
+	wend = end;
+	later = nsb_ranges_unit(start, end, &n) == nsb_config.page_size && n <= before.cap;
+	if (nsb_ranges_reserve(2) < 0 || (!later && collect_whole(&wstart, &wend, &before) < 0)) {
+		nsb_ranges_unlock();
+		nsb_saved_free(&before);
+		errno = ENOMEM;
 		return -1;
+	}
 	nsb_ranges_flux(wstart, wend, 0, 0);
 	ret = nsb_sys_munmap(addr, len);
 	err = errno;
 	if (ret == 0)
 		nsb_ranges_cut(start, end);
-	else
+	else if (!later || nsb_ranges_collect(wstart, wend, &before) == 0)
 		resync(wstart, wend, &before, false);
 	unlock_span(&before, err);
 	return ret;

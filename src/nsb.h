@@ -324,11 +324,10 @@ bool nsb_config_parse(const char *name, const char *value, int *out);
 static inline unsigned
 nsb_log2(size_t v)
 {
-	unsigned s = 0;
-
-	while (((size_t)1 << s) < v)
-		s++;
-	return s;
+	/* The least s with 2^s >= v, without a loop: it runs at every
+	 * mapping call (the page size's shift). */
+	return v <= 1 ? 0 : (unsigned)(8 * sizeof(unsigned long long)) -
+				(unsigned)__builtin_clzll((unsigned long long)(v - 1));
 }
 
 /* The signal set of a BSD mask (sigblock, sigsetmask, sigpause): bit
@@ -565,6 +564,9 @@ void nsb_saved_free(struct nsb_saved *s);
 int nsb_saved_push(struct nsb_saved *s, const struct nsb_range *r);
 /* Appends the records overlapping [start, end), clipped, lowest first. */
 int nsb_ranges_collect(uintptr_t start, uintptr_t end, struct nsb_saved *saved);
+/* The largest page size of the records overlapping [start, end) (the
+ * page size where there are none), and how many there are in *n. */
+size_t nsb_ranges_unit(uintptr_t start, uintptr_t end, size_t *n);
 
 /*
  * Changes in flux: while a call may change [s1, e1) and [s2, e2), a fault
@@ -639,7 +641,9 @@ size_t nsb_account_bytes(size_t len, size_t unit);
  */
 /* meta: the decision's (no descriptor for a file whose faults never need
  * the size). */
-uint32_t nsb_files_get(int fd, const struct stat *st, const char *path, uint32_t meta);
+uint32_t nsb_files_get(int fd, const struct stat *st, const char *path, uint32_t meta, int pfd);
+/* An O_PATH, close-on-exec descriptor of the file open as fd, or -1. */
+int nsb_files_path_descriptor(int fd);
 uint32_t nsb_files_get_mapped(uintptr_t start, uintptr_t end, uint64_t dev, uint64_t ino,
 			      const char *path, bool *memfs);
 void nsb_files_ref(uint32_t file, int delta);
@@ -813,8 +817,17 @@ struct nsb_decision {
 	bool has_file;
 	struct stat st;
 	bool memfs;
+	int pfd;	/* an O_PATH descriptor of the file decided on, or -1:
+			 * nsb_files_get keeps it, nsb_policy_drop closes it */
 };
 void nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d);
+void nsb_policy_drop_fd(struct nsb_decision *d);
+static inline void
+nsb_policy_drop(struct nsb_decision *d)
+{
+	if (d->pfd >= 0)
+		nsb_policy_drop_fd(d);
+}
 /* Table lock held: the first protected mapping is about to be recorded. */
 void nsb_policy_prepare(void);
 
@@ -840,6 +853,11 @@ void nsb_identity_from(const struct statx *sx, struct nsb_identity *id);
 bool nsb_identity_of(int fd, struct nsb_identity *id);	/* regular files */
 bool nsb_received_any(void);	/* has a regular file ever been received? */
 bool nsb_received_is(const struct nsb_identity *id);
+/* Did a regular file arrive at fd lately, not mapped, closed or replaced
+ * since through a call the library saw?  A hint (received.c); true once. */
+bool nsb_received_hint_take(int fd);
+/* [signal-safe] The program closes or replaces [first, last]. */
+void nsb_received_hint_drop(unsigned first, unsigned last);
 /* [signal-safe] The process that sent this file, where known. */
 bool nsb_received_sender(uint64_t dev, uint64_t ino, int *pid, char comm[16]);
 
