@@ -1251,6 +1251,15 @@ main(int argc, char **argv)
 
 	run_rounds(argv[0]);
 	print_header();
+	{
+		/* The rows against their exact floors, and the costs outside
+		 * single calls (report.c): their own children and rounds. */
+		struct bench_exact_args ea = { argv[0], &params, rounds, ops_only, preload,
+					       empty_path, true_path };
+
+		if (bench_exact(&ea, &targets_met, &targets_missed))
+			failed = true;
+	}
 	if (ops_only) {
 		print_ops();
 		goto done;

@@ -1109,6 +1109,26 @@ mprotect_rows(const struct bench_params *bp, int fd)
 	hole_drop(h);
 }
 
+/* VmRSS and VmSize of this process in KiB. */
+static void
+status_kib(long *rss, long *size)
+{
+	char buf[8192], *at;
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	ssize_t n, len = 0;
+
+	if (fd < 0)
+		die("/proc/self/status: %s", strerror(errno));
+	while ((n = read(fd, buf + len, sizeof(buf) - 1 - (size_t)len)) > 0)
+		len += n;
+	close(fd);
+	buf[len] = '\0';
+	at = strstr(buf, "\nVmRSS:");
+	*rss = at ? strtol(at + 7, NULL, 10) : 0;
+	at = strstr(buf, "\nVmSize:");
+	*size = at ? strtol(at + 8, NULL, 10) : 0;
+}
+
 /* Reads [p, p + len): what a texture upload does with a buffer. */
 static uint64_t
 read_bytes(const char *p, size_t len)
@@ -1190,6 +1210,26 @@ frame_rows(const struct bench_params *bp, bool library)
 			emit(best / 1e6, "ops.frame.%s.%s", names[i], h ? "hostile" : "legit");
 			emit((double)signals, "n.ops.frame.%s.%s", names[i], h ? "hostile" : "legit");
 		}
+	/* The library's memory after many hostile frames must be bounded,
+	 * not grow with each truncated pool: growth over more frames after
+	 * a warm-up (report.c prints it). */
+	if (library && getenv("NSB_BENCH_FRAME_MEM")) {
+		int more = bp->quick ? 5 : 60;
+		long rss0, size0, rss1, size1;
+		uint64_t signals, rec0;
+
+		for (int f = 0; f < 5; f++)
+			frame(width[0], shown[0], rows, true, &signals);
+		status_kib(&rss0, &size0);
+		rec0 = stats().mappings;
+		for (int f = 0; f < more; f++)
+			frame(width[0], shown[0], rows, true, &signals);
+		status_kib(&rss1, &size1);
+		emit((double)more, "ops.frame.mem.frames");
+		emit((double)(rss1 - rss0), "ops.frame.mem.rss");
+		emit((double)(size1 - size0), "ops.frame.mem.size");
+		emit((double)stats().mappings - (double)rec0, "ops.frame.mem.records");
+	}
 }
 
 static void
@@ -1472,7 +1512,7 @@ bench_child(const char *kind, const struct bench_params *bp)
 		child_protect(bp);
 	else if (!strcmp(kind, "ops"))
 		child_ops(bp);
-	else
+	else if (bench_exact_child(kind, bp) < 0)
 		die("unknown child kind %s", kind);
 	fflush(stdout);
 	return ferror(stdout) ? 1 : 0;
