@@ -42,6 +42,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <linux/magic.h>
+#include <linux/perf_event.h>
 #include <unistd.h>
 
 #include "nosigbus.h"
@@ -284,6 +285,25 @@ mark(const char *key, const char *what)
 
 static const char *const vnames[] = { "bare", "floor", "lib" };
 
+/* A counter of this process's user-space instructions, or -1 where the
+ * machine has none (many virtual machines). */
+static int
+instructions_counter(void)
+{
+	struct perf_event_attr pe;
+
+	memset(&pe, 0, sizeof(pe));
+	pe.type = PERF_TYPE_HARDWARE;
+	pe.size = sizeof(pe);
+	pe.config = PERF_COUNT_HW_INSTRUCTIONS;
+	pe.disabled = 1;
+	pe.exclude_kernel = 1;
+	pe.exclude_hv = 1;
+	return (int)syscall(SYS_perf_event_open, &pe, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+static int pmu = -1;
+
 static void
 xrow_run(const struct xrow *r, const char *suffix, size_t n, int rounds, bool marks)
 {
@@ -316,6 +336,17 @@ xrow_run(const struct xrow *r, const char *suffix, size_t n, int rounds, bool ma
 		lb[k] = l[k] / b[k];
 		lf[k] = l[k] / f[k];
 	}
+	if (pmu >= 0)
+		for (int v = 0; v < 3; v++) {
+			uint64_t count = 0;
+
+			ioctl(pmu, PERF_EVENT_IOC_RESET, 0);
+			ioctl(pmu, PERF_EVENT_IOC_ENABLE, 0);
+			xbatch(r, (enum variant)v, n);
+			ioctl(pmu, PERF_EVENT_IOC_DISABLE, 0);
+			if (read(pmu, &count, sizeof(count)) == (ssize_t)sizeof(count))
+				printf("ex.%s.ins.%s %.17g\n", key, vnames[v], (double)count / (double)n);
+		}
 	printf("ex.%s.bare %.17g\n", key, med(b, rounds));
 	printf("ex.%s.floor %.17g\n", key, med(f, rounds));
 	printf("ex.%s.lib %.17g\n", key, med(l, rounds));
@@ -391,6 +422,8 @@ child_exact(const struct bench_params *bp)
 	if (prot.p == MAP_FAILED)
 		xdie("mmap: %s", strerror(errno));
 	prot.maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	pmu = marks ? -1 : instructions_counter();
+	printf("ex.pmu %d\n", pmu >= 0);
 
 	rows[nrows++] = (struct xrow){ "memfd", op_pair, &mem };
 	if (shm.fd >= 0)
