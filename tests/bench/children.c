@@ -27,6 +27,10 @@
  *                           with a signal handler installed and with many
  *                           distinct files mapped
  *   protect    (library)    nosigbus_protect() over a region of many VMAs
+ * and, in exact.c: exact (bare, exact floor and library in one process),
+ * spawn (children to count system calls of), pass (passes after a fill).
+ * With NSB_BENCH_FRAME_MEM, the frame rows also print the growth of VmRSS,
+ * VmSize and the records over more hostile frames.
  */
 #include <dlfcn.h>
 #include <errno.h>
