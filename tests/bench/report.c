@@ -598,8 +598,9 @@ frame_rows(struct xres (*res)[3], int n)
 	static const char *const labels[] = { "3840x2160 read whole", "8192-wide clipped" };
 
 	printf("\nThe hostile frame (a new pool each frame, truncated after the compositor mapped\n"
-	       "it) against the legitimate frame (the same, not truncated), in one process, fastest\n"
-	       "of the frames of each round; memory: growth over hostile frames after a warm-up\n");
+	       "it) against the legitimate frame (the same, not truncated), in one process, CPU time,\n"
+	       "fastest of the frames of each round; memory: growth over hostile frames after a\n"
+	       "warm-up\n");
 	printf("  %-44s %10s %10s %8s %-7s %-4s\n", "frame, populate", "legit ms", "hostile ms",
 	       "ratio", "target", "met");
 	for (int i = 0; i < 2; i++)
