@@ -436,8 +436,10 @@ exact_rows(struct xres *res, int n, bool traced, int ops)
 	       "mprotect: over a protected memfd page and the free page above it (ENOMEM).\n"
 	       "User-space instructions per op: %s\n",
 	       A->params->quick ? (size_t)100 : (size_t)2000, ops,
-	       xmed_key(res, n, "ex.pmu") > 0.5 ? "after the calls (bare/floor/library)"
-	       : "not printed (no hardware\n  counters on this machine; count them with valgrind --tool=callgrind)");
+	       xmed_key(res, n, "ex.pmu") > 0.5
+		       ? "after the calls (bare/floor/library)"
+		       : "not printed (no hardware\n"
+			 "  counters on this machine; count them with valgrind --tool=callgrind)");
 	printf("  %-44s %8s %8s %8s %8s %8s %-7s %-4s  %s\n", "row", "bare ns", "floor ns",
 	       "lib ns", "lib/bare", "lib/flr", "target", "met", "floor adds | library adds (strace)");
 	for (int h = 0; h < 2; h++)
@@ -462,9 +464,13 @@ exact_rows(struct xres *res, int n, bool traced, int ops)
 				ladd[0] = '\0';
 			}
 			mark = xjudge(lf, 1.05);
-			printf("  %-44.44s %8.1f", label, xmed_key(res, n, (snprintf(k2, sizeof(k2), "ex.%s.bare", key), k2)));
-			printf(" %8.1f", xmed_key(res, n, (snprintf(k2, sizeof(k2), "ex.%s.floor", key), k2)));
-			printf(" %8.1f", xmed_key(res, n, (snprintf(k2, sizeof(k2), "ex.%s.lib", key), k2)));
+			printf("  %-44.44s", label);
+			for (int v = 0; v < 3; v++) {
+				static const char *const fig[] = { "bare", "floor", "lib" };
+
+				snprintf(k2, sizeof(k2), "ex.%s.%s", key, fig[v]);
+				printf(" %8.1f", xmed_key(res, n, k2));
+			}
 			printf(" %7.3fx %7.3fx %-7s %-4s  %s | %s", lb, lf, "<=1.05f", mark, fadd, ladd);
 			snprintf(k2, sizeof(k2), "ex.%s.ins.lib", key);
 			if (!isnan(xmed_key(res, n, k2))) {
