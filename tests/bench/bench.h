@@ -44,6 +44,25 @@ void bench_params_init(struct bench_params *p, bool quick);
 /* Runs one child measurement of the given kind; returns the exit status. */
 int bench_child(const char *kind, const struct bench_params *p);
 
+/* exact.c's children: exact, spawn, pass; -1 for another kind, else the
+ * exit status. */
+int bench_exact_child(const char *kind, const struct bench_params *p);
+
+/* What report.c's driver needs to run them. */
+struct bench_exact_args {
+	const char *self;	/* this program */
+	const struct bench_params *params;
+	int rounds;
+	bool ops_only;		/* the mapping-call rows and frames alone */
+	const char *preload;	/* libnosigbus */
+	const char *empty;	/* the empty library */
+	const char *program;	/* the process that does nothing */
+};
+
+/* Runs exact.c's children and prints their rows; adds the targets met and
+ * missed; returns 1 when a child failed, else 0. */
+int bench_exact(const struct bench_exact_args *args, int *met, int *missed);
+
 /* CLOCK_MONOTONIC in nanoseconds. */
 double bench_now(void);
 
