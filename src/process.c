@@ -70,8 +70,9 @@
 
 static pid_t owner_pid;	/* the process this memory belongs to (exact mode) */
 
-/* A process was made with clone() or syscall(): ask the kernel. */
-static atomic_bool exact;
+/* A process was made with clone() or syscall(), or a filter installed:
+ * ask the kernel.  (Read by vfork's assembly too.) */
+atomic_bool nsb_exact __attribute__((visibility("hidden")));
 /* The pid, once asked (not in a vfork child, nor in exact mode). */
 static _Atomic pid_t cached_pid;
 /* Written by the kernel (our vfork below): the tid of the vfork child
@@ -242,7 +243,7 @@ nsb_gettid(void)
 
 	if (tid)
 		return tid;
-	if (forking || atomic_load(&exact))
+	if (forking || atomic_load(&nsb_exact))
 		return (pid_t)syscall(SYS_gettid);
 	tid = cached_tid;
 	if (!tid)
@@ -258,7 +259,7 @@ nsb_getpid(void)
 
 	if (pid)
 		return pid;
-	if (forking || atomic_load(&exact))
+	if (forking || atomic_load(&nsb_exact))
 		return getpid();
 	pid = atomic_load_explicit(&cached_pid, memory_order_relaxed);
 	if (!pid) {
@@ -273,7 +274,7 @@ nsb_in_vfork_child(void)
 {
 	if (nsb_vfork_tid)
 		return true;
-	return atomic_load(&exact) && getpid() != owner_pid;
+	return atomic_load(&nsb_exact) && getpid() != owner_pid;
 }
 
 /* [signal-safe] Called by the thread that makes the process, before it
@@ -282,10 +283,10 @@ nsb_in_vfork_child(void)
 void
 nsb_process_clone_coming(void)
 {
-	if (atomic_load(&exact) || nsb_vfork_tid)
+	if (atomic_load(&nsb_exact) || nsb_vfork_tid)
 		return;
 	owner_pid = nsb_getpid();
-	atomic_store(&exact, true);
+	atomic_store(&nsb_exact, true);
 }
 
 /* clone() makes a process (or thread) that runs no fork handler and may
@@ -315,8 +316,11 @@ NSB_EXPORT __typeof__(clone) __clone __attribute__((alias("clone"), copy(clone))
  * from, nsb_vfork_tid by the kernel.  In a vfork child (the word is set)
  * a nested vfork is plain, so that the word stays set in the child once
  * its own child has gone.  The parent clears the word (a child that dumps
- * core leaves it).  A clone refused (EPERM, ENOSYS under a filter) falls
- * back to the vfork system call, in exact mode.
+ * core leaves it).  In exact mode - a filter installed through a call the
+ * library sees puts the process there: some filters (Chromium's) kill a
+ * clone whose flags they do not know - it is the vfork system call, as
+ * the C library's; so is it where the clone is refused (EPERM, ENOSYS
+ * under a filter the library did not see), in exact mode from then on.
  */
 #define NSB_STR2(x) #x
 #define NSB_STR(x) NSB_STR2(x)
@@ -337,6 +341,8 @@ __asm__(".text\n"
 	"	movq nsb_vfork_tid@gottpoff(%rip), %r10\n"
 	"	addq %fs:0, %r10\n"	/* &nsb_vfork_tid: clone's child_tid */
 	"	cmpl $0, (%r10)\n"
+	"	jne 2f\n"
+	"	cmpb $0, nsb_exact(%rip)\n"
 	"	jne 2f\n"
 	"	popq %r9\n"	/* the return address, kept in a register */
 	".cfi_adjust_cfa_offset -8\n"
@@ -409,6 +415,9 @@ __asm__(".text\n"
 	"	add x4, x9, x10\n"	/* &nsb_vfork_tid: clone's child_tid */
 	"	ldr w11, [x4]\n"
 	"	cbnz w11, 2f\n"
+	"	adrp x10, nsb_exact\n"
+	"	ldrb w11, [x10, #:lo12:nsb_exact]\n"
+	"	cbnz w11, 2f\n"
 	"	mov x0, #(" NSB_STR(VFORK_TID_FLAGS) " & 0xffff)\n"
 	"	movk x0, #(" NSB_STR(VFORK_TID_FLAGS) " >> 16), lsl #16\n"
 	"	mov x1, #0\n"
@@ -472,7 +481,7 @@ before_fork(void)
 	/* One thread (never more since it started, nor any made behind
 	 * glibc's back): no lock is held, and none can be taken while we
 	 * fork. */
-	fork_locked = !__libc_single_threaded || atomic_load(&exact);
+	fork_locked = !__libc_single_threaded || atomic_load(&nsb_exact);
 	if (!fork_locked)
 		return;
 	nsb_lock(&nsb_timers_lock);
@@ -501,7 +510,7 @@ reset_child(void)
 	cached_tid = 0;
 	nsb_vfork_tid = 0;
 	forking = false;
-	if (atomic_load(&exact))
+	if (atomic_load(&nsb_exact))
 		owner_pid = getpid();
 	/* The locks are new, and this thread holds none of them. */
 	outer_mask = NULL;

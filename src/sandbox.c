@@ -208,6 +208,8 @@ __attribute__((used)) void
 nsb_filter_coming(void)
 {
 	atomic_store_explicit(&filter_state, 2, memory_order_release);
+	/* vfork from now on as the C library's (process.c). */
+	nsb_process_clone_coming();
 }
 
 /*
