@@ -122,6 +122,9 @@ static atomic_uint discard_gen;
  * calls must not erase the child's view (issue 38, vfork_view_forgotten). */
 static __thread pid_t vfork_view_pid __attribute__((tls_model("initial-exec")));
 static __thread bool vfork_view __attribute__((tls_model("initial-exec")));
+/* The vfork child that set a SIGBUS action of its own, in its kernel
+ * (its exec reads it back from there; any other child has ours). */
+static __thread pid_t vfork_action_pid __attribute__((tls_model("initial-exec")));
 
 /* Has this vfork child a view of its own?  (The parent, asking, forgets
  * the one of a child that has gone.) */
@@ -134,7 +137,7 @@ vfork_view_mine(void)
 		vfork_view_pid = 0;
 		return false;
 	}
-	return vfork_view_pid == getpid();
+	return vfork_view_pid == nsb_getpid();
 }
 
 static void note_blocker(bool is_blocking);
@@ -414,6 +417,8 @@ nsb_disp_action(int sig, const struct sigaction *act, struct sigaction *old)
 				return nsb_sys_sigaction(sig, &asked, old);
 			read_action(sig, &prev);
 			nsb_sys_sigaction(sig, &copy, NULL);
+			if (sig == SIGBUS)
+				vfork_action_pid = nsb_getpid();
 			if (old)
 				*old = prev;
 			return 0;
@@ -930,7 +935,7 @@ nsb_disp_mask(int how, const sigset_t *set, sigset_t *old)
 		if (ret)
 			return ret;
 		vfork_view = now;
-		vfork_view_pid = getpid();
+		vfork_view_pid = nsb_getpid();
 		if (old && was)
 			sigaddset(old, SIGBUS);
 		else if (old)
@@ -1532,7 +1537,7 @@ nsb_disp_before_exec(struct nsb_exec *x)
 	read_action(SIGBUS, &act);
 	/* A vfork child that set its own SIGBUS action has it in its
 	 * kernel, the parent's stays in our memory (vfork_reset_ignored). */
-	if (nsb_in_vfork_child()) {
+	if (nsb_in_vfork_child() && vfork_action_pid == nsb_getpid()) {
 		struct sigaction k;
 
 		if (nsb_sys_sigaction(SIGBUS, NULL, &k) == 0 &&

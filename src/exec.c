@@ -254,7 +254,7 @@ with_handoff(struct handoff *h, char *const envp[])
 	size_t count = 0, n = 0, bytes;
 	char *s;
 
-	snprintf(h->var, sizeof(h->var), NSB_HANDOFF_VAR "=%ld", (long)getpid());
+	snprintf(h->var, sizeof(h->var), NSB_HANDOFF_VAR "=%ld", (long)nsb_getpid());
 	/* Read with care: a bad pointer must give the C library's EFAULT,
 	 * not a crash in here.  (Linux reads a NULL envp as an empty one.) */
 	for (; envp; count++) {

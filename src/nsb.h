@@ -164,6 +164,7 @@ enum nsb_real_fn {
 	NSB_REAL_SIGTIMEDWAIT,
 	NSB_REAL_SIGWAIT,
 	NSB_REAL_GETCONTEXT,
+	NSB_REAL_CLONE,
 	NSB_REAL__FORK,
 	NSB_REAL_COUNT
 };
@@ -198,6 +199,9 @@ typedef void (*nsb_jump_fn)(struct __jmp_buf_tag *, int) __attribute__((noreturn
 #define real_sigsuspend ((int (*)(const sigset_t *))nsb_real(NSB_REAL_SIGSUSPEND))
 #define real_pthread_sigqueue \
 	((int (*)(pthread_t, int, const union sigval))nsb_real(NSB_REAL_PTHREAD_SIGQUEUE))
+#define real_clone \
+	((int (*)(int (*)(void *), void *, int, void *, pid_t *, void *, pid_t *)) \
+	 nsb_real(NSB_REAL_CLONE))
 #define real_pthread_create \
 	((int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *)) \
 	 nsb_real(NSB_REAL_PTHREAD_CREATE))
@@ -409,9 +413,19 @@ extern struct nsb_lock nsb_table_lock;	/* ranges.c and files.c */
 extern struct nsb_lock nsb_disp_lock;	/* dispositions.c */
 extern struct nsb_lock nsb_timers_lock;	/* threads.c */
 
-/* The pid whose memory this is: differs from getpid() in a vfork child,
- * which shares our memory and must not take the parent's state. */
+/* Is this a child that runs on our memory (vfork, posix_spawn's child,
+ * clone(CLONE_VM)) or on a copy of it made behind the fork handlers' back
+ * (a raw fork)?  Such a child must not take the parent's state.  Known
+ * without a system call unless the program made a process with clone()
+ * or syscall() (process.c). */
 bool nsb_in_vfork_child(void);
+/* [signal-safe] The caller's pid, without a system call where it is
+ * known. */
+pid_t nsb_getpid(void);
+/* [signal-safe] A process is about to be made with clone() or syscall():
+ * from now on nsb_in_vfork_child, nsb_getpid and nsb_gettid ask the
+ * kernel. */
+void nsb_process_clone_coming(void);
 void nsb_process_start(void);	/* from the constructor: fork handlers */
 pid_t nsb_gettid(void);	/* [signal-safe] */
 /* The mask to restore when this thread releases its outermost lock
@@ -747,6 +761,7 @@ void nsb_disp_after_exec(struct nsb_exec *x);
 void nsb_disp_exec_ignore(struct nsb_exec *x);
 void nsb_disp_after_fork_child(void);
 void nsb_process_after_Fork_child(void);	/* process.c */
+void nsb_process_Fork_window(bool open);	/* process.c */
 void nsb_disp_start(void);	/* the constructor's part: inherited mask, handoff */
 /* Its value is the decimal pid of the process that wrote it: the exec'd
  * program's own (exec keeps the pid), or a spawned child's parent's. */

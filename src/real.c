@@ -123,6 +123,7 @@ static const struct {
 	[NSB_REAL_SIGTIMEDWAIT] = { "sigtimedwait", true, false },
 	[NSB_REAL_SIGWAIT] = { "sigwait", true, false },
 	[NSB_REAL_GETCONTEXT] = { "getcontext", true, true },
+	[NSB_REAL_CLONE] = { "clone", true, false },
 	[NSB_REAL__FORK] = { "_Fork", false, true },
 };
 

@@ -208,6 +208,8 @@ __attribute__((used)) void
 nsb_filter_coming(void)
 {
 	atomic_store_explicit(&filter_state, 2, memory_order_release);
+	/* vfork from now on as the C library's (process.c). */
+	nsb_process_clone_coming();
 }
 
 /*
@@ -245,8 +247,10 @@ nsb_sandbox_unchecked(void)
  * glibc's (sysdeps/unix/sysv/linux/{x86_64,aarch64}/syscall.S), no frame
  * of its own, so that what programs do through it with the stack - a
  * vfork, a clone onto a stack of their own - behaves exactly as with
- * glibc's; only a seccomp install first calls nsb_seccomp_coming(), with
- * the arguments saved around it.  A failure goes to nsb_syscall_failed (errno).
+ * glibc's; only a seccomp install first calls nsb_seccomp_coming(), and a
+ * clone, clone3, fork or vfork too (nsb_process_clone_coming: the child
+ * runs no fork handler, and may share our memory), with the arguments
+ * saved around it.  A failure goes to nsb_syscall_failed (errno).
  */
 #define NSB_STR2(x) #x
 #define NSB_STR(x) NSB_STR2(x)
@@ -264,8 +268,17 @@ __asm__(".text\n"
 	"	jmp 2f\n"
 	"0:\n"
 	"	cmpq $" NSB_STR(SYS_prctl) ", %rdi\n"
-	"	jne 2f\n"
+	"	jne 6f\n"
 	"	cmpq $" NSB_STR(PR_SET_SECCOMP) ", %rsi\n"
+	"	jne 2f\n"
+	"	jmp 1f\n"
+	"6:	cmpq $" NSB_STR(SYS_clone) ", %rdi\n"
+	"	je 1f\n"
+	"	cmpq $" NSB_STR(SYS_clone3) ", %rdi\n"
+	"	je 1f\n"
+	"	cmpq $" NSB_STR(SYS_fork) ", %rdi\n"
+	"	je 1f\n"
+	"	cmpq $" NSB_STR(SYS_vfork) ", %rdi\n"
 	"	jne 2f\n"
 	"1:	pushq %rdi\n"
 	".cfi_adjust_cfa_offset 8\n"
@@ -326,8 +339,13 @@ __asm__(".text\n"
 	"	b 2f\n"
 	"0:\n"
 	"	cmp x0, #" NSB_STR(SYS_prctl) "\n"
-	"	b.ne 2f\n"
+	"	b.ne 6f\n"
 	"	cmp x1, #" NSB_STR(PR_SET_SECCOMP) "\n"
+	"	b.ne 2f\n"
+	"	b 1f\n"
+	"6:	cmp x0, #" NSB_STR(SYS_clone) "\n"
+	"	b.eq 1f\n"
+	"	cmp x0, #" NSB_STR(SYS_clone3) "\n"
 	"	b.ne 2f\n"
 	"1:	stp x29, x30, [sp, #-80]!\n"
 	".cfi_def_cfa_offset 80\n"
@@ -366,7 +384,8 @@ __asm__(".text\n"
 /*
  * [signal-safe] syscall(nr, a, b, c, ...) is about to be made, for nr
  * seccomp with a <= 1 or prctl with a == PR_SET_SECCOMP (the assembly
- * above tells those apart; the arguments are where this function's are).
+ * above tells those apart; the arguments are where this function's are),
+ * or for clone, clone3, fork and vfork (process.c).
  * Calls the kernel refuses on their arguments alone install nothing:
  * libseccomp probes the kernel with seccomp(SET_MODE_STRICT, 1, NULL)
  * and seccomp(SET_MODE_FILTER, flag, NULL) in every process that uses it
@@ -376,6 +395,10 @@ __asm__(".text\n"
 __attribute__((used)) void
 nsb_seccomp_coming(long nr, long a, long b, long c)
 {
+	if (nr != SYS_seccomp && nr != SYS_prctl) {
+		nsb_process_clone_coming();
+		return;
+	}
 	if (nr == SYS_seccomp) {
 		if (a == SECCOMP_SET_MODE_STRICT ? b != 0 || c != 0 : c == 0)
 			return;	/* EINVAL; EFAULT */

@@ -334,10 +334,14 @@ mq_notify(mqd_t mqd, const struct sigevent *sev)
 static pid_t
 our_Fork(void)
 {
-	pid_t pid = ((pid_t (*)(void))nsb_real(NSB_REAL__FORK))();
+	pid_t pid;
 
+	nsb_process_Fork_window(true);
+	pid = ((pid_t (*)(void))nsb_real(NSB_REAL__FORK))();
 	if (pid == 0)
 		nsb_process_after_Fork_child();
+	else
+		nsb_process_Fork_window(false);
 	return pid;
 }
 
