@@ -117,7 +117,8 @@ parse_header(const char *line, bool whole, struct nsb_vma *vma)
 	while (*p >= '0' && *p <= '9')
 		vma->ino = vma->ino * 10 + (uint64_t)(*p++ - '0');
 	vma->dev = nsb_dev_of((unsigned)major, (unsigned)minor);
-	vma->anon = vma->ino == 0;
+	vma->zero_file = vma->ino != 0 && nsb_rescue_zero_file(vma->dev, vma->ino);
+	vma->anon = vma->ino == 0 || vma->zero_file;
 	p = skip_spaces(p);
 	vma->path = whole && *p ? p : NULL;
 	vma->page_size = 0;
@@ -418,7 +419,8 @@ query_each(int fd, uintptr_t lo, uintptr_t hi,
 			   (q.vma_flags & NSB_QUERY_VMA_WRITABLE ? PROT_WRITE : 0) |
 			   (q.vma_flags & NSB_QUERY_VMA_EXECUTABLE ? PROT_EXEC : 0);
 		vma.shared = q.vma_flags & NSB_QUERY_VMA_SHARED;
-		vma.anon = vma.ino == 0;
+		vma.zero_file = vma.ino != 0 && nsb_rescue_zero_file(vma.dev, vma.ino);
+		vma.anon = vma.ino == 0 || vma.zero_file;
 		vma.pkey = -1;
 		vma.page_size = 0;
 		vma.dontfork = vma.wipeonfork = false;

@@ -1033,7 +1033,7 @@ refuses_wipe(const struct nsb_vma *vma, void *arg)
 {
 	uintptr_t *at = arg;
 
-	if (!vma->anon || vma->shared) {
+	if (!vma->anon || vma->shared || vma->zero_file) {
 		*at = vma->start;
 		return 1;
 	}
@@ -1065,7 +1065,8 @@ follow_advice(uintptr_t start, uintptr_t end, int advice, int ret, int err)
 
 /*
  * MADV_REMOVE over a shared mapping with rescued pages: the kernel refuses
- * (EINVAL) at the first rescued page, private anonymous memory, where the
+ * (EINVAL; EACCES for the zero file's private mapping) at the first
+ * rescued page, private anonymous memory, where the
  * kernel flag's single VMA would take it.  Done piece by piece instead:
  * the file's pieces punched, the rescued ones dropped (MADV_DONTNEED:
  * zeros again, as the hole reads; they lie past the end of the file,
@@ -1150,7 +1151,9 @@ madvise_remove(void *addr, size_t len)
 	struct nsb_saved before;
 	int ret = real_madvise(addr, len, MADV_REMOVE), err = errno;
 
-	if (ret == 0 || err != EINVAL || !len || !page_aligned((uintptr_t)addr) ||
+	/* EINVAL at a rescue's anonymous memory, EACCES at a private
+	 * mapping of the zero file (rescue.c). */
+	if (ret == 0 || (err != EINVAL && err != EACCES) || !len || !page_aligned((uintptr_t)addr) ||
 	    !span_of(addr, len, nsb_config.page_size, &start, &end) ||
 	    nsb_ranges_replaced(start, end) == 0)
 		return ret;
@@ -1886,6 +1889,10 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 		if (anon)
 			(void)nsb_account_claim_run(tail.acct, tail.off, (tail.end - tail.start) / unit);
 		(void)nsb_ranges_insert(&tail);
+		/* A last unit mapped from the zero file grew as that file,
+		 * which may end inside the growth: anonymous memory there. */
+		if (anon)
+			nsb_rescue_regrown(&tail);
 		/* With the kernel's own flag it would be the file. */
 		if (anon)
 			(void)nsb_refresh(tail.start, tail.end, true);

@@ -690,7 +690,7 @@ uint64_t nsb_dev_of(unsigned major, unsigned minor);
 void nsb_rescue_handler(int sig, siginfo_t *si, void *uc); /* [signal-safe] */
 void nsb_rescue_after_fork_child(void);
 int nsb_rescue_prepare(void);	/* its memory, before the handler is installed */
-void nsb_rescue_arm(void);	/* at the first protected record: populate or not */
+void nsb_rescue_arm(void);	/* at the first protected record: its settings */
 /* What a VMA made anew over a record's page must be given again (a rescue's
  * zero page, a refresh's file page): the policy at p before (-1: none
  * kept), then everything with it after. */
@@ -698,6 +698,14 @@ void nsb_rescue_arm(void);	/* at the first protected record: populate or not */
 int nsb_rescue_policy(const void *p, uint32_t meta, unsigned long nodes[2]); /* [signal-safe] */
 void nsb_rescue_reapply(void *p, size_t len, uint32_t meta, int policy,
 			const unsigned long nodes[2]); /* [signal-safe] */
+/* [signal-safe] Is (dev, ino) the library's zero file, which read-first
+ * fills are mapped from (a VMA of it is a rescue's, like anonymous
+ * memory)? */
+bool nsb_rescue_zero_file(uint64_t dev, uint64_t ino);
+/* The tail r an mremap grew over a rescued last unit: anonymous memory,
+ * as the kernel grows anonymous memory, where that unit may have been the
+ * zero file's (table lock held, the span in flux). */
+void nsb_rescue_regrown(const struct nsb_range *r);
 
 /* ---- dispositions.c: the program's view of signals --------------------- */
 
@@ -785,7 +793,9 @@ struct nsb_vma {
 	uint64_t ino;
 	int prot;
 	bool shared;
-	bool anon;		/* no file behind it */
+	bool anon;		/* no file behind it, or the library's zero file
+				 * (a rescue's: rescue.c) */
+	bool zero_file;		/* the latter: a file's VMA to the kernel */
 	int pkey;		/* smaps only: -1 when unknown */
 	size_t page_size;	/* smaps only: 0 when unknown */
 	bool dontfork;		/* smaps only: MADV_DONTFORK given (VmFlags dc) */

@@ -14,8 +14,9 @@
  *    mremap, the rt_sig* calls, getpid, gettid, tgkill, futex;
  *  - the others, each of which some filter refuses or kills on: statx,
  *    fstatfs, open_tree, mincore, ioctl(PROCMAP_QUERY), openat of /proc
- *    (a browser traps it to its broker), madvise(MADV_POPULATE_READ),
- *    memfd_create, uname, getsockopt, rt_tgsigqueueinfo.
+ *    (a browser traps it to its broker), memfd_create (with the
+ *    ftruncate and F_ADD_SEALS of the zero file: rescue.c), uname,
+ *    getsockopt, rt_tgsigqueueinfo.
  * The library makes one of the second set only where nsb_unfiltered()
  * says no filter is in force: the kernel says so in /proc/self/status
  * ("Seccomp: 0"), read once, on the first call that needs to know (a

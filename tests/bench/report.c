@@ -564,14 +564,14 @@ static void
 pass_rows(struct xres (*res)[6], int n)
 {
 	static const char *const fills[] = { "range", "auto" };
-	static const char *const pops[] = { "default", "off", "on" };
+	static const char *const pops[] = { "default", "zero file off", "zero file on" };
 
 	printf("\nA rescue costs readers and writers nothing: after a fill of a truncated %zu MiB\n"
 	       "MAP_SHARED|MAP_NOSIGBUS memfd mapping, a first pass (one touch a page, in order)\n"
 	       "against the same pass over fresh anonymous memory, CPU time, ABBA in one process;\n"
-	       "populate: the library's NSB_TEST_POPULATE (on: as where the kernel maps a zero page)\n",
+	       "zero file: the library's NSB_TEST_ZERO_FILE (off: every fill anonymous memory)\n",
 	       A->params->size >> 20);
-	printf("  %-44s %10s %10s %8s %-7s %-4s\n", "fill, populate, pass", "anon ns/pg",
+	printf("  %-44s %10s %10s %8s %-7s %-4s\n", "fill, zero file, pass", "anon ns/pg",
 	       "rescue ns", "ratio", "target", "met");
 	for (int f = 0; f < 2; f++)
 		for (int p = 0; p < 3; p++)
@@ -599,7 +599,7 @@ pass_rows(struct xres (*res)[6], int n)
 static void
 frame_rows(struct xres (*res)[3], int n)
 {
-	static const char *const pops[] = { "default", "off", "on" };
+	static const char *const pops[] = { "default", "zero file off", "zero file on" };
 	static const char *const names[] = { "4k", "clipped" };
 	static const char *const labels[] = { "3840x2160 read whole", "8192-wide clipped" };
 
@@ -791,8 +791,8 @@ bench_exact(const struct bench_exact_args *args, int *met_out, int *missed_out)
 	}
 	for (int r = 0; r < rounds; r++) {
 		static const char *const fills[] = { "NOSIGBUS_FILL=range", "NOSIGBUS_FILL=auto" };
-		static const char *const pops[] = { NULL, "NSB_TEST_POPULATE=off",
-						    "NSB_TEST_POPULATE=on" };
+		static const char *const pops[] = { NULL, "NSB_TEST_ZERO_FILE=off",
+						    "NSB_TEST_ZERO_FILE=on" };
 		double t0 = bench_now();
 
 		fprintf(stderr, "nsb-bench: exact rows, round %d of %d ...", r + 1, rounds);

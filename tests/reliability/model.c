@@ -259,6 +259,7 @@ struct kpage {
 	uint64_t off;		/* file offset of this page */
 	int vma;		/* index of its VMA */
 	int vstart, vend;	/* the VMA, in window pages (may exceed the window) */
+	bool zfile;		/* the library's zero file (shown as ino 0) */
 };
 
 /* What the kernel shows over one huge page of the huge window. */
@@ -698,8 +699,14 @@ read_kernel(struct seq *s)
 
 		if (nl)
 			*nl = '\0';
+		/* A fill read first is mapped from the library's zero file:
+		 * a rescue's page, anonymous memory to the model. */
+		bool zero_file = strstr(line, "/memfd:nosigbus-zero") != NULL;
+
 		if (sscanf(line, "%lx-%lx %7s %lx %*s %lu", &a, &b, perms, &off, &ino) == 5 &&
 		    b > lo && a < hi) {
+			if (zero_file)
+				ino = off = 0;
 			for (uintptr_t x = a < lo ? lo : a; x < b && x < hi; x += ps) {
 				struct kpage *k = &s->k[(x - lo) / ps];
 
@@ -708,6 +715,7 @@ read_kernel(struct seq *s)
 				k->w = perms[1] == 'w';
 				k->s = perms[3] == 's';
 				k->ino = ino;
+				k->zfile = zero_file;
 				k->off = off + (x - a);
 				k->vma = nv;
 				k->vstart = (int)(((long)a - (long)lo) / (long)ps);
@@ -2221,6 +2229,10 @@ run_madvise(struct seq *s, const struct op *op)
 		return;
 	}
 
+	/* A rescued page mapped from the library's zero file (a fill read
+	 * first) is a file's page to the kernel, which refuses it. */
+	if (op->mode == MA_WIPEONFORK && model_lib)
+		read_kernel(s);
 	for (j = op->a; j < op->a + op->n; j++) {
 		const struct mpage *p = &s->m.pg[j];
 
@@ -2228,7 +2240,8 @@ run_madvise(struct seq *s, const struct op *op)
 			err = ENOMEM;
 			continue;
 		}
-		if (op->mode == MA_WIPEONFORK && (p->kind == K_FILE || p->shared)) {
+		if (op->mode == MA_WIPEONFORK &&
+		    (p->kind == K_FILE || p->shared || (model_lib && s->k[j].zfile))) {
 			err = EINVAL;
 			break;
 		}
