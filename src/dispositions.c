@@ -765,25 +765,30 @@ unblocked_thread(void)
  * thread; otherwise (kill's SI_USER, from another thread) the copy says
  * SI_QUEUE, with the sender's pid and uid.  Keeps errno.
  */
+/* hold()'s copy of the siginfo it resends (the kernel may write into
+ * it): thread-local, not on the handler's stack.  hold() runs in the
+ * handler, which blocks every signal, once per thread at a time. */
+static __thread siginfo_t hold_copy __attribute__((tls_model("initial-exec")));
+
 __attribute__((noinline)) static void
 hold(const siginfo_t *si, bool directed)
 {
 	int expected = HELD_NONE, saved_errno = errno;
-	siginfo_t copy;
+	siginfo_t *copy = &hold_copy;
 	pid_t tid;
 
 	if (!directed && !atomic_load(&state->blockers_incomplete) &&
 	    (tid = unblocked_thread()) > 0) {
-		copy = *si;
-		if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGBUS, &copy) == 0)
+		*copy = *si;
+		if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGBUS, copy) == 0)
 			goto out;
-		copy = *si;
+		*copy = *si;
 		if (nsb_gettid() == getpid() &&
-		    syscall(SYS_rt_sigqueueinfo, getpid(), SIGBUS, &copy) == 0)
+		    syscall(SYS_rt_sigqueueinfo, getpid(), SIGBUS, copy) == 0)
 			goto out;
-		copy = *si;
-		copy.si_code = SI_QUEUE;
-		if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGBUS, &copy) == 0)
+		*copy = *si;
+		copy->si_code = SI_QUEUE;
+		if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGBUS, copy) == 0)
 			goto out;
 	}
 	if (directed) {
@@ -1319,11 +1324,40 @@ took_directed(const siginfo_t *si)
 	return false;
 }
 
+/*
+ * [signal-safe] nsb_disp_chain's way to the program's action: out of line,
+ * so that the action (a struct sigaction) is on the stack only on this
+ * path, not on the held path's (the handler's budget, SPEC §5).
+ */
+__attribute__((noinline)) static void
+chain_to_action(int sig, siginfo_t *si, void *ucv)
+{
+	struct sigaction act;
+
+	take_action(SIGBUS, &act);
+	/* The kernel forces the default action on a fault that is blocked
+	 * or ignored. */
+	if (act.sa_handler == SIG_DFL ||
+	    (nsb_disp_is_fault(si, ucv) && (blocked || act.sa_handler == SIG_IGN))) {
+		/* Dies of the same signal, core and all, as soon as we return:
+		 * SIGBUS is blocked while we run, and sigreturn restores the
+		 * faulting context first.  Re-faulting instead would not be
+		 * certain: another thread may have remapped the page. */
+		die_of(sig, si);
+		return;
+	}
+	if (act.sa_handler == SIG_IGN) {
+		if (!other_signal_coming(ucv))
+			swallowed++;
+		return;
+	}
+	run_handler(sig, si, ucv, &act, true);
+}
+
 /* [signal-safe] A SIGBUS the library does not rescue. */
 void
 nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 {
-	struct sigaction act;
 	bool directed;
 
 	/* The program's handler calls ours with the siginfo it was given:
@@ -1344,24 +1378,7 @@ nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 			swallowed++;
 		return;
 	}
-	take_action(SIGBUS, &act);
-	/* The kernel forces the default action on a fault that is blocked
-	 * or ignored. */
-	if (act.sa_handler == SIG_DFL ||
-	    (nsb_disp_is_fault(si, ucv) && (blocked || act.sa_handler == SIG_IGN))) {
-		/* Dies of the same signal, core and all, as soon as we return:
-		 * SIGBUS is blocked while we run, and sigreturn restores the
-		 * faulting context first.  Re-faulting instead would not be
-		 * certain: another thread may have remapped the page. */
-		die_of(sig, si);
-		return;
-	}
-	if (act.sa_handler == SIG_IGN) {
-		if (!other_signal_coming(ucv))
-			swallowed++;
-		return;
-	}
-	run_handler(sig, si, ucv, &act, true);
+	chain_to_action(sig, si, ucv);
 }
 
 /*
