@@ -251,12 +251,16 @@ static void (*lib_restorer)(void);
 /* What the kernel keeps of an action the program installs, so that a
  * query reads back exactly what it would without us: unknown flags
  * dropped, SIGKILL and SIGSTOP out of the mask, the C library's restorer
- * added.  (Actions the program never set are kept as the kernel had them.) */
+ * added.  (Actions the program never set are kept as the kernel had them.)
+ * SA_RESTORER is a flag both x86_64's and arm64's kernels know and keep:
+ * on arm64, where glibc adds none, a program that passes it reads it back
+ * (signals-restorer, in a VM). */
 static void
 normalize(struct sigaction *act)
 {
 	static const int kept = SA_NOCLDSTOP | SA_NOCLDWAIT | SA_SIGINFO | SA_ONSTACK |
-				SA_RESTART | SA_NODEFER | SA_RESETHAND | SA_EXPOSE_TAGBITS;
+				SA_RESTART | SA_NODEFER | SA_RESETHAND | SA_EXPOSE_TAGBITS |
+				SA_RESTORER;
 
 	act->sa_flags = (act->sa_flags & kept) | lib_flags;
 	if (lib_flags)
