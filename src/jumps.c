@@ -235,11 +235,21 @@ __longjmp_chk(struct __jmp_buf_tag env[1], int val)
  * x86-64, makecontext leaves __start_context's address as the return
  * address on top of the new context's stack; a context entered through
  * us with that word there gets link_start's instead, which does the same
- * through our setcontext.  (aarch64's makecontext keeps it in x30: not
- * done there, libnosigbus(7).)
+ * through our setcontext.  aarch64's makecontext keeps that address in
+ * x30 (and uc_link in x19): the same, in x30 of the copy.
  */
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__aarch64__)
 NSB_INTERNAL void nsb_jumps_link(const ucontext_t *link) __attribute__((used, noreturn));
+
+/* Where makecontext leaves the way out of a context (x86-64: the word on
+ * top of its stack; aarch64: x30). */
+#if defined(__x86_64__)
+typedef uintptr_t link_word;
+#define LINK_SLOT(uc) ((link_word *)(uc)->uc_mcontext.gregs[REG_RSP])
+#else
+typedef unsigned long long link_word;
+#define LINK_SLOT(uc) (&(uc)->uc_mcontext.regs[30])
+#endif
 
 /* Where glibc's makecontext sends a context whose function returns,
  * learnt from a context it makes (no system call); 0 if unknown. */
@@ -258,7 +268,7 @@ glibc_start_context(void)
 		probe.uc_stack.ss_size = sizeof(stack);
 		probe.uc_link = NULL;
 		makecontext(&probe, (void (*)(void))abort, 0);
-		a = *(uintptr_t *)probe.uc_mcontext.gregs[REG_RSP];
+		a = (uintptr_t)*LINK_SLOT(&probe);
 		if (!a)
 			a = 1;
 		__atomic_store_n(&addr, a, __ATOMIC_RELEASE);
@@ -266,6 +276,7 @@ glibc_start_context(void)
 	return a == 1 ? 0 : a;
 }
 
+#if defined(__x86_64__)
 /* glibc's __start_context, through our setcontext: rbx points at the
  * uc_link slot that makecontext left; the stack is 16-byte aligned there. */
 __asm__(".text\n\t"
@@ -281,6 +292,25 @@ __asm__(".text\n\t"
 	".cfi_endproc\n\t"
 	".size nsb_link_start, .-nsb_link_start\n\t"
 	".previous");
+#else
+/* glibc's __startcontext, through our setcontext: makecontext left
+ * uc_link in x19; the context's function returned here (x30), on its
+ * stack, 16-byte aligned.  bti c: harmless where BTI is off, and a
+ * landing pad where a branch (not a return) comes here. */
+__asm__(".text\n\t"
+	".type nsb_link_start, %function\n\t"
+	".p2align 2\n"
+	"nsb_link_start:\n\t"
+	".cfi_startproc\n\t"
+	".cfi_undefined x30\n\t"
+	"hint 34\n\t"
+	"mov x0, x19\n\t"
+	"bl nsb_jumps_link\n\t"
+	"brk #1000\n\t"
+	".cfi_endproc\n\t"
+	".size nsb_link_start, .-nsb_link_start\n\t"
+	".previous");
+#endif
 extern char nsb_link_start[] __attribute__((visibility("hidden")));
 
 static int enter_context(const ucontext_t *ucp);
@@ -295,17 +325,17 @@ nsb_jumps_link(const ucontext_t *link)
 
 /* A fresh context of makecontext's: its way out through us. */
 static void
-patch_link(const ucontext_t *copy)
+patch_link(ucontext_t *copy)
 {
-	uintptr_t *top = (uintptr_t *)copy->uc_mcontext.gregs[REG_RSP], word;
-	uintptr_t start = glibc_start_context();
+	link_word *slot = LINK_SLOT(copy);
+	uintptr_t start = glibc_start_context(), word;
 
-	if (start && nsb_read_word(top, &word) && word == start)
-		*top = (uintptr_t)nsb_link_start;
+	if (start && nsb_read_word(slot, &word) && word == start)
+		*slot = (link_word)(uintptr_t)nsb_link_start;
 }
 #else
 static void
-patch_link(const ucontext_t *copy)
+patch_link(ucontext_t *copy)
 {
 	(void)copy;
 }
