@@ -3706,6 +3706,13 @@ tid_reuse_init(void)
 	sem_init(&route_delivered, 0, 0);
 	NSBT_CHECK(pthread_create(&t, NULL, exit_blocked, &first) == 0, "pthread_create");
 	pthread_join(t, NULL);
+	/* pthread_join returns when the kernel clears the thread's id word,
+	 * before it frees the id itself: until then the next thread would
+	 * get another (seen under TCG, with and without the library). */
+	for (long i = 0; syscall(SYS_tgkill, getpid(), first, 0) == 0; i++) {
+		NSBT_CHECK(i < 10000000, "thread %d still there after its join", (int)first);
+		sched_yield();
+	}
 	/* The next thread gets the same id. */
 	fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
 	n = snprintf(buf, sizeof(buf), "%d", (int)first - 1);
