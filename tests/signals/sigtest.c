@@ -6181,6 +6181,13 @@ body_getcontext_view(char **a)
 	static volatile int pass;
 
 	(void)a;
+#if !defined(__x86_64__)
+	/* Handled on x86-64 only (doc/signals.md, libnosigbus(7)). */
+	printf("SKIP: getcontext saves the kernel's mask here, without the view's SIGBUS: "
+	       "handled on x86-64 only\n");
+	fflush(stdout);
+	exit(77);
+#endif
 	setup_library();
 	block(SIG_BLOCK, SIGBUS);
 	NSBT_CHECK(getcontext(&gc_uc) == 0, "getcontext");
