@@ -66,4 +66,7 @@ int bench_exact(const struct bench_exact_args *args, int *met, int *missed);
 /* CLOCK_MONOTONIC in nanoseconds. */
 double bench_now(void);
 
+/* children.c: a file of len bytes on a disk file system (not tmpfs), or -1. */
+int bench_disk_file(size_t len);
+
 #endif /* BENCH_H */

@@ -977,9 +977,10 @@ recv_rows(const struct bench_params *bp, int fd)
 	close(c.sock[1]);
 }
 
-/* A file on a disk file system (not tmpfs) for the policy rows, or -1. */
-static int
-disk_file(size_t len)
+/* A file on a disk file system (not tmpfs) for the policy rows, or -1
+ * (exact.c's rows too). */
+int
+bench_disk_file(size_t len)
 {
 	const char *dirs[] = { getenv("NSB_BUILD_ROOT"), "/var/tmp", "." };
 
@@ -1262,7 +1263,7 @@ child_ops(const struct bench_params *bp)
 	mfd = memfd_create("nsb-bench-ops", MFD_CLOEXEC);
 	if (mfd < 0 || ftruncate(mfd, 1 << 20) < 0)
 		die("memfd_create: %s", strerror(errno));
-	dfd = disk_file(1 << 20);
+	dfd = bench_disk_file(1 << 20);
 	if (!only || !strcmp(only, "disk")) {
 		if (dfd >= 0)
 			map_rows(bp, dfd, "disk");

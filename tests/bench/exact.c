@@ -356,31 +356,6 @@ xrow_run(const struct xrow *r, const char *suffix, size_t n, int rounds, bool ma
 	printf("ex.%s.lf %.17g\n", key, med(lf, rounds));
 }
 
-static int
-x_disk_file(size_t len)
-{
-	const char *dirs[] = { getenv("NSB_BUILD_ROOT"), "/var/tmp", "." };
-
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		char path[4096];
-		struct statfs fs;
-		int fd;
-
-		if (!dirs[i] || statfs(dirs[i], &fs) < 0 || fs.f_type == TMPFS_MAGIC ||
-		    fs.f_type == RAMFS_MAGIC)
-			continue;
-		snprintf(path, sizeof(path), "%s/nsb-bench-exact-%d", dirs[i], (int)getpid());
-		fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-		if (fd < 0)
-			continue;
-		unlink(path);
-		if (ftruncate(fd, (off_t)len) == 0)
-			return fd;
-		close(fd);
-	}
-	return -1;
-}
-
 static void
 on_usr1(int sig)
 {
@@ -410,7 +385,7 @@ child_exact(const struct bench_params *bp)
 		if (ftruncate(shm.fd, 1 << 20) < 0)
 			xdie("ftruncate %s: %s", path, strerror(errno));
 	}
-	disk.fd = x_disk_file(1 << 20);
+	disk.fd = bench_disk_file(1 << 20);
 	recv.fd = mem.fd;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, recv.sock) < 0)
 		xdie("socketpair: %s", strerror(errno));
