@@ -307,7 +307,14 @@ clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
 	nsb_process_clone_coming();
 	return real_clone(fn, stack, flags, arg, ptid, tls, ctid);
 }
+/* glibc's other name for it.  copy(): GCC's, so that the alias keeps
+ * clone's attributes (-Wmissing-attributes); clang has no such attribute
+ * and does not warn. */
+#if defined(__clang__)
+NSB_EXPORT __typeof__(clone) __clone __attribute__((alias("clone")));
+#else
 NSB_EXPORT __typeof__(clone) __clone __attribute__((alias("clone"), copy(clone)));
+#endif
 
 /*
  * vfork(), in assembly like the C library's (no frame: the child returns

@@ -66,7 +66,7 @@ spawn(char **argv)
 		execv(argv[0], argv);
 		return 127;
 	}
-	for (int i = 0; i < n; i++) {
+	for (volatile int i = 0; i < n; i++) {	/* volatile: kept across vfork */
 		int status;
 		pid_t pid;
 
