@@ -117,10 +117,7 @@ struct result {
 	bool ok;
 	bool timed_out;
 	int n;
-	struct {
-		char key[48];
-		double v;
-	} kv[MAX_KEYS];
+	struct bench_kv kv[MAX_KEYS];
 	char ignored[160];	/* the library's "ignoring NOSIGBUS_..." warning */
 };
 
@@ -199,19 +196,22 @@ pass_stderr(struct result *res, int fd)
 	}
 }
 
-static void
-parse_output(struct result *res, char *text)
+int
+bench_parse(char *text, struct bench_kv *kv, int max)
 {
+	int n = 0;
+
 	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
 		char *sp = strchr(line, ' ');
 
-		if (!sp || res->n == MAX_KEYS || (size_t)(sp - line) >= sizeof(res->kv[0].key))
+		if (!sp || n == max || (size_t)(sp - line) >= sizeof(kv[0].key))
 			continue;
-		memcpy(res->kv[res->n].key, line, (size_t)(sp - line));
-		res->kv[res->n].key[sp - line] = '\0';
-		res->kv[res->n].v = strtod(sp + 1, NULL);
-		res->n++;
+		memcpy(kv[n].key, line, (size_t)(sp - line));
+		kv[n].key[sp - line] = '\0';
+		kv[n].v = strtod(sp + 1, NULL);
+		n++;
 	}
+	return n;
 }
 
 static void
@@ -316,7 +316,7 @@ run_child(enum child_id id, int round, const char *self, int limit_s)
 				round + 1, c->kind, c->fill ? " fill=" : "",
 				c->fill ? c->fill : "", WEXITSTATUS(status));
 	}
-	parse_output(res, out);
+	res->n = bench_parse(out, res->kv, MAX_KEYS);
 }
 
 static bool protect_too_slow;

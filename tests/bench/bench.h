@@ -69,4 +69,19 @@ double bench_now(void);
 /* children.c: a file of len bytes on a disk file system (not tmpfs), or -1. */
 int bench_disk_file(size_t len);
 
+/* children.c, for every child: a message on stderr, exit 1. */
+void bench_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* children.c: this process's CPU time in nanoseconds. */
+double bench_cpu_ns(void);
+/* children.c: the median of v (sorted in place); NaN for none. */
+double bench_median(double *v, size_t n);
+
+/* A child's figures, "key value" lines of its stdout. */
+struct bench_kv {
+	char key[48];
+	double v;
+};
+/* bench.c: the lines of text (changed) into kv, at most max; how many. */
+int bench_parse(char *text, struct bench_kv *kv, int max);
+
 #endif /* BENCH_H */

@@ -52,48 +52,6 @@ extern char **environ;
 
 static size_t page;
 
-static void __attribute__((noreturn, format(printf, 1, 2)))
-xdie(const char *fmt, ...)
-{
-	va_list ap;
-
-	fflush(stdout);
-	fputs("nsb-bench: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-/* CPU time of this process in nanoseconds: what a call costs, less the
- * time other agents' processes held the CPU. */
-static double
-cpu_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int
-cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double
-med(double *v, int n)
-{
-	if (n <= 0)
-		return NAN;
-	qsort(v, (size_t)n, sizeof(*v), cmp_d);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* ---- the exact rows ------------------------------------------------------ */
 
 #define STATX_MAP (0x0fffU | 0x4000U)	/* STATX_ALL | STATX_MNT_ID_UNIQUE */
@@ -109,7 +67,7 @@ floor_statx(int fd, unsigned int mask)
 	struct nsb_statx_buf st;
 
 	if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH | AT_STATX_SYNC_AS_STAT, mask, &st) < 0)
-		xdie("statx: %s", strerror(errno));
+		bench_die("statx: %s", strerror(errno));
 }
 
 struct xctx {
@@ -130,7 +88,7 @@ op_pair(struct xctx *c, enum variant v)
 	if (v == V_LIB) {
 		p = mmap(NULL, c->len, PROT_READ | PROT_WRITE, MAP_SHARED, c->fd, 0);
 		if (p == MAP_FAILED)
-			xdie("mmap: %s", strerror(errno));
+			bench_die("mmap: %s", strerror(errno));
 		munmap(p, c->len);
 		return;
 	}
@@ -138,7 +96,7 @@ op_pair(struct xctx *c, enum variant v)
 		floor_statx(c->fd, STATX_MAP);
 	p = (void *)syscall(SYS_mmap, NULL, c->len, PROT_READ | PROT_WRITE, MAP_SHARED, c->fd, 0);
 	if (p == MAP_FAILED)
-		xdie("mmap: %s", strerror(errno));
+		bench_die("mmap: %s", strerror(errno));
 	syscall(SYS_munmap, p, c->len);
 }
 
@@ -151,22 +109,22 @@ op_pool(struct xctx *c, enum variant v)
 	if (v == V_LIB) {
 		fd = memfd_create("nsb-bench-pool", MFD_CLOEXEC);
 		if (fd < 0 || ftruncate(fd, (off_t)c->len) < 0)
-			xdie("memfd_create: %s", strerror(errno));
+			bench_die("memfd_create: %s", strerror(errno));
 		p = mmap(NULL, c->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (p == MAP_FAILED)
-			xdie("mmap: %s", strerror(errno));
+			bench_die("mmap: %s", strerror(errno));
 		munmap(p, c->len);
 		close(fd);
 		return;
 	}
 	fd = (int)syscall(SYS_memfd_create, "nsb-bench-pool", MFD_CLOEXEC);
 	if (fd < 0 || syscall(SYS_ftruncate, fd, (off_t)c->len) < 0)
-		xdie("memfd_create: %s", strerror(errno));
+		bench_die("memfd_create: %s", strerror(errno));
 	if (v == V_FLOOR)
 		floor_statx(fd, STATX_MAP);
 	p = (void *)syscall(SYS_mmap, NULL, c->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
-		xdie("mmap: %s", strerror(errno));
+		bench_die("mmap: %s", strerror(errno));
 	syscall(SYS_munmap, p, c->len);
 	syscall(SYS_close, fd);
 }
@@ -196,12 +154,12 @@ op_recv(struct xctx *c, enum variant v)
 	h->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(h), &c->fd, sizeof(int));
 	if (syscall(SYS_sendmsg, c->sock[0], &m, 0) != (long)sizeof(data))
-		xdie("sendmsg: %s", strerror(errno));
+		bench_die("sendmsg: %s", strerror(errno));
 	got_n = v == V_LIB ? recvmsg(c->sock[1], &r, MSG_CMSG_CLOEXEC)
 			   : syscall(SYS_recvmsg, c->sock[1], &r, MSG_CMSG_CLOEXEC);
 	if (got_n != (ssize_t)sizeof(data) || !(h = CMSG_FIRSTHDR(&r)) ||
 	    h->cmsg_type != SCM_RIGHTS)
-		xdie("recvmsg: %s", strerror(errno));
+		bench_die("recvmsg: %s", strerror(errno));
 	memcpy(&got, CMSG_DATA(h), sizeof(got));
 	if (v == V_FLOOR)
 		floor_statx(got, STATX_RECV);
@@ -217,12 +175,12 @@ op_mprotect_ok(struct xctx *c, enum variant v)
 	if (v == V_LIB) {
 		if (mprotect(c->p, page, PROT_READ) < 0 ||
 		    mprotect(c->p, page, PROT_READ | PROT_WRITE) < 0)
-			xdie("mprotect: %s", strerror(errno));
+			bench_die("mprotect: %s", strerror(errno));
 		return;
 	}
 	if (syscall(SYS_mprotect, c->p, page, PROT_READ) < 0 ||
 	    syscall(SYS_mprotect, c->p, page, PROT_READ | PROT_WRITE) < 0)
-		xdie("mprotect: %s", strerror(errno));
+		bench_die("mprotect: %s", strerror(errno));
 }
 
 /* What the library asks after a failed call (maps.c): the kernel's VMA at
@@ -252,7 +210,7 @@ op_mprotect_fail(struct xctx *c, enum variant v)
 				    : syscall(SYS_mprotect, c->p, 2 * page, prot);
 
 		if (r == 0 || errno != ENOMEM)
-			xdie("mprotect did not fail with ENOMEM");
+			bench_die("mprotect did not fail with ENOMEM");
 		if (v == V_FLOOR)
 			floor_query(c);
 	}
@@ -267,11 +225,11 @@ struct xrow {
 static double
 xbatch(const struct xrow *r, enum variant v, size_t n)
 {
-	double t0 = cpu_now();
+	double t0 = bench_cpu_ns();
 
 	for (size_t i = 0; i < n; i++)
 		r->op(r->ctx, v);
-	return (cpu_now() - t0) / (double)n;
+	return (bench_cpu_ns() - t0) / (double)n;
 }
 
 /* Marks a place in an strace log: a failing openat whose path says what
@@ -349,11 +307,11 @@ xrow_run(const struct xrow *r, const char *suffix, size_t n, int rounds, bool ma
 			if (read(pmu, &count, sizeof(count)) == (ssize_t)sizeof(count))
 				printf("ex.%s.ins.%s %.17g\n", key, vnames[v], (double)count / (double)n);
 		}
-	printf("ex.%s.bare %.17g\n", key, med(b, rounds));
-	printf("ex.%s.floor %.17g\n", key, med(f, rounds));
-	printf("ex.%s.lib %.17g\n", key, med(l, rounds));
-	printf("ex.%s.lb %.17g\n", key, med(lb, rounds));
-	printf("ex.%s.lf %.17g\n", key, med(lf, rounds));
+	printf("ex.%s.bare %.17g\n", key, bench_median(b, (size_t)rounds));
+	printf("ex.%s.floor %.17g\n", key, bench_median(f, (size_t)rounds));
+	printf("ex.%s.lib %.17g\n", key, bench_median(l, (size_t)rounds));
+	printf("ex.%s.lb %.17g\n", key, bench_median(lb, (size_t)rounds));
+	printf("ex.%s.lf %.17g\n", key, bench_median(lf, (size_t)rounds));
 }
 
 static void
@@ -377,27 +335,27 @@ child_exact(const struct bench_params *bp)
 
 	mem.fd = memfd_create("nsb-bench-exact", MFD_CLOEXEC);
 	if (mem.fd < 0 || ftruncate(mem.fd, 1 << 20) < 0)
-		xdie("memfd_create: %s", strerror(errno));
+		bench_die("memfd_create: %s", strerror(errno));
 	snprintf(path, sizeof(path), "/dev/shm/nsb-bench-exact-%d", (int)getpid());
 	shm.fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (shm.fd >= 0) {
 		unlink(path);
 		if (ftruncate(shm.fd, 1 << 20) < 0)
-			xdie("ftruncate %s: %s", path, strerror(errno));
+			bench_die("ftruncate %s: %s", path, strerror(errno));
 	}
 	disk.fd = bench_disk_file(1 << 20);
 	recv.fd = mem.fd;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, recv.sock) < 0)
-		xdie("socketpair: %s", strerror(errno));
+		bench_die("socketpair: %s", strerror(errno));
 	/* A protected page (mapped through the library: a record) with a
 	 * free page above it. */
 	hole = mmap(NULL, 3 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (hole == MAP_FAILED)
-		xdie("mmap: %s", strerror(errno));
+		bench_die("mmap: %s", strerror(errno));
 	munmap(hole, 3 * page);
 	prot.p = mmap(hole + page, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, mem.fd, 0);
 	if (prot.p == MAP_FAILED)
-		xdie("mmap: %s", strerror(errno));
+		bench_die("mmap: %s", strerror(errno));
 	prot.maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	pmu = marks ? -1 : instructions_counter();
 	printf("ex.pmu %d\n", pmu >= 0);
@@ -419,7 +377,7 @@ child_exact(const struct bench_params *bp)
 			sa.sa_handler = on_usr1;
 			sigemptyset(&sa.sa_mask);
 			if (sigaction(SIGUSR1, &sa, NULL) < 0)
-				xdie("sigaction: %s", strerror(errno));
+				bench_die("sigaction: %s", strerror(errno));
 		}
 		for (int i = 0; i < nrows; i++)
 			xrow_run(&rows[(i + bp->round) % nrows], h ? ".h" : "", n, rounds, marks);
@@ -437,7 +395,7 @@ child_spawn(const struct bench_params *bp)
 	char *argv[] = { (char *)bp->program, NULL };
 
 	if (!how || !bp->program)
-		xdie("spawn: NSB_BENCH_SPAWN and --true are needed");
+		bench_die("spawn: NSB_BENCH_SPAWN and --true are needed");
 	if (getenv("NSB_BENCH_HANDLER")) {
 		struct sigaction sa;
 
@@ -445,7 +403,7 @@ child_spawn(const struct bench_params *bp)
 		sa.sa_handler = on_usr1;
 		sigemptyset(&sa.sa_mask);
 		if (sigaction(SIGUSR1, &sa, NULL) < 0)
-			xdie("sigaction: %s", strerror(errno));
+			bench_die("sigaction: %s", strerror(errno));
 	}
 	for (long i = 0; i < n; i++) {
 		pid_t pid;
@@ -471,9 +429,9 @@ child_spawn(const struct bench_params *bp)
 			}
 		}
 		if (pid < 0)
-			xdie("%s: %s", how, strerror(errno));
+			bench_die("%s: %s", how, strerror(errno));
 		if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
-			xdie("%s: the child failed", how);
+			bench_die("%s: the child failed", how);
 	}
 }
 
@@ -485,7 +443,7 @@ pass(char *p, size_t n, bool write)
 {
 	volatile char *v = p;
 	unsigned sum = 0;
-	double t0 = cpu_now();
+	double t0 = bench_cpu_ns();
 
 	for (size_t i = 0; i < n; i++) {
 		if (write)
@@ -493,9 +451,9 @@ pass(char *p, size_t n, bool write)
 		else
 			sum += (unsigned char)v[i * page];
 	}
-	t0 = cpu_now() - t0;
+	t0 = bench_cpu_ns() - t0;
 	if (sum)
-		xdie("a read saw non-zero bytes");
+		bench_die("a read saw non-zero bytes");
 	return t0 / (double)n;
 }
 
@@ -506,7 +464,7 @@ anon_pass(size_t size, bool write)
 	double t;
 
 	if (p == MAP_FAILED)
-		xdie("mmap: %s", strerror(errno));
+		bench_die("mmap: %s", strerror(errno));
 	madvise(p, size, MADV_NOHUGEPAGE);
 	t = pass(p, size / page, write);
 	munmap(p, size);
@@ -521,15 +479,15 @@ rescue_pass(size_t size, bool write)
 	double t;
 
 	if (fd < 0 || ftruncate(fd, (off_t)size) < 0)
-		xdie("memfd_create: %s", strerror(errno));
+		bench_die("memfd_create: %s", strerror(errno));
 	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NOSIGBUS, fd, 0);
 	if (p == MAP_FAILED || ftruncate(fd, 0) < 0)
-		xdie("mmap: %s", strerror(errno));
+		bench_die("mmap: %s", strerror(errno));
 	t = pass(p, size / page, write);
 	if (write)
 		for (size_t i = 0; i < size / page; i++)
 			if (p[i * page] != 1)
-				xdie("a write after the rescue did not stick");
+				bench_die("a write after the rescue did not stick");
 	munmap(p, size);
 	close(fd);
 	return t;
@@ -558,9 +516,9 @@ child_pass(const struct bench_params *bp)
 			r[k] = first ? (y + z) / 2 : (x + u) / 2;
 			ratio[k] = r[k] / a[k];
 		}
-		printf("pass.%s.anon %.17g\n", w ? "write" : "read", med(a, rounds));
-		printf("pass.%s.rescue %.17g\n", w ? "write" : "read", med(r, rounds));
-		printf("pass.%s.ratio %.17g\n", w ? "write" : "read", med(ratio, rounds));
+		printf("pass.%s.anon %.17g\n", w ? "write" : "read", bench_median(a, (size_t)rounds));
+		printf("pass.%s.rescue %.17g\n", w ? "write" : "read", bench_median(r, (size_t)rounds));
+		printf("pass.%s.ratio %.17g\n", w ? "write" : "read", bench_median(ratio, (size_t)rounds));
 	}
 }
 

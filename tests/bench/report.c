@@ -28,10 +28,7 @@
 
 struct xres {
 	int n;
-	struct {
-		char key[48];
-		double v;
-	} kv[XMAX_KEYS];
+	struct bench_kv kv[XMAX_KEYS];
 };
 
 static const struct bench_exact_args *A;
@@ -45,21 +42,6 @@ xget(const struct xres *r, const char *key)
 		if (!strcmp(r->kv[i].key, key))
 			return r->kv[i].v;
 	return NAN;
-}
-
-static void
-xparse(struct xres *res, char *text)
-{
-	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-		char *sp = strchr(line, ' ');
-
-		if (!sp || res->n == XMAX_KEYS || (size_t)(sp - line) >= sizeof(res->kv[0].key))
-			continue;
-		memcpy(res->kv[res->n].key, line, (size_t)(sp - line));
-		res->kv[res->n].key[sp - line] = '\0';
-		res->kv[res->n].v = strtod(sp + 1, NULL);
-		res->n++;
-	}
 }
 
 /*
@@ -214,7 +196,7 @@ xchild(const char *kind, int round, const char *const extra[], struct xres *res,
 		xfailed = true;
 	}
 	if (res)
-		xparse(res, out);
+		res->n = bench_parse(out, res->kv, XMAX_KEYS);
 	return ok;
 }
 
@@ -589,7 +571,7 @@ pass_rows(struct xres (*res)[6], int n)
 					r[i] = xget(&res[i][f * 3 + p], k);
 				}
 				ratio = xmedian(v, n);
-				snprintf(label, sizeof(label), "%s, populate %s, %s-first", fills[f],
+				snprintf(label, sizeof(label), "%s, %s, %s-first", fills[f],
 					 pops[p], what);
 				printf("  %-44s %10.1f %10.1f %7.3fx %-7s %-4s\n", label, xmedian(a, n),
 				       xmedian(r, n), ratio, "<=1.05", xjudge(ratio, 1.05));
@@ -607,7 +589,7 @@ frame_rows(struct xres (*res)[3], int n)
 	       "it) against the legitimate frame (the same, not truncated), in one process, CPU time,\n"
 	       "fastest of the frames of each round; memory: growth over hostile frames after a\n"
 	       "warm-up\n");
-	printf("  %-44s %10s %10s %8s %-7s %-4s\n", "frame, populate", "legit ms", "hostile ms",
+	printf("  %-44s %10s %10s %8s %-7s %-4s\n", "frame, zero file", "legit ms", "hostile ms",
 	       "ratio", "target", "met");
 	for (int i = 0; i < 2; i++)
 		for (int p = 0; p < 3; p++) {
@@ -619,7 +601,7 @@ frame_rows(struct xres (*res)[3], int n)
 			for (int r = 0; r < n; r++)
 				v[r] = xget(&res[r][p], h) / xget(&res[r][p], l);
 			ratio = xmedian(v, n);
-			snprintf(label, sizeof(label), "%s, populate %s", labels[i], pops[p]);
+			snprintf(label, sizeof(label), "%s, %s", labels[i], pops[p]);
 			{
 				double lv[XMAX_ROUNDS], hv[XMAX_ROUNDS];
 
@@ -637,7 +619,7 @@ frame_rows(struct xres (*res)[3], int n)
 
 		if (isnan(frames))
 			continue;
-		printf("  memory over %.0f more hostile frames, populate %-7s VmRSS %+.0f KiB, "
+		printf("  memory over %.0f more hostile frames, %-13s VmRSS %+.0f KiB, "
 		       "VmSize %+.0f KiB, library records %+.0f\n",
 		       frames, pops[p], xget(&res[0][p], "ops.frame.mem.rss"),
 		       xget(&res[0][p], "ops.frame.mem.size"),
