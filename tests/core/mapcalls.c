@@ -181,6 +181,23 @@ peer_size(struct peer *pr, size_t size)
 		   read(pr->ack, &b, 1) == 1, "the peer did not answer");
 }
 
+/* The peer cuts the 4-page mapping p's file to one page (page 2 is
+ * rescued), then grows it to 16; p grown to 8 pages with mremap, where
+ * the file's pattern must show: the new address. */
+static char *
+rescue_then_regrow(struct peer *pr, char *p)
+{
+	char *q;
+
+	peer_size(pr, ps);
+	core_expect_bytes(p + 2 * ps, 0, ps, "a page past the end, rescued");
+	peer_size(pr, 16 * ps);
+	q = mremap(p, 4 * ps, 8 * ps, MREMAP_MAYMOVE);
+	NSBT_CHECK(q != MAP_FAILED, "mremap to 8 pages after a rescue: %s", strerror(errno));
+	core_expect_pattern(q, 0, 8 * ps, "the file grown back, after mremap");
+	return q;
+}
+
 static void
 peer_end(struct peer *pr)
 {
@@ -259,12 +276,7 @@ refreshed_split_child(void *arg)
 	/* The program keeps no descriptor: the library maps the file again
 	 * from one of its own. */
 	close(fd);
-	peer_size(&pr, ps);
-	core_expect_bytes(p + 2 * ps, 0, ps, "a page past the end, rescued");
-	peer_size(&pr, 16 * ps);
-	q = mremap(p, 4 * ps, 8 * ps, MREMAP_MAYMOVE);
-	NSBT_CHECK(q != MAP_FAILED, "mremap to 8 pages after a rescue: %s", strerror(errno));
-	core_expect_pattern(q, 0, 8 * ps, "the file grown back, after mremap");
+	q = rescue_then_regrow(&pr, p);
 	n = shows_file(q, 8 * ps, (unsigned long)st.st_ino, "after the first mremap");
 	/* The split this test is about; if the kernel or the library ever
 	 * makes it one VMA, the rest still holds. */
@@ -325,12 +337,7 @@ refreshed_attrs_child(void *arg)
 	}
 	peer_start(&pr, fd);
 	close(fd);
-	peer_size(&pr, ps);
-	core_expect_bytes(p + 2 * ps, 0, ps, "a page past the end, rescued");
-	peer_size(&pr, 16 * ps);
-	q = mremap(p, 4 * ps, 8 * ps, MREMAP_MAYMOVE);
-	NSBT_CHECK(q != MAP_FAILED, "mremap to 8 pages after a rescue: %s", strerror(errno));
-	core_expect_pattern(q, 0, 8 * ps, "the file grown back, after mremap");
+	q = rescue_then_regrow(&pr, p);
 	vm_flags(q + 2 * ps, flags, sizeof(flags));
 	for (size_t i = 0; i < n; i++)
 		NSBT_CHECK(has_flag(flags, want[i]),
