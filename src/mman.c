@@ -1413,9 +1413,11 @@ move_piece(struct piece *pcs, size_t i, int flags, int *err)
 	return false;
 }
 
+/* *planned: the source was the library's pieces, and their move was
+ * tried (false: nothing done, the kernel's own call answers). */
 static void *
 remap_pieces(uintptr_t old, size_t old_len, size_t new_len, int flags, uintptr_t dest,
-	     size_t unit)
+	     size_t unit, bool *planned)
 {
 	uintptr_t old_end = old + old_len, target;
 	struct pieces pc = { .next = old, .end = old_end, .unit = unit };
@@ -1438,6 +1440,7 @@ remap_pieces(uintptr_t old, size_t old_len, size_t new_len, int flags, uintptr_t
 	if (walked != 0 || pc.hole || pc.program || pc.next < old_end || pc.vmas.n == 0)
 		goto out;
 	n = pc.vmas.n;
+	*planned = true;
 
 	if (!(flags & (MREMAP_FIXED | MREMAP_DONTUNMAP)) && new_len <= old_len) {
 		if (new_len < old_len && nsb_sys_munmap((void *)(old + new_len), old_len - new_len) < 0) {
@@ -1528,6 +1531,48 @@ out:
 	if (ret == MAP_FAILED)
 		errno = err;
 	return ret;
+}
+
+/*
+ * Does this kernel move several VMAs in one mremap(MREMAP_FIXED) of
+ * unchanged length?  Linux 6.17 and later do.  Before, the call fails with
+ * EFAULT after it has unmapped the destination: a hole that another
+ * thread's mmap may take before the library moves the pieces one by one
+ * (remap_pieces), which would then land on that thread's mapping.  So
+ * where the kernel cannot, a source the library split is moved in pieces
+ * from the start.  Asked once, only when such a move comes, of pages of
+ * the library's own (four calls the program's own mremap implies a filter
+ * allows); whatever the answer, only what is still the library's is
+ * unmapped after it.  Not used in signal context.
+ */
+static bool
+kernel_moves_vmas(void)
+{
+	static _Atomic int known;	/* 0: not asked, 1: yes, 2: no */
+	size_t ps = nsb_config.page_size;
+	int k = atomic_load_explicit(&known, memory_order_relaxed);
+	char *p;
+
+	if (k)
+		return k == 1;
+	p = nsb_sys_mmap(NULL, 4 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return false;	/* not known: the safe way, not remembered */
+	if (nsb_sys_mprotect(p + ps, ps, PROT_READ) < 0) {
+		nsb_sys_munmap(p, 4 * ps);
+		return false;
+	}
+	if (nsb_sys_mremap(p, 2 * ps, 2 * ps, MREMAP_MAYMOVE | MREMAP_FIXED, p + 2 * ps) != MAP_FAILED) {
+		k = 1;
+		nsb_sys_munmap(p + 2 * ps, 2 * ps);
+	} else {
+		/* EFAULT: the destination is gone already, perhaps taken. */
+		k = errno == EFAULT ? 2 : 0;
+		nsb_sys_munmap(p, 2 * ps);
+	}
+	if (k)
+		atomic_store_explicit(&known, k, memory_order_relaxed);
+	return k == 1;
 }
 
 /*
@@ -1728,12 +1773,12 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 {
 	uintptr_t old = (uintptr_t)old_addr, old_end, dest = 0, dest_end = 0, base;
 	struct nsb_saved from, over, cands, src, dst, stay;
-	bool moves_old, covers_dest = false, has_tail = false;
+	bool moves_old, covers_dest = false, has_tail = false, planned;
 	struct nsb_account *grown = NULL, *dup = NULL;
 	struct nsb_range tail = { 0 };
 	size_t unit, old_len_r, new_len_r, keep;
-	void *new_addr = NULL, *p;
-	int err, saved_errno = errno;
+	void *new_addr = NULL, *p = MAP_FAILED;
+	int err = 0, saved_errno = errno;
 
 	/* The C library reads the fifth argument for both flags: with
 	 * MREMAP_DONTUNMAP alone it is a hint (and must be page-aligned). */
@@ -1823,12 +1868,23 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 		goto nomem;
 
 	nsb_ranges_flux(old, old_len ? old_end : old, dest, dest_end);
-	p = nsb_sys_mremap(old_addr, old_len, new_len, flags, new_addr);
-	err = errno;
-	if (p == MAP_FAILED && err == EFAULT && old_len && from.n &&
-	    from.r[0].start == old && has_tail) {
-		p = remap_pieces(old, old_len_r, new_len_r, flags, dest, unit);
+	/* A source in several VMAs (rescues split it) that the kernel would
+	 * refuse only after unmapping the destination moves in pieces
+	 * first; one the library did not split is the kernel's to answer. */
+	planned = false;
+	if (src.n > 1 && has_tail && from.r[0].start == old &&
+	    (old_len_r != new_len_r || (flags & MREMAP_DONTUNMAP) || !kernel_moves_vmas())) {
+		p = remap_pieces(old, old_len_r, new_len_r, flags, dest, unit, &planned);
 		err = errno;
+	}
+	if (!planned) {
+		p = nsb_sys_mremap(old_addr, old_len, new_len, flags, new_addr);
+		err = errno;
+		if (p == MAP_FAILED && err == EFAULT && old_len && from.n &&
+		    from.r[0].start == old && has_tail) {
+			p = remap_pieces(old, old_len_r, new_len_r, flags, dest, unit, &planned);
+			err = errno;
+		}
 	}
 	if (p == MAP_FAILED) {
 		/* Put the records where the kernel shows the mappings: the
