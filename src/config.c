@@ -45,7 +45,8 @@ static const struct word fill_words[] = {
 	{ NULL, 0 },
 };
 static const struct word errors_words[] = {
-	{ "pass", NSB_ERRORS_PASS }, { "zero", NSB_ERRORS_ZERO }, { NULL, 0 },
+	{ "pass", NSB_ERRORS_PASS }, { "peer", NSB_ERRORS_PEER }, { "zero", NSB_ERRORS_ZERO },
+	{ NULL, 0 },
 };
 static const struct word bool_words[] = {
 	{ "1", 1 }, { "yes", 1 }, { "true", 1 }, { "on", 1 },
@@ -72,7 +73,7 @@ struct variable {
 static const struct variable variables[] = {
 	{ "POLICY", policy_words, "flag, shm or files", "shm", NSB_DEFAULT_POLICY },
 	{ "FILL", fill_words, "page, range or auto", "the default", NSB_DEFAULT_FILL },
-	{ "ERRORS", errors_words, "pass or zero", "pass", NSB_DEFAULT_ERRORS },
+	{ "ERRORS", errors_words, "pass, peer or zero", "peer", NSB_DEFAULT_ERRORS },
 	{ "STRICT", bool_words, "0 or 1", "0", 0 },
 	{ "LOG", log_words, "0, 1 or pages", "0", NSB_LOG_OFF },
 };

@@ -93,6 +93,10 @@ static __thread bool blocked_outside __attribute__((tls_model("initial-exec")));
 /* The siginfo of the SIGBUS whose program handler runs now: see
  * nsb_disp_chain. */
 static __thread const siginfo_t *chaining __attribute__((tls_model("initial-exec")));
+/* The frame that runs it: a call back from the program's handler comes
+ * from deeper on the stack; a new delivery after the handler was left
+ * (setcontext, a coroutine switch) comes no deeper (issue 38). */
+static __thread const char *chaining_frame __attribute__((tls_model("initial-exec")));
 
 /* A sent SIGBUS that arrived while the program had it blocked.  Standard
  * signals do not queue, so one of each is all the kernel would keep.
@@ -111,8 +115,11 @@ static atomic_uint discard_gen;
  * is its parent's: the child runs on the parent's thread's memory), for
  * the mask calls it makes and for its exec; forgotten by the parent's
  * next mask call. */
-static pid_t vfork_view_pid;
-static bool vfork_view;
+/* Per thread: the child runs on its parent thread's memory, thread
+ * pointer included, while the parent's other threads run on: their mask
+ * calls must not erase the child's view (issue 38, vfork_view_forgotten). */
+static __thread pid_t vfork_view_pid __attribute__((tls_model("initial-exec")));
+static __thread bool vfork_view __attribute__((tls_model("initial-exec")));
 
 /* Has this vfork child a view of its own?  (The parent, asking, forgets
  * the one of a child that has gone.) */
@@ -134,9 +141,13 @@ static void set_blocked(bool b);
 /* Made when the handler is installed (memory.c): a process that never
  * installs it pays nothing for it at start-up (SPEC §9). */
 #define BLOCKERS 1024
+struct blockers {
+	atomic_int tid[BLOCKERS];
+	struct blockers *_Atomic next;	/* made when this one is full */
+};
 struct disp_state {
 	struct prog_action actions[NSIGS];
-	atomic_int blockers[BLOCKERS];	/* see note_blocker() */
+	struct blockers blockers;	/* see note_blocker() */
 };
 static struct disp_state *state;
 
@@ -449,18 +460,24 @@ nsb_disp_blocked(void)
  * threads that pthread_create starts: threads.c calls
  * nsb_disp_thread_exit; no pthread key, whose first use in a thread may
  * allocate, and this runs in signal context); a fork child keeps only
- * itself.  A full table (more than BLOCKERS such threads), or the id of a
- * thread started otherwise that exited blocking, only means that a sent
- * SIGBUS may be held where the kernel would have delivered it. */
+ * itself.  The table grows by chunks of BLOCKERS (issue 38,
+ * blockers_overflow_pingpong: with a fixed table, a sent SIGBUS went
+ * round the unlisted blockers for ever); no memory for a chunk, or the
+ * id of a thread started otherwise that exited blocking, only means that
+ * a sent SIGBUS may be held where the kernel would have delivered it. */
+
+static atomic_bool blockers_incomplete;
 
 static void
 forget_tid(int tid)
 {
-	for (int i = 0; state && i < BLOCKERS; i++) {
-		int seen = tid;
+	for (struct blockers *b = state ? &state->blockers : NULL; b; b = atomic_load(&b->next)) {
+		for (int i = 0; i < BLOCKERS; i++) {
+			int seen = tid;
 
-		if (atomic_compare_exchange_strong(&state->blockers[i], &seen, 0))
-			return;
+			if (atomic_compare_exchange_strong(&b->tid[i], &seen, 0))
+				return;
+		}
 	}
 }
 
@@ -483,13 +500,34 @@ note_blocker(bool is_blocking)
 		forget_tid(tid);
 		return;
 	}
-	for (int i = 0; i < BLOCKERS; i++) {
-		int seen = 0;
+	for (struct blockers *b = &state->blockers; b;) {
+		struct blockers *next = NULL;
 
-		if (atomic_load(&state->blockers[i]) == tid)
-			return;
-		if (atomic_compare_exchange_strong(&state->blockers[i], &seen, tid))
-			break;
+		for (int i = 0; i < BLOCKERS; i++) {
+			int seen = 0;
+
+			if (atomic_load(&b->tid[i]) == tid)
+				return;
+			if (atomic_compare_exchange_strong(&b->tid[i], &seen, tid))
+				return;
+		}
+		/* Full: one more chunk, never freed (signal-safe memory).
+		 * Of two threads that make one at once, one keeps its own. */
+		next = atomic_load(&b->next);
+		if (!next) {
+			struct blockers *fresh = nsb_memory_try(sizeof(*fresh));
+
+			if (!fresh) {
+				/* None: the table no longer names every
+				 * blocker, and a resend could go round them
+				 * for ever; sent ones are held instead. */
+				atomic_store(&blockers_incomplete, true);
+				return;
+			}
+			if (atomic_compare_exchange_strong(&b->next, &next, fresh))
+				next = fresh;
+		}
+		b = next;
 	}
 }
 
@@ -505,9 +543,10 @@ set_blocked(bool b)
 static bool
 is_blocker(int tid)
 {
-	for (int i = 0; state && i < BLOCKERS; i++)
-		if (atomic_load(&state->blockers[i]) == tid)
-			return true;
+	for (struct blockers *b = state ? &state->blockers : NULL; b; b = atomic_load(&b->next))
+		for (int i = 0; i < BLOCKERS; i++)
+			if (atomic_load(&b->tid[i]) == tid)
+				return true;
 	return false;
 }
 
@@ -518,7 +557,8 @@ resend(const siginfo_t *si)
 	int saved_errno = errno;
 	siginfo_t copy = *si;
 
-	syscall(SYS_rt_tgsigqueueinfo, getpid(), nsb_gettid(), SIGBUS, &copy);
+	if (syscall(SYS_rt_tgsigqueueinfo, getpid(), nsb_gettid(), SIGBUS, &copy) < 0)
+		syscall(SYS_tgkill, getpid(), nsb_gettid(), SIGBUS);	/* refused */
 	errno = saved_errno;
 }
 
@@ -532,45 +572,84 @@ struct resend_space {
 _Static_assert(sizeof(struct resend_space) <= NSB_SIGNAL_SPACE, "signal space");
 static atomic_uint resend_busy;
 
+/* [signal-safe] One line of a thread's status: 1 it blocks SIGBUS or is
+ * gone, 0 it does not, -1 not the line that tells. */
+static int
+status_line(const char *line)
+{
+	const char *p;
+
+	/* An exited thread (the main one, after pthread_exit) stays listed,
+	 * a zombie: a signal sent to it would never run. */
+	if (strncmp(line, "State:", 6) == 0) {
+		p = line + 6 + strspn(line + 6, " \t");
+		return *p == 'Z' || *p == 'X' ? 1 : -1;
+	}
+	if (strncmp(line, "SigBlk:", 7) != 0)
+		return -1;
+	p = line + 7 + strspn(line + 7, " \t");
+	{
+		size_t len = strspn(p, "0123456789abcdef");
+		char c;
+		unsigned v;
+
+		/* The last hex digit holds signals 1-4, the one before 5-8. */
+		if (len < 2)
+			return 0;
+		c = p[len - 2];
+		v = (unsigned)(c <= '9' ? c - '0' : c - 'a' + 10);
+		return (v & (1u << ((SIGBUS - 1) % 4))) != 0;
+	}
+}
+
 /* [signal-safe] Does thread tid really block SIGBUS (the kernel's mask,
  * as for a thread the C library started with every signal blocked), or is
- * it gone? */
+ * it gone?  The file is read line by line through the buffer, however long
+ * it is: a user in many groups has a Groups line of kilobytes before
+ * SigBlk (issue 38, status_groups_livelock: a 1 023-byte read missed
+ * SigBlk, and such a thread was taken for one that does not block). */
 static bool
 kernel_blocks(struct resend_space *sp, pid_t tid)
 {
-	char *path = sp->path, *buf = sp->status, *p;
-	ssize_t n;
-	int fd;
+	char *path = sp->path, *buf = sp->status;
+	size_t have = 0, size = sizeof(sp->status) - 1;
+	bool skipping = false, any = false;
+	int fd, r = -1;
 
 	nsb_proc_path(path, sizeof(sp->path), "/proc/self/task/", (unsigned long)tid, "/status");
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return true;	/* gone: not a candidate */
-	n = read(fd, buf, sizeof(sp->status) - 1);
-	syscall(SYS_close, fd);
-	if (n <= 0)
-		return true;
-	buf[n] = '\0';
-	/* An exited thread (the main one, after pthread_exit) stays listed,
-	 * a zombie: a signal sent to it would never run. */
-	p = strstr(buf, "State:");
-	if (p && (strstr(p, "\tZ") == p + 6 || strstr(p, "\tX") == p + 6))
-		return true;
-	p = strstr(buf, "SigBlk:");
-	if (!p)
-		return false;
-	for (p += 7; *p == '\t' || *p == ' '; p++)
-		;
-	/* The last hex digit holds signals 1-4, the one before 5-8. */
-	p += strspn(p, "0123456789abcdef");
-	if (p[-2] < '0')
-		return false;
-	{
-		char c = p[-2];
-		unsigned v = (unsigned)(c <= '9' ? c - '0' : c - 'a' + 10);
+	while (r < 0) {
+		ssize_t n = read(fd, buf + have, size - have);
+		char *line = buf, *nl;
 
-		return v & (1u << ((SIGBUS - 1) % 4));
+		if (n <= 0)
+			break;
+		any = true;
+		have += (size_t)n;
+		buf[have] = '\0';
+		while (r < 0 && (nl = memchr(line, '\n', (size_t)(buf + have - line)))) {
+			*nl = '\0';
+			if (!skipping)
+				r = status_line(line);
+			skipping = false;
+			line = nl + 1;
+		}
+		if (line == buf && have == size) {
+			/* A line longer than the buffer (Groups): not one
+			 * that tells; skipped to its end. */
+			skipping = true;
+			have = 0;
+		} else {
+			have = (size_t)(buf + have - line);
+			memmove(buf, line, have);
+		}
 	}
+	syscall(SYS_close, fd);
+	if (r < 0)
+		return !any;	/* unreadable: as gone; no SigBlk: not blocking */
+	return r == 1;
 }
 
 /* [signal-safe] Another thread of ours that does not block SIGBUS, in its
@@ -622,13 +701,14 @@ unblocked_thread(void)
  * SI_QUEUE, with the sender's pid and uid.  Keeps errno.
  */
 __attribute__((noinline)) static void
-hold(const siginfo_t *si)
+hold(const siginfo_t *si, bool directed)
 {
 	int expected = HELD_NONE, saved_errno = errno;
 	siginfo_t copy;
 	pid_t tid;
 
-	if (si->si_code != SI_TKILL && (tid = unblocked_thread()) > 0) {
+	if (!directed && !atomic_load(&blockers_incomplete) &&
+	    (tid = unblocked_thread()) > 0) {
 		copy = *si;
 		if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGBUS, &copy) == 0)
 			goto out;
@@ -641,7 +721,7 @@ hold(const siginfo_t *si)
 		if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGBUS, &copy) == 0)
 			goto out;
 	}
-	if (si->si_code == SI_TKILL) {
+	if (directed) {
 		held_thread_info = *si;
 		held_thread_gen = atomic_load(&discard_gen);
 		held_thread = HELD_READY;
@@ -746,7 +826,7 @@ view_after(int how, bool set_has, bool was)
 int
 nsb_disp_mask(int how, const sigset_t *set, sigset_t *old)
 {
-	sigset_t copy;
+	sigset_t copy, kold;
 	bool was, now, set_has = false, own_view;
 	int ret;
 
@@ -782,10 +862,14 @@ nsb_disp_mask(int how, const sigset_t *set, sigset_t *old)
 		return 0;
 	}
 	/* The kernel sets the mask, then writes old: EFAULT after a change. */
+	/* Always read back: a SIGBUS that the kernel really blocks must
+	 * be seen by a call without an old mask too (unblock_without_old). */
+	if (!old)
+		old = &kold;
 	ret = sigmask_call(how, set ? &copy : NULL, old);
 	if (ret && ret != EFAULT)
 		return ret;
-	if (old && !ret) {
+	if (!ret) {
 		/* SIGBUS really blocked: a handler the kernel runs unwrapped
 		 * added it to its uc_sigmask, which sigreturn restored.  That
 		 * is the program's mask: its bit goes to the view, out of the
@@ -881,8 +965,12 @@ nsb_disp_wait_again(struct nsb_wait *w)
 void
 nsb_disp_wait_end(struct nsb_wait *w)
 {
-	if (w->active && w->kmask == &w->copy)
+	if (w->active && w->kmask == &w->copy) {
 		set_blocked(w->was);
+		/* Held while the wait's mask blocked it: the kernel delivers
+		 * it as the wait restores the mask (sigsuspend_end_held). */
+		deliver_held();
+	}
 }
 
 /* ---- running the program's handlers ------------------------------------ */
@@ -897,8 +985,9 @@ die_of(int sig, const siginfo_t *si)
 
 	kernel_default(sig);
 	/* With its siginfo where no seccomp filter can refuse or kill on
-	 * rt_tgsigqueueinfo; else, or refused, as tgkill sends it (the same
-	 * death: sandbox.c). */
+	 * rt_tgsigqueueinfo; else, or refused (seccomp_sigqueue_survives),
+	 * as tgkill sends it, which every filter that lets raise() work
+	 * allows: the same death, without the siginfo (sandbox.c). */
 	if (!nsb_unfiltered() ||
 	    syscall(SYS_rt_tgsigqueueinfo, getpid(), nsb_gettid(), sig, &copy) < 0)
 		syscall(SYS_tgkill, getpid(), nsb_gettid(), sig);
@@ -973,8 +1062,10 @@ run_handler(int sig, siginfo_t *si, ucontext_t *uc, const struct sigaction *act,
 	}
 	/* With the three arguments the kernel gave, SA_SIGINFO or not, as the
 	 * kernel passes them (x86-64 always; older code reads them). */
-	if (sig == SIGBUS)
+	if (sig == SIGBUS) {
 		chaining = si;
+		chaining_frame = __builtin_frame_address(0);
+	}
 	act->sa_sigaction(sig, si, uc);
 	chaining = NULL;
 	/* Back from the handler (not jumped out of it: see nsb_disp_longjmp). */
@@ -1018,11 +1109,36 @@ is_fault(const siginfo_t *si)
 	       si->si_code == BUS_OBJERR || si->si_code == BUS_MCEERR_AR;
 }
 
+/* SIGBUS sent by pthread_sigqueue and not yet arrived (signals.c). */
+static atomic_int directed_inflight;
+
+void
+nsb_disp_directed(int delta)
+{
+	atomic_fetch_add(&directed_inflight, delta);
+}
+
+/* [signal-safe] Is this SI_QUEUE one that pthread_sigqueue sent to this
+ * thread?  Ours (our pid), while one is on its way: taken. */
+static bool
+took_directed(const siginfo_t *si)
+{
+	int n = atomic_load(&directed_inflight);
+
+	if (si->si_pid != getpid())
+		return false;
+	while (n > 0)
+		if (atomic_compare_exchange_weak(&directed_inflight, &n, n - 1))
+			return true;
+	return false;
+}
+
 /* [signal-safe] A SIGBUS the library does not rescue. */
 void
 nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 {
 	struct sigaction act;
+	bool directed;
 
 	/* The program's handler calls ours with the siginfo it was given:
 	 * another sigaction interposer (the JVM's libjsig, preloaded after
@@ -1030,13 +1146,14 @@ nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 	 * to it as "the previous one".  Running the program's handler again
 	 * would recurse; the previous action, as the program was told, is
 	 * the default: die of it. */
-	if (si == chaining) {
+	if (si == chaining && (const char *)__builtin_frame_address(0) < chaining_frame) {
 		chaining = NULL;
 		die_of(sig, si);
 		return;
 	}
+	directed = si->si_code == SI_TKILL || (si->si_code == SI_QUEUE && took_directed(si));
 	if (!is_fault(si) && blocked) {
-		hold(si);
+		hold(si, directed);
 		swallowed++;
 		return;
 	}
@@ -1138,14 +1255,29 @@ nsb_disp_longjmp(const void *env, bool mask_saved, const sigset_t *saved_mask)
 /* A context's mask is about to be the thread's: its SIGBUS bit goes to
  * the view, out of the kernel's copy.  Returns the view before. */
 bool
-nsb_disp_view_for_context(sigset_t *mask)
+nsb_disp_view_for_context(sigset_t *mask, bool leaves)
 {
 	bool was = blocked;
 
-	if (!atomic_load(&installed))
+	/* A context whose mask blocks SIGBUS installs the handler, as
+	 * blocking it does: otherwise the kernel would block it here for
+	 * real, and a later installation, from any thread, leaves this one
+	 * to be killed by its next fault (swapcontext_mask_before_install). */
+	if (!atomic_load(&installed) &&
+	    (sigismember(mask, SIGBUS) != 1 || nsb_disp_install() < 0))
 		return was;
+	/* setcontext leaves whatever handler runs, for good, as a longjmp
+	 * does (setcontext_leaves_handler). */
+	if (leaves) {
+		handler_depth = 0;
+		chaining = NULL;
+	}
 	set_blocked(sigismember(mask, SIGBUS) == 1);
 	sigdelset(mask, SIGBUS);
+	/* A SIGBUS held while the view blocked it is delivered as the
+	 * context's mask lets it in (setcontext_held_lost): the kernel would
+	 * deliver it on the way out of the mask change, on this stack. */
+	deliver_held();
 	return was;
 }
 
@@ -1215,6 +1347,15 @@ nsb_disp_before_exec(struct nsb_exec *x)
 	if (!atomic_load(&installed))
 		return;
 	read_action(SIGBUS, &act);
+	/* A vfork child that set its own SIGBUS action has it in its
+	 * kernel, the parent's stays in our memory (vfork_reset_ignored). */
+	if (nsb_in_vfork_child()) {
+		struct sigaction k;
+
+		if (nsb_sys_sigaction(SIGBUS, NULL, &k) == 0 &&
+		    k.sa_sigaction != nsb_rescue_handler)
+			act = k;
+	}
 	x->ignored = act.sa_handler == SIG_IGN;
 	x->blocked = vfork_view_mine() ? vfork_view : blocked;
 	if (x->blocked) {
@@ -1222,6 +1363,31 @@ nsb_disp_before_exec(struct nsb_exec *x)
 		kernel_mask(SIG_BLOCK, &bus, &x->saved_mask);
 		take_held(resend);
 	}
+}
+
+/*
+ * An ignored SIGBUS, for a new program that will not load the library:
+ * SIG_IGN goes into the kernel for the call, where no other thread can
+ * fault meanwhile - a vfork child (its actions are its own) or a process
+ * of one thread (issue 38, execveat_ign; POSIX keeps ignored signals
+ * ignored across exec).  Elsewhere the new program starts with SIGBUS at
+ * its default (libnosigbus(7)).  Left: a handler that runs between this
+ * and the exec and faults in a protected page dies of it.
+ */
+void
+nsb_disp_exec_ignore(struct nsb_exec *x)
+{
+	struct sigaction ign, k;
+
+	if (!x->ignored || (!nsb_in_vfork_child() && nsb_other_threads()))
+		return;
+	/* Only over our handler: a vfork child's own SIG_IGN is there. */
+	if (nsb_sys_sigaction(SIGBUS, NULL, &k) < 0 || k.sa_sigaction != nsb_rescue_handler)
+		return;
+	memset(&ign, 0, sizeof(ign));
+	ign.sa_handler = SIG_IGN;
+	if (nsb_sys_sigaction(SIGBUS, &ign, &x->saved_action) == 0)
+		x->ignore_set = true;
 }
 
 /* The exec failed (or, for posix_spawn, the child has started): back. */
@@ -1232,6 +1398,8 @@ nsb_disp_after_exec(struct nsb_exec *x)
 
 	if (!atomic_load(&installed))
 		return;
+	if (x->ignore_set)
+		nsb_sys_sigaction(SIGBUS, &x->saved_action, NULL);
 	if (x->blocked) {
 		sigbus_only(&bus);
 		kernel_mask(SIG_UNBLOCK, &bus, NULL);
@@ -1263,8 +1431,10 @@ nsb_disp_after_fork_child(void)
 	}
 	held_thread = HELD_NONE;
 	atomic_store(&held_process, HELD_NONE);
-	for (int i = 0; state && i < BLOCKERS; i++)
-		atomic_store(&state->blockers[i], 0);
+	atomic_store(&directed_inflight, 0);
+	for (struct blockers *b = state ? &state->blockers : NULL; b; b = atomic_load(&b->next))
+		for (int i = 0; i < BLOCKERS; i++)
+			atomic_store(&b->tid[i], 0);
 	if (blocked) {
 		blocked = false;
 		set_blocked(true);

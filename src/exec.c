@@ -31,18 +31,23 @@
  * apart from the copy of the environment, made only for a hand-off).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 #include <wordexp.h>
 #include <elf.h>
+#include <gnu/libc-version.h>
 
 #include "nsb.h"
 
@@ -126,7 +131,10 @@ loads_preloads_fd(int fd, int depth)
 	if (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
 	    ((st.st_mode & S_ISGID) && st.st_gid != getegid()))
 		return false;
-	if (fgetxattr(fd, "security.capability", NULL, 0) >= 0)
+	/* File capabilities make an exec secure unless the real user is
+	 * root (the kernel's cap_bprm_creds_from_file: root gains nothing
+	 * it lacks; issue 38, filecap_root_handoff). */
+	if (getuid() != 0 && fgetxattr(fd, "security.capability", NULL, 0) >= 0)
 		return false;
 	n = pread(fd, &h, sizeof(h) - 1, 0);
 	if (n < 4)
@@ -224,40 +232,51 @@ struct handoff {
 	char var[sizeof(NSB_HANDOFF_VAR) + 24];
 };
 
+/*
+ * The copy of the environment is anonymous memory of its own, not
+ * malloc's: execve is async-signal-safe, and a handler that calls it may
+ * have interrupted malloc, whose lock it would wait for for ever (issue
+ * 38, exec_handler_malloc).  Its size is kept in the word before it.
+ */
+static void
+env_free(char **copy)
+{
+	if (copy)
+		nsb_sys_munmap(copy - 1, (size_t)(uintptr_t)copy[-1]);
+}
+
 /* envp with our variable (and none other of that name), or NULL. */
 static char **
 with_handoff(struct handoff *h, char *const envp[])
 {
-	char **copy = NULL;
-	size_t n = 0, cap = 0;
+	char **block, **copy;
+	size_t count = 0, n = 0, bytes;
+	char *s;
 
 	snprintf(h->var, sizeof(h->var), NSB_HANDOFF_VAR "=%ld", (long)getpid());
-	for (size_t i = 0;; i++) {
-		char *s;
-
-		if (n + 2 > cap) {
-			char **bigger = realloc(copy, (cap = cap ? cap * 2 : 64) * sizeof(*copy));
-
-			if (!bigger)
-				break;
-			copy = bigger;
-		}
-		/* Read with care: a bad pointer must give the C library's
-		 * EFAULT, not a crash in here. */
-		if (!envp)
-			s = NULL;	/* Linux reads NULL as an empty one */
-		else if (!nsb_read_word(&envp[i], &s))
+	/* Read with care: a bad pointer must give the C library's EFAULT,
+	 * not a crash in here.  (Linux reads a NULL envp as an empty one.) */
+	for (; envp; count++) {
+		if (!nsb_read_word(&envp[count], &s))
+			return NULL;	/* it fails anyway */
+		if (!s)
 			break;
-		if (!s) {
-			copy[n] = h->var;
-			copy[n + 1] = NULL;
-			return copy;
-		}
+	}
+	bytes = (count + 3) * sizeof(char *);
+	block = nsb_sys_mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (block == MAP_FAILED)
+		return NULL;	/* told neither way */
+	block[0] = (char *)(uintptr_t)bytes;
+	copy = block + 1;
+	for (size_t i = 0; i < count; i++) {
+		if (!nsb_read_word(&envp[i], &s) || !s)
+			break;
 		if (strncmp(s, NSB_HANDOFF_VAR "=", sizeof(NSB_HANDOFF_VAR)) != 0)
 			copy[n++] = s;
 	}
-	free(copy);
-	return NULL;	/* told neither way, or it fails anyway */
+	copy[n] = h->var;
+	copy[n + 1] = NULL;
+	return copy;
 }
 
 /* Does the spawn reset SIGBUS to its default (POSIX_SPAWN_SETSIGDEF)?
@@ -286,8 +305,12 @@ prepare(struct handoff *h, const struct target *t, const posix_spawnattr_t *attr
 
 	nsb_disp_before_exec(&h->x);
 	h->copy = NULL;
-	if (h->x.ignored && !spawn_resets_sigbus(attr) && will_load(t, envp))
-		h->copy = with_handoff(h, envp);
+	if (h->x.ignored && !spawn_resets_sigbus(attr)) {
+		if (will_load(t, envp))
+			h->copy = with_handoff(h, envp);
+		else
+			nsb_disp_exec_ignore(&h->x);
+	}
 	errno = err;
 	return h->copy ? h->copy : envp;
 }
@@ -299,7 +322,7 @@ finish(struct handoff *h)
 	int err = errno;
 
 	nsb_disp_after_exec(&h->x);
-	free(h->copy);
+	env_free(h->copy);
 	errno = err;
 }
 
@@ -445,18 +468,16 @@ posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *act
 /*
  * pidfd_spawn and pidfd_spawnp (glibc 2.39): the same, with a pidfd.
  * Declared here, not taken from <spawn.h>, so that the library builds
- * (and exports the same names) against an older C library too; the real
- * ones are looked up like the other optional functions, and where the C
- * library lacks them the call fails with ENOSYS (only a program that
- * finds them with dlsym can make it there: one linked against them does
- * not start).
+ * against an older C library too.  Exported only where the running C
+ * library has them (SPEC §12 "Names"; issue 38): each name is a GNU
+ * indirect function whose resolver gives our function on a glibc of 2.39
+ * or later and nothing before, so that a program probing with dlsym finds
+ * nothing there, as without the library, whatever glibc the library was
+ * built against.  (The resolver runs while the loader relocates us, after
+ * the C library: gnu_get_libc_version only returns a constant.)
  */
 typedef int (*nsb_pidfd_spawn_fn)(int *, const char *, const posix_spawn_file_actions_t *,
 				  const posix_spawnattr_t *, char *const[], char *const[]);
-int pidfd_spawn(int *pidfd, const char *path, const posix_spawn_file_actions_t *actions,
-		const posix_spawnattr_t *attr, char *const argv[], char *const envp[]);
-int pidfd_spawnp(int *pidfd, const char *file, const posix_spawn_file_actions_t *actions,
-		 const posix_spawnattr_t *attr, char *const argv[], char *const envp[]);
 
 static int
 sys_pidfd_spawn(enum nsb_real_fn which, int *pidfd, const char *path,
@@ -468,23 +489,57 @@ sys_pidfd_spawn(enum nsb_real_fn which, int *pidfd, const char *path,
 	return f ? f(pidfd, path, actions, attr, argv, envp) : ENOSYS;
 }
 
-NSB_EXPORT int
-pidfd_spawn(int *pidfd, const char *path, const posix_spawn_file_actions_t *actions,
-	    const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+static int
+our_pidfd_spawn(int *pidfd, const char *path, const posix_spawn_file_actions_t *actions,
+		const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	return WITH_PROGRAM_SIGBUS(PATH_TARGET(path), attr, envp,
 				   sys_pidfd_spawn(NSB_REAL_PIDFD_SPAWN, pidfd, path, actions,
 						   attr, argv, env));
 }
 
-NSB_EXPORT int
-pidfd_spawnp(int *pidfd, const char *file, const posix_spawn_file_actions_t *actions,
-	     const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+static int
+our_pidfd_spawnp(int *pidfd, const char *file, const posix_spawn_file_actions_t *actions,
+		 const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	return WITH_PROGRAM_SIGBUS(SEARCH_TARGET(file), attr, envp,
 				   sys_pidfd_spawn(NSB_REAL_PIDFD_SPAWNP, pidfd, file, actions,
 						   attr, argv, env));
 }
+
+/* Does the running C library have pidfd_spawn (glibc 2.39 and later)? */
+static bool
+libc_has_pidfd_spawn(void)
+{
+	const char *v = gnu_get_libc_version();
+	unsigned long major, minor;
+	char *end;
+
+	major = strtoul(v, &end, 10);
+	if (*end != '.')
+		return false;
+	minor = strtoul(end + 1, NULL, 10);
+	return major > 2 || (major == 2 && minor >= 39);
+}
+
+static nsb_pidfd_spawn_fn
+resolve_pidfd_spawn(void)
+{
+	return libc_has_pidfd_spawn() ? our_pidfd_spawn : NULL;
+}
+
+static nsb_pidfd_spawn_fn
+resolve_pidfd_spawnp(void)
+{
+	return libc_has_pidfd_spawn() ? our_pidfd_spawnp : NULL;
+}
+
+NSB_EXPORT int pidfd_spawn(int *pidfd, const char *path, const posix_spawn_file_actions_t *actions,
+			   const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+	__attribute__((ifunc("resolve_pidfd_spawn")));
+NSB_EXPORT int pidfd_spawnp(int *pidfd, const char *file, const posix_spawn_file_actions_t *actions,
+			    const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+	__attribute__((ifunc("resolve_pidfd_spawnp")));
 
 /*
  * system, popen and wordexp spawn /bin/sh through the C library's internal
@@ -533,9 +588,9 @@ swap_end(struct env_swap *w)
 		__atomic_compare_exchange_n(&environ, &expected, w->saved, false,
 					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 		if (expected == ours && !nsb_other_threads())
-			free(ours);
+			env_free(ours);
 		else
-			free(__atomic_exchange_n(&retired_env, ours, __ATOMIC_ACQ_REL));
+			env_free(__atomic_exchange_n(&retired_env, ours, __ATOMIC_ACQ_REL));
 	}
 	errno = err;
 }
@@ -551,9 +606,98 @@ swap_end(struct env_swap *w)
 		ret_;							\
 	})
 
+/*
+ * system() while the program blocks SIGBUS.  glibc's blocks SIGCHLD with
+ * its own sigprocmask and gives the child the mask it read back: for the
+ * child to inherit a blocked SIGBUS, this thread's kernel mask had to
+ * hold it for the whole call, and a handler that ran while system()
+ * waited (SIGCHLD aside, every signal is delivered there) died of its
+ * next fault (issue 38, system_blocked_handler_fault).  So the call is
+ * made here as glibc makes it (sysdeps/posix/system.c): SIGINT and
+ * SIGQUIT ignored and SIGCHLD blocked while the child runs, the child
+ * spawned with the mask from before (the view's SIGBUS bit in it) and
+ * SIGINT and SIGQUIT at their defaults unless ignored, "sh -c COMMAND",
+ * 127 if it cannot start.  What differs from glibc's: two threads in
+ * system() at once each ignore and restore SIGINT and SIGQUIT (glibc
+ * counts them), and a thread cancelled in the wait does not kill the
+ * child.
+ */
+static int
+system_blocked(const char *line)
+{
+	char *argv[] = { (char *)"sh", (char *)"-c", (char *)line, NULL };
+	struct sigaction ign, intr, quit;
+	posix_spawnattr_t attr;
+	sigset_t chld, omask, reset;
+	int status = -1, err;
+	pid_t pid;
+
+	if (!line)
+		return system_blocked("exit 0") == 0;
+	memset(&ign, 0, sizeof(ign));
+	ign.sa_handler = SIG_IGN;
+	sigemptyset(&ign.sa_mask);
+	if (sigaction(SIGINT, &ign, &intr) < 0)
+		return -1;
+	if (sigaction(SIGQUIT, &ign, &quit) < 0) {
+		sigaction(SIGINT, &intr, NULL);
+		return -1;
+	}
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	if (pthread_sigmask(SIG_BLOCK, &chld, &omask) != 0)
+		goto out_actions;
+	sigemptyset(&reset);
+	if (intr.sa_handler != SIG_IGN)
+		sigaddset(&reset, SIGINT);
+	if (quit.sa_handler != SIG_IGN)
+		sigaddset(&reset, SIGQUIT);
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setsigmask(&attr, &omask);
+	posix_spawnattr_setsigdefault(&attr, &reset);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+	err = real_posix_spawn(&pid, "/bin/sh", NULL, &attr, argv, environ);
+	posix_spawnattr_destroy(&attr);
+	if (err == 0) {
+		int r;
+
+		while ((r = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
+			;
+		if (r != pid)
+			status = -1;
+	} else {
+		status = 127 << 8;	/* W_EXITCODE(127, 0) */
+	}
+	pthread_sigmask(SIG_SETMASK, &omask, NULL);
+	if (err)
+		errno = err;
+out_actions:
+	{
+		int saved = errno;
+
+		sigaction(SIGINT, &intr, NULL);
+		sigaction(SIGQUIT, &quit, NULL);
+		errno = saved;
+	}
+	return status;
+}
+
 NSB_EXPORT int
 system(const char *command)
 {
+	if (nsb_disp_installed() && nsb_disp_blocked() && !nsb_in_vfork_child()) {
+		struct env_swap w;
+		int ret;
+
+		/* The hand-off of an ignored SIGBUS in environ, as below, but
+		 * SIGBUS never blocked in this thread's kernel mask. */
+		swap_begin(&w);
+		nsb_disp_after_exec(&w.h.x);
+		w.h.x.blocked = false;
+		ret = system_blocked(command);
+		swap_end(&w);
+		return ret;
+	}
 	return WITH_PROGRAM_SIGBUS_NO_ENV(int, real_system(command));
 }
 

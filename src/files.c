@@ -432,6 +432,21 @@ nsb_files_maps_forget(void)
 	}
 }
 
+/* The kernel has no PROCMAP_QUERY (before 6.11): the kept descriptor of
+ * the maps is no use; closed if it is still ours (is_kept: still the maps
+ * file kept), forgotten if the program took its number.  Left kept, it
+ * outlived the last protected mapping.  Table lock held. */
+void
+nsb_files_maps_drop(void)
+{
+	int fd = atomic_load(&maps_kept) - 1, s = kept_slot(fd);
+
+	if (s >= 0 && !kept_file[s] && is_kept(fd))
+		let_go(s);
+	else
+		nsb_files_maps_forget();
+}
+
 /* A fork child: the kept descriptor of the maps names the parent's. */
 void
 nsb_files_after_fork_child(void)
@@ -520,7 +535,7 @@ static bool
 wants_descriptor(uint32_t meta)
 {
 	(void)meta;
-	return nsb_config.errors == NSB_ERRORS_PASS;
+	return nsb_config.errors != NSB_ERRORS_ZERO;
 }
 
 #ifndef SYS_open_tree
@@ -994,7 +1009,8 @@ size_without_descriptor(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t
 
 /* [signal-safe] */
 bool
-nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, uint64_t *size)
+nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, uint64_t *size,
+	       struct timespec *ctime)
 {
 	int saved_errno = errno, fd;
 	struct stat st;
@@ -1015,6 +1031,8 @@ nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, ui
 	errno = saved_errno;
 	if (ok)
 		*size = (uint64_t)st.st_size;
+	if (ok && ctime)
+		*ctime = st.st_ctim;
 	return ok;
 }
 

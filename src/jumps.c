@@ -33,6 +33,9 @@
 #undef _FORTIFY_SOURCE
 #include <setjmp.h>
 #include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <ucontext.h>
 
 #include "nsb.h"
@@ -161,25 +164,116 @@ __longjmp_chk(struct __jmp_buf_tag env[1], int val)
  * bit.  A swapcontext that comes back here brings back the view of the
  * moment it left.  (A context saved by getcontext holds the kernel's mask,
  * without the view's bit: see libnosigbus(7).)
+ *
+ * A context made by makecontext with a uc_link goes there, when its
+ * function returns, through glibc's __start_context, which calls glibc's
+ * own __setcontext, past ours: the linked context's mask went to the
+ * kernel as it was, SIGBUS and all (issue 38, uclink_blocks_sigbus).  On
+ * x86-64, makecontext leaves __start_context's address as the return
+ * address on top of the new context's stack; a context entered through
+ * us with that word there gets link_start's instead, which does the same
+ * through our setcontext.  (aarch64's makecontext keeps it in x30: not
+ * done there, libnosigbus(7).)
  */
+#if defined(__x86_64__)
+NSB_INTERNAL void nsb_jumps_link(const ucontext_t *link) __attribute__((used, noreturn));
+
+/* Where glibc's makecontext sends a context whose function returns,
+ * learnt from a context it makes (no system call); 0 if unknown. */
+static uintptr_t
+glibc_start_context(void)
+{
+	static uintptr_t addr;
+	static bool known;
+
+	if (!__atomic_load_n(&known, __ATOMIC_ACQUIRE)) {
+		ucontext_t probe;
+		uintptr_t stack[64];
+
+		memset(&probe, 0, sizeof(probe));
+		probe.uc_stack.ss_sp = stack;
+		probe.uc_stack.ss_size = sizeof(stack);
+		probe.uc_link = NULL;
+		makecontext(&probe, (void (*)(void))abort, 0);
+		addr = *(uintptr_t *)probe.uc_mcontext.gregs[REG_RSP];
+		__atomic_store_n(&known, true, __ATOMIC_RELEASE);
+	}
+	return addr;
+}
+
+/* glibc's __start_context, through our setcontext: rbx points at the
+ * uc_link slot that makecontext left; the stack is 16-byte aligned there. */
+__asm__(".text\n\t"
+	".type nsb_link_start, @function\n\t"
+	".p2align 4\n"
+	"nsb_link_start:\n\t"
+	".cfi_startproc\n\t"
+	".cfi_undefined rip\n\t"
+	"movq %rbx, %rsp\n\t"
+	"movq (%rsp), %rdi\n\t"
+	"call nsb_jumps_link\n\t"
+	"hlt\n\t"
+	".cfi_endproc\n\t"
+	".size nsb_link_start, .-nsb_link_start\n\t"
+	".previous");
+extern char nsb_link_start[] __attribute__((visibility("hidden")));
+
+static int enter_context(const ucontext_t *ucp);
+
+void
+nsb_jumps_link(const ucontext_t *link)
+{
+	if (link)
+		exit(enter_context(link));
+	exit(0);
+}
+
+/* A fresh context of makecontext's: its way out through us. */
+static void
+patch_link(const ucontext_t *copy)
+{
+	uintptr_t *top = (uintptr_t *)copy->uc_mcontext.gregs[REG_RSP], word;
+	uintptr_t start = glibc_start_context();
+
+	if (start && nsb_read_word(top, &word) && word == start)
+		*top = (uintptr_t)nsb_link_start;
+}
+#else
+static void
+patch_link(const ucontext_t *copy)
+{
+	(void)copy;
+}
+#endif
+
+static int
+enter_context(const ucontext_t *ucp)
+{
+	ucontext_t copy = *ucp;
+	bool was = nsb_disp_view_for_context(&copy.uc_sigmask, true);
+	int ret;
+
+	patch_link(&copy);
+	ret = real_setcontext(&copy);
+	nsb_disp_view_restore(was);	/* it failed */
+	return ret;
+}
+
 NSB_EXPORT int
 setcontext(const ucontext_t *ucp)
 {
-	ucontext_t copy = *ucp;
-	bool was = nsb_disp_view_for_context(&copy.uc_sigmask);
-	int ret = real_setcontext(&copy);
-
-	nsb_disp_view_restore(was);	/* it failed */
-	return ret;
+	return enter_context(ucp);
 }
 
 NSB_EXPORT int
 swapcontext(ucontext_t *oucp, const ucontext_t *ucp)
 {
 	ucontext_t copy = *ucp;
-	bool was = nsb_disp_view_for_context(&copy.uc_sigmask);
-	int ret = real_swapcontext(oucp, &copy);
+	bool was = nsb_disp_view_for_context(&copy.uc_sigmask, false);
+	int ret;
 
+	patch_link(&copy);
+	ret = real_swapcontext(oucp, &copy);
 	nsb_disp_view_restore(was);
 	return ret;
 }

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -75,22 +76,59 @@ put_prefix(struct line *l)
 	put(l, "]: ");
 }
 
-/* [signal-safe] */
+/*
+ * [signal-safe] stderr may be a pipe whose reader has gone: the write's
+ * SIGPIPE would kill a program that never wrote there itself (issue 38,
+ * log_sigpipe_rescue).  SIGPIPE is blocked in this thread for the write
+ * (the rescue handler runs with it blocked anyway), and the one an EPIPE
+ * left pending is discarded the way the kernel discards: the action set
+ * to SIG_IGN and back, once, as the log then stops for good.  (A SIGPIPE
+ * pending for the program at that moment goes with it.)
+ */
+static atomic_bool log_broken;
+
+/* [signal-safe] Out of line: its frame is on the stack only then (the
+ * handler's budget, SPEC §5). */
+__attribute__((noinline)) static void
+discard_sigpipe(void)
+{
+	struct sigaction ign, old;
+
+	memset(&ign, 0, sizeof(ign));
+	ign.sa_handler = SIG_IGN;
+	if (nsb_sys_sigaction(SIGPIPE, &ign, &old) == 0)
+		nsb_sys_sigaction(SIGPIPE, &old, NULL);
+}
+
 void
 nsb_log_write(const char *p, size_t left)
 {
-	if (nsb_config.secure)
+	struct nsb_kset pipe_only, saved;
+	int saved_errno = errno;
+	bool broken = false;
+
+	if (nsb_config.secure || atomic_load(&log_broken))
 		return;	/* AT_SECURE: stderr is not ours to write (config.c) */
+	memset(&pipe_only, 0, sizeof(pipe_only));
+	nsb_kset_add(&pipe_only, SIGPIPE);
+	if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, &pipe_only, &saved, sizeof(pipe_only)) < 0)
+		return;
 	while (left) {
 		ssize_t n = write(STDERR_FILENO, p, left);
 
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && errno == EPIPE)
+			broken = true;
 		if (n <= 0)
-			return;
+			break;
 		p += n;
 		left -= (size_t)n;
 	}
+	if (broken && !atomic_exchange(&log_broken, true))
+		discard_sigpipe();
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &saved, NULL, sizeof(pipe_only));
+	errno = saved_errno;
 }
 
 /* [signal-safe] */
@@ -164,8 +202,8 @@ first_in_process(struct nsb_maplog *m, const struct nsb_range *r)
 
 /* [signal-safe] */
 void
-nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages, bool verified,
-	       int ticket)
+nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages,
+	       enum nsb_rescue_kind kind, int ticket)
 {
 	static const char *const fills[] = { " (fill=page, ", " (fill=range, ", " (fill=auto, " };
 	struct nsb_maplog *m = nsb_account_log(r->acct);
@@ -191,8 +229,11 @@ nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages, bool ver
 		put(&l, fills[nsb_fill_of(r->meta)]);
 		put_num(&l, pages, 10);
 		put(&l, pages == 1 ? " page" : " pages");
-		/* The file's size could not be learnt: perhaps not past its end. */
-		put(&l, verified ? ")" : ", unverified)");
+		/* The file's size could not be learnt: perhaps not past its end;
+		 * or inside it, an error of the sender's file. */
+		put(&l, kind == NSB_RESCUE_UNVERIFIED ? ", unverified)"
+			: kind == NSB_RESCUE_PEERS_ERROR ? ", inside the file: the sender's error)"
+			: ")");
 		atomic_store(&m->next_ns, now_ns() + 1000000000);
 		emit(&l);
 		return;

@@ -478,14 +478,20 @@ nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
 			return -1;
 		ret = query_each(fd, lo, hi, fn, arg);
 		if (ret == QUERY_MISSING && kept) {
-			/* Not the maps any more: the program reused our number
-			 * behind our back.  Asked again on a descriptor of its own. */
-			nsb_files_maps_forget();
+			/* Not the maps any more (the program reused our number
+			 * behind our back), or a kernel without the call: asked
+			 * again on a descriptor of its own, which tells. */
 			fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-			kept = false;
-			if (fd < 0)
+			if (fd < 0) {
+				nsb_files_maps_forget();
 				return -1;
+			}
 			ret = query_each(fd, lo, hi, fn, arg);
+			if (ret == QUERY_MISSING)
+				nsb_files_maps_drop();
+			else
+				nsb_files_maps_forget();
+			kept = false;
 		}
 		err = errno;
 		if (!kept)

@@ -417,8 +417,9 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 			resync(wstart, wend, &before, false);
 		goto out;
 	}
-	if (replacing)
-		nsb_ranges_cut(start, end);
+	/* A new mapping where the kernel found room: a record there is one a
+	 * raw call (munmap, shmdt, mremap) left behind. */
+	nsb_ranges_cut(replacing ? start : (uintptr_t)p, replacing ? end : round_up((uintptr_t)p + len, unit));
 	if (d.protect)
 		nsb_policy_prepare();
 	if (d.protect && (!policy_only || nsb_ranges_reserve(4) == 0)) {
@@ -449,6 +450,27 @@ out:
 	return p;
 }
 
+/*
+ * A mapping made where the kernel found room, over a record: the record
+ * outlived its mapping through a raw call the library did not see
+ * (munmap, shmdt, mremap), and must not protect the new one.  Costs
+ * nothing while nothing is recorded, one lock-free check else.
+ */
+void
+nsb_forget_stale(void *p, size_t len)
+{
+	int saved_errno = errno;
+	uintptr_t s = (uintptr_t)p, e;
+
+	if (nsb_ranges_count() == 0 || !span_of(p, len, nsb_config.page_size, &s, &e) ||
+	    !nsb_ranges_overlap(s, e))
+		return;
+	nsb_ranges_lock();
+	(void)nsb_ranges_cut(s, e);
+	nsb_ranges_unlock();
+	errno = saved_errno;
+}
+
 NSB_EXPORT void *
 mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
@@ -459,8 +481,12 @@ mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	 * only known once page_size is set.) */
 	if (__builtin_expect(!(flags & (MAP_NOSIGBUS | MAP_FIXED)) &&
 			     (nsb_config.policy == NSB_POLICY_FLAG || (flags & MAP_ANONYMOUS)) &&
-			     nsb_config.page_size, 1))
-		return nsb_sys_mmap(addr, len, prot, flags, fd, off);
+			     nsb_config.page_size, 1)) {
+		p = nsb_sys_mmap(addr, len, prot, flags, fd, off);
+		if (__builtin_expect(p != MAP_FAILED && nsb_ranges_count() != 0, 0))
+			nsb_forget_stale(p, len);
+		return p;
+	}
 	saved_errno = errno;
 	p = do_mmap(addr, len, prot, flags, fd, off);
 	if (p != MAP_FAILED)
@@ -533,8 +559,14 @@ shmat(int id, const void *addr, int flags)
 	void *p;
 	int err;
 
-	if (!addr || !(flags & SHM_REMAP) || nsb_ranges_count() == 0)
-		return (void *)syscall(SYS_shmat, id, addr, flags);
+	if (!addr || !(flags & SHM_REMAP) || nsb_ranges_count() == 0) {
+		p = (void *)syscall(SYS_shmat, id, addr, flags);
+		/* Where the kernel found room (SHM_REMAP not asked). */
+		if (p != (void *)-1 && nsb_ranges_count() != 0 &&
+		    syscall(SYS_shmctl, id, IPC_STAT, &ds) == 0)
+			nsb_forget_stale(p, ds.shm_segsz);
+		return p;
+	}
 	nsb_init();
 	if (flags & SHM_RND)
 		at &= ~(uintptr_t)(SHMLBA - 1);

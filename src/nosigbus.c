@@ -121,8 +121,10 @@ usage(void)
 	      "                       range (from it to the end of the mapping) or auto;\n"
 	      "                       unset, range for a memory-backed file the policy\n"
 	      "                       protects and page for everything else\n"
-	      "  -e, --errors=ERRORS  a fault inside the file's size (an I/O error): pass\n"
-	      "                       (to the program, the default) or zero (zero pages)\n"
+	      "  -e, --errors=ERRORS  a fault inside the file's size (an I/O error): peer\n"
+	      "                       (the default: zero pages in a file another process\n"
+	      "                       handed over, to the program in its own files), pass\n"
+	      "                       (always to the program) or zero (always zero pages)\n"
 	      "      --strict         private mappings only, as the kernel patch: refuse\n"
 	      "                       MAP_SHARED|MAP_NOSIGBUS with EINVAL, and leave shared\n"
 	      "                       mappings out of --policy\n"
@@ -156,7 +158,7 @@ static const struct word policy_words[] = {
 static const struct word fill_words[] = {
 	{ "page", "page" }, { "range", "range" }, { "auto", "auto" }, { NULL, NULL } };
 static const struct word errors_words[] = {
-	{ "pass", "pass" }, { "zero", "zero" }, { NULL, NULL } };
+	{ "pass", "pass" }, { "peer", "peer" }, { "zero", "zero" }, { NULL, NULL } };
 static const struct word bool_words[] = {
 	{ "1", "1" }, { "yes", "1" }, { "true", "1" }, { "on", "1" },
 	{ "0", "0" }, { "no", "0" }, { "false", "0" }, { "off", "0" }, { NULL, NULL } };
@@ -203,7 +205,7 @@ static const struct setting settings[] = {
 	 * file the policy protects, page for the rest): shown empty, which
 	 * the library reads as its default. */
 	{ "NOSIGBUS_FILL", fill_words, "page, range or auto", "" },
-	{ "NOSIGBUS_ERRORS", errors_words, "pass or zero", "pass" },
+	{ "NOSIGBUS_ERRORS", errors_words, "pass, peer or zero", "peer" },
 	{ "NOSIGBUS_STRICT", bool_words, "0 or 1", "0" },
 	{ "NOSIGBUS_LOG", log_words, "0, 1 or pages", "0" },
 };
@@ -949,7 +951,7 @@ main(int argc, char **argv)
 			set_option("NOSIGBUS_FILL", fill_words, "fill", "page, range or auto", v);
 			break;
 		default:
-			set_option("NOSIGBUS_ERRORS", errors_words, "errors", "pass or zero", v);
+			set_option("NOSIGBUS_ERRORS", errors_words, "errors", "pass, peer or zero", v);
 			break;
 		}
 	}

@@ -141,9 +141,11 @@ enum nsb_real_fn {
 	NSB_REAL_PROCESS_MADVISE,
 	NSB_REAL_RECVMSG,
 	NSB_REAL_RECVMMSG,
+	NSB_REAL_IOCTL,
 	NSB_REAL_FCLOSE,
 	NSB_REAL_FREOPEN,
 	NSB_REAL_FREOPEN64,
+	NSB_REAL_PTHREAD_SIGQUEUE,
 	NSB_REAL_COUNT
 };
 
@@ -175,6 +177,8 @@ typedef void (*nsb_jump_fn)(struct __jmp_buf_tag *, int) __attribute__((noreturn
 	((int (*)(int, const sigset_t *, sigset_t *))nsb_real(NSB_REAL_SIGPROCMASK))
 #define real_sigpending ((int (*)(sigset_t *))nsb_real(NSB_REAL_SIGPENDING))
 #define real_sigsuspend ((int (*)(const sigset_t *))nsb_real(NSB_REAL_SIGSUSPEND))
+#define real_pthread_sigqueue \
+	((int (*)(pthread_t, int, const union sigval))nsb_real(NSB_REAL_PTHREAD_SIGQUEUE))
 #define real_pthread_create \
 	((int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *)) \
 	 nsb_real(NSB_REAL_PTHREAD_CREATE))
@@ -224,6 +228,7 @@ struct mmsghdr;
 #define real_recvmsg ((ssize_t (*)(int, struct msghdr *, int))nsb_real(NSB_REAL_RECVMSG))
 #define real_recvmmsg \
 	((int (*)(int, struct mmsghdr *, unsigned, int, struct timespec *))nsb_real(NSB_REAL_RECVMMSG))
+#define real_ioctl ((int (*)(int, unsigned long, void *))nsb_real(NSB_REAL_IOCTL))
 struct pollfd;
 struct epoll_event;
 struct timeval;
@@ -260,13 +265,15 @@ struct timeval;
 
 enum nsb_policy { NSB_POLICY_FLAG, NSB_POLICY_SHM, NSB_POLICY_FILES };
 enum nsb_fill { NSB_FILL_PAGE, NSB_FILL_RANGE, NSB_FILL_AUTO };
-/* What a SIGBUS inside the file's size (an I/O error) gets. */
-enum nsb_errors { NSB_ERRORS_PASS, NSB_ERRORS_ZERO };
+/* What a SIGBUS inside the file's size (an I/O error) gets: the program
+ * (pass), zeros (zero), or zeros in a file another process handed over
+ * and the program in the rest (peer: rescue.c). */
+enum nsb_errors { NSB_ERRORS_PASS, NSB_ERRORS_ZERO, NSB_ERRORS_PEER };
 
 /* The defaults, also used before the constructor has read the variables. */
 #define NSB_DEFAULT_POLICY	NSB_POLICY_SHM
 #define NSB_DEFAULT_FILL	NSB_FILL_PAGE
-#define NSB_DEFAULT_ERRORS	NSB_ERRORS_PASS
+#define NSB_DEFAULT_ERRORS	NSB_ERRORS_PEER
 
 enum nsb_log { NSB_LOG_OFF, NSB_LOG_MAPPINGS, NSB_LOG_PAGES };
 
@@ -616,13 +623,15 @@ void nsb_files_closing(unsigned first, unsigned last);
  * gave answered as no maps file would; a fork child lets it go. */
 int nsb_files_maps_descriptor(void);
 void nsb_files_maps_forget(void);
+void nsb_files_maps_drop(void);
 void nsb_files_after_fork_child(void);
 void nsb_files_release_unused(void);
 bool nsb_files_identity(uint32_t file, uint64_t *dev, uint64_t *ino);	/* [signal-safe] */
 /* [signal-safe] The size now of the file mapped at addr, in the record
- * [start, end); false if the library cannot tell. */
+ * [start, end), and its status change time from the same fstat (ctime may
+ * be NULL); false if the library cannot tell. */
 bool nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr,
-		    uint64_t *size);
+		    uint64_t *size, struct timespec *ctime);
 const char *nsb_files_path(uint32_t file);	/* [signal-safe] NULL: unknown */
 /* A descriptor of the file, the program's or ours, for mapping it again
  * (refresh.c): the widest (O_RDWR, then O_PATH, then O_RDONLY), its
@@ -670,7 +679,7 @@ void nsb_disp_chain(int sig, siginfo_t *si, void *uc);
 void nsb_disp_setjmp(const void *env, bool savemask);	/* [signal-safe] */
 bool nsb_disp_longjmp(const void *env, bool mask_saved, const sigset_t *saved_mask);
 /* The program switches contexts (jumps.c). */
-bool nsb_disp_view_for_context(sigset_t *mask);
+bool nsb_disp_view_for_context(sigset_t *mask, bool leaves);
 void nsb_disp_view_restore(bool was);
 /* A thread starts: its view of SIGBUS is its creator's (or, for threads
  * the C library starts with every signal blocked, blocked). */
@@ -682,9 +691,12 @@ struct nsb_exec {
 	bool ignored;		/* the program ignores SIGBUS */
 	bool blocked;		/* ... and blocks it */
 	sigset_t saved_mask;
+	bool ignore_set;	/* SIG_IGN put into the kernel for the call */
+	struct sigaction saved_action;
 };
 void nsb_disp_before_exec(struct nsb_exec *x);
 void nsb_disp_after_exec(struct nsb_exec *x);
+void nsb_disp_exec_ignore(struct nsb_exec *x);
 void nsb_disp_after_fork_child(void);
 void nsb_disp_start(void);	/* the constructor's part: inherited mask, handoff */
 /* Its value is the decimal pid of the process that wrote it: the exec'd
@@ -692,6 +704,9 @@ void nsb_disp_start(void);	/* the constructor's part: inherited mask, handoff */
 #define NSB_HANDOFF_VAR "NOSIGBUS_INHERIT_IGNORED"
 /* A thread that pthread_create started ends. */
 void nsb_disp_thread_exit(void);
+/* pthread_sigqueue sends a SIGBUS to one thread (signals.c): +1 before,
+ * -1 if it failed. */
+void nsb_disp_directed(int delta);
 
 /* ---- maps.c: /proc/self/maps and smaps --------------------------------- */
 
@@ -746,8 +761,14 @@ struct nsb_decision {
 	bool memfs;
 };
 void nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d);
-/* Table lock held: the memory the decision keeps seals in (policy.c). */
+/* Table lock held: the first protected mapping is about to be recorded. */
 void nsb_policy_prepare(void);
+
+/* ---- uffd.c: the program's own userfaultfd registrations -------------- */
+
+/* [signal-safe] May the program have registered [start, end) with a
+ * userfaultfd of its own?  (True when it cannot tell.) */
+bool nsb_uffd_registered(uintptr_t start, uintptr_t end);
 
 /* ---- received.c: files handed over by another process ----------------- */
 
@@ -807,8 +828,13 @@ void nsb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* [signal-safe] */
 /* [signal-safe] Counts a rescue and says what the log level asks for; lets
  * go of the record (nsb_ranges_leave(ticket)) before it writes. */
-void nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages, bool verified,
-		    int ticket);
+enum nsb_rescue_kind {
+	NSB_RESCUE_PAST_END,
+	NSB_RESCUE_UNVERIFIED,	/* the file's size could not be learnt */
+	NSB_RESCUE_PEERS_ERROR,	/* inside a received file's size */
+};
+void nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages,
+		    enum nsb_rescue_kind kind, int ticket);
 /* Table lock held: the mapping's last line, written at the unlock. */
 void nsb_log_unmapped(struct nsb_maplog *m);
 /* At the unlock: takes the lines nsb_log_unmapped queued (out: at least
@@ -827,6 +853,7 @@ void nsb_log_after_fork_child(void);
 /* Records r, a new mapping (the library's handler is installed first),
  * with a new account of what will be replaced in it.  Table lock held. */
 int nsb_record(struct nsb_range *r);
+void nsb_forget_stale(void *p, size_t len);	/* mman.c: a new mapping's stale records */
 
 /* ---- refresh.c: the file shown again where it came back --------------- */
 

@@ -15,14 +15,17 @@
  *    are kept by its unique mount ID (Linux 6.8: never reused), and
  *    fstatfs asks only for a mount not seen before.  A file on disk under
  *    the default policy costs this one call, and so does a memory-backed
- *    file whose seals are known (below).
- *  - fcntl(F_GET_SEALS) says whether a memfd can shrink.  Seals are only
- *    ever added: a file with F_SEAL_SHRINK never shrinks, and one with
- *    F_SEAL_SEAL never gains F_SEAL_SHRINK (every tmpfs file but a memfd
- *    made with MFD_ALLOW_SEALING is created with it).  Such an answer is
- *    kept, by identity (device, inode and birth time: an inode number
- *    used again is another file), in a small table that forgets; a memfd
- *    that may still be sealed is asked every time.
+ *    file.
+ *  - No seal exempts a mapping (SPEC §3, issue 37).  A memfd sealed with
+ *    F_SEAL_SHRINK cannot shrink, but it can be shorter than its mapping
+ *    from the start (mapped longer than it is) or later (the mapping
+ *    grown by mremap, as libwayland does for wl_shm_pool.resize): every
+ *    libwayland compositor dies of exactly that without the library.
+ *    The kernel guarantees no fault past the end for a mapping's whole
+ *    life only if the file can neither shrink nor be outgrown by the
+ *    mapping, and an mremap of an unrecorded mapping could not be
+ *    protected: no shortcut is kept, and the seals are never asked
+ *    (F_GET_SEALS only tells a memory-backed file on old kernels).
  *  - Without unique mount IDs, the older way: fcntl(F_GET_SEALS) first
  *    answers for every file (a memory-backed one gives its seals, any
  *    other EINVAL: a disk file costs this one call), then statx.  A memfd
@@ -39,9 +42,11 @@
  *    have seals: the kernel creates it sealed against new ones.)
  *
  * A file another process handed over (SCM_RIGHTS) is protected under shm
- * whatever its file system (received.c, issue 22): that check costs a
- * disk file's mapping one statx, and only in a process that has received
- * a regular file.
+ * whatever its file system (received.c, issue 22), and marked received
+ * whatever its file system, memory-backed too: a fault inside its size
+ * is the peer's error (rescue.c, issue 37).  That check costs a disk
+ * file's mapping one statx, and only in a process that has received a
+ * regular file; a memory-backed one's, a look in the received table.
  *
  * Not used in signal context.
  */
@@ -209,82 +214,11 @@ mount_of(int fd, const struct statx *sx, long *type, long *bsize)
 /* Does statx give unique mount IDs here?  0 not known yet, 1 yes, 2 no. */
 static _Atomic int unique_ids;
 
-/* Seals that can no longer change, by file identity: see the top. */
-#define SEALED 64
-struct sealed {
-	atomic_uint seq;	/* odd while written; 0: never written */
-	int seals;
-	uint64_t dev;
-	uint64_t ino;
-	int64_t btime_sec;
-	uint32_t btime_nsec;
-};
-static _Atomic(struct sealed *) sealed_p;
-
-/* Made under the table lock (memory.c), the first time a protected
- * mapping is recorded; until then nothing is kept. */
+/* Under the table lock, the first time a protected mapping is recorded. */
 void
 nsb_policy_prepare(void)
 {
 	nsb_rescue_arm();
-	if (!atomic_load_explicit(&sealed_p, memory_order_acquire))
-		atomic_store_explicit(&sealed_p, nsb_memory(SEALED * sizeof(struct sealed)),
-				      memory_order_release);
-}
-
-static struct sealed *
-sealed_slot(const struct statx *sx)
-{
-	struct sealed *t = atomic_load_explicit(&sealed_p, memory_order_acquire);
-	uint64_t h = (sx->stx_ino ^ ((uint64_t)sx->stx_dev_minor << 32) ^
-		      (uint64_t)sx->stx_btime.tv_nsec) * 0x9e3779b97f4a7c15ull;
-
-	if (!t || !(sx->stx_mask & STATX_BTIME))
-		return NULL;
-	return &t[h >> 58];	/* SEALED = 64 */
-}
-
-static bool
-sealed_same(const struct sealed *e, const struct statx *sx)
-{
-	return e->dev == nsb_dev_of(sx->stx_dev_major, sx->stx_dev_minor) && e->ino == sx->stx_ino &&
-	       e->btime_sec == sx->stx_btime.tv_sec && e->btime_nsec == sx->stx_btime.tv_nsec;
-}
-
-/* The file's seals: kept ones, or asked (and kept if they cannot change). */
-static int
-seals_of(int fd, const struct statx *sx)
-{
-	struct sealed *e = sealed_slot(sx);
-	unsigned s;
-	int seals;
-
-	if (e) {
-		s = atomic_load_explicit(&e->seq, memory_order_acquire);
-		if (s && !(s & 1)) {
-			bool same = sealed_same(e, sx);
-
-			seals = e->seals;
-			atomic_thread_fence(memory_order_acquire);
-			if (atomic_load_explicit(&e->seq, memory_order_relaxed) == s && same)
-				return seals;
-		}
-	}
-	seals = fcntl(fd, F_GET_SEALS);
-	if (!e || seals < 0 || !(seals & (F_SEAL_SEAL | F_SEAL_SHRINK)))
-		return seals;
-	/* Claimed even -> odd; a slot another thread writes is left to it. */
-	s = atomic_load_explicit(&e->seq, memory_order_relaxed);
-	if (!(s & 1) && atomic_compare_exchange_strong(&e->seq, &s, s + 1)) {
-		atomic_thread_fence(memory_order_release);
-		e->seals = seals;
-		e->dev = nsb_dev_of(sx->stx_dev_major, sx->stx_dev_minor);
-		e->ino = sx->stx_ino;
-		e->btime_sec = sx->stx_btime.tv_sec;
-		e->btime_nsec = sx->stx_btime.tv_nsec;
-		atomic_store_explicit(&e->seq, s + 2, memory_order_release);
-	}
-	return seals;
 }
 
 static void
@@ -296,15 +230,6 @@ stat_of(const struct statx *sx, struct stat *st)
 	st->st_mode = sx->stx_mode;
 	st->st_size = (off_t)sx->stx_size;
 	st->st_blksize = (blksize_t)sx->stx_blksize;
-}
-
-/* The old way: a memfd that can never shrink cannot fault past its end. */
-static bool
-cannot_shrink(int fd)
-{
-	int seals = fcntl(fd, F_GET_SEALS);
-
-	return seals > 0 && (seals & F_SEAL_SHRINK);
 }
 
 void
@@ -379,8 +304,9 @@ nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d)
 			d->memfs = seals >= 0;
 		}
 		/* Under shm, a file on disk is protected only if another
-		 * process handed it over (received.c). */
-		maybe_received = !d->memfs && nsb_received_any();
+		 * process handed it over (received.c); a memory-backed one
+		 * is asked too, for its errors are the peer's (rescue.c). */
+		maybe_received = nsb_received_any();
 		if (!flagged && nsb_config.policy == NSB_POLICY_SHM && !d->memfs && !maybe_received)
 			return;
 		if (by_mount) {
@@ -412,14 +338,8 @@ nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d)
 		}
 		if (type == HUGETLBFS_MAGIC)
 			shift = nsb_log2((size_t)bsize);
-		if (!flagged) {
-			if (!S_ISREG(d->st.st_mode))
-				return;
-			if (d->memfs && by_mount)
-				seals = seals_of(fd, &sx);
-			if (d->memfs && seals > 0 && (seals & F_SEAL_SHRINK))
-				return;	/* a memfd that can never shrink */
-		}
+		if (!flagged && !S_ISREG(d->st.st_mode))
+			return;
 		d->meta = d->memfs ? NSB_META_MEMFS : 0;
 	} else {
 slow:
@@ -432,7 +352,7 @@ slow:
 		if (fs.f_type == HUGETLBFS_MAGIC)
 			shift = nsb_log2((size_t)fs.f_bsize);
 		d->has_file = fstat(fd, &d->st) == 0;
-		if (d->has_file && !d->memfs && nsb_received_any()) {
+		if (d->has_file && nsb_received_any()) {
 			struct nsb_identity id = { .dev = (uint64_t)d->st.st_dev,
 						   .ino = (uint64_t)d->st.st_ino };
 
@@ -442,8 +362,6 @@ slow:
 			if (nsb_config.policy == NSB_POLICY_SHM && !d->memfs && !received)
 				return;
 			if (!d->has_file || !S_ISREG(d->st.st_mode))
-				return;
-			if (d->memfs && cannot_shrink(fd))
 				return;
 		}
 		d->meta = d->memfs ? NSB_META_MEMFS : 0;

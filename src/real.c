@@ -114,9 +114,11 @@ static const struct {
 	[NSB_REAL_PROCESS_MADVISE] = { "process_madvise", false, false },
 	[NSB_REAL_RECVMSG] = { "recvmsg", true, true },
 	[NSB_REAL_RECVMMSG] = { "recvmmsg", true, true },
+	[NSB_REAL_IOCTL] = { "ioctl", true, true },
 	[NSB_REAL_FCLOSE] = { "fclose", true, false },
 	[NSB_REAL_FREOPEN] = { "freopen", true, false },
 	[NSB_REAL_FREOPEN64] = { "freopen64", true, false },
+	[NSB_REAL_PTHREAD_SIGQUEUE] = { "pthread_sigqueue", true, true },
 };
 
 /*

@@ -262,7 +262,7 @@ nsb_refresh(uintptr_t start, uintptr_t end, bool whole)
 		uint64_t size = UINT64_MAX;
 
 		if (candidate(r, whole) &&
-		    (whole || nsb_files_size(r->file, r->start, r->end, r->start, &size)))
+		    (whole || nsb_files_size(r->file, r->start, r->end, r->start, &size, NULL)))
 			pages += refresh_record(j, r, size);
 	}
 	nsb_ranges_flux_end();

@@ -323,6 +323,25 @@ replace(uintptr_t start, uintptr_t end, const struct nsb_range *r)
 static __thread uintptr_t again_page __attribute__((tls_model("initial-exec")));
 static __thread uint64_t again_acct __attribute__((tls_model("initial-exec")));
 
+/*
+ * What a check that found a unit inside its file saw: the size and the
+ * status change time, from one fstat.  Every resize sets the change time
+ * (a peer's ftruncate, fallocate), so a file whose size and change time
+ * are both as the check before saw them did not change in between -
+ * provided a change after that check could not have been stamped with
+ * the time it saw: `sure` when the coarse clock, read before the fstat,
+ * had already left that time (since Linux 6.13 a change after a stat gets
+ * a finer, distinct stamp on tmpfs and the big file systems; before, a
+ * change in the same tick of the clock would keep it).
+ */
+struct seen {
+	uint64_t size;
+	struct timespec ctime;
+	bool sure;
+};
+static __thread struct seen again_seen __attribute__((tls_model("initial-exec")));
+static __thread bool again_inside __attribute__((tls_model("initial-exec")));
+
 /* NOSIGBUS_FILL=auto: where this thread's last rescue in an account
  * ended, and how many units it replaced; a fault right there doubles it. */
 static __thread uint64_t auto_acct __attribute__((tls_model("initial-exec")));
@@ -336,23 +355,44 @@ enum check { PAST_EOF, INSIDE, UNKNOWN };
  * every file system: a fault inside the size is the file system's (an I/O
  * error, a full tmpfs, a userfaultfd in SIGBUS mode), and goes to the
  * program as without the library - unless NOSIGBUS_ERRORS=zero asks for
- * zeros there.  Anonymous memory has no size (only its huge pages fault).
+ * zeros there, or the file is a peer's (peers_error).  Anonymous memory has no size (only its huge pages fault).
  * Where the size cannot be learnt, the unit is rescued and counted as
  * unverified.  Every unit after one past the end is past it too, so a
  * fill goes on only from a unit known to be past the end.
  */
 static enum check
-check(const struct nsb_range *r, uintptr_t page, size_t unit)
+check(const struct nsb_range *r, uintptr_t page, size_t unit, struct seen *seen)
 {
 	uint64_t size, off;
+	struct timespec now;
 
 	if (r->meta & NSB_META_ANON)
 		return PAST_EOF;
-	if (!nsb_files_size(r->file, r->start, r->end, page, &size))
+	/* The vDSO's coarse clock: no system call. */
+	if (clock_gettime(CLOCK_REALTIME_COARSE, &now) != 0)
+		now.tv_sec = now.tv_nsec = 0;
+	if (!nsb_files_size(r->file, r->start, r->end, page, &size, &seen->ctime))
 		return UNKNOWN;
+	seen->size = size;
+	seen->sure = now.tv_sec != seen->ctime.tv_sec || now.tv_nsec != seen->ctime.tv_nsec;
 	off = r->off + (page - r->start);
 	/* The kernel maps the unit that holds the last byte. */
 	return off >= ((size + unit - 1) & ~(uint64_t)(unit - 1)) ? PAST_EOF : INSIDE;
+}
+
+/*
+ * [signal-safe] A fault inside the size of a file another process handed
+ * over is that process's error (its file system: a FUSE file whose reads
+ * fail, a full /dev/shm), and is rescued under NOSIGBUS_ERRORS=peer, the
+ * default: the data is the peer's, hiding the error loses nothing of the
+ * program's.  But not a fault the program arranged itself on it: its own
+ * userfaultfd registration (uffd.c).
+ */
+static bool
+peers_error(const struct nsb_range *r, uintptr_t start, size_t unit)
+{
+	return nsb_config.errors == NSB_ERRORS_PEER && (r->meta & NSB_META_RECEIVED) &&
+	       !nsb_uffd_registered(start, start + unit);
 }
 
 /* [signal-safe] How many units a rescue from start replaces at most. */
@@ -385,12 +425,42 @@ first_again(uintptr_t start, const struct nsb_range *r)
 {
 	uint64_t id = nsb_account_id(r->acct);
 
-	if (again_page == start && again_acct == id) {
+	if (again_page == start && again_acct == id && !again_inside) {
 		again_page = 0;
 		return false;
 	}
 	again_page = start;
 	again_acct = id;
+	again_inside = false;
+	return true;
+}
+
+/*
+ * [signal-safe] A unit found inside its file: fault again (true), or
+ * pass the fault on as the file system's error (false) - only when this
+ * thread's check before, at the same unit, found it inside too and the
+ * file did not change between the two (struct seen).  A peer that
+ * toggles the size (ftruncate to 0 and back, as fast as it can) makes
+ * every fault past the end and may grow the file back before the check:
+ * each such retry cost it a resize, so it slows the program by its own
+ * effort and never kills it.  Alone, a thread retries at most until the
+ * coarse clock ticks (a few milliseconds).
+ */
+static bool
+inside_again(uintptr_t start, const struct nsb_range *r, const struct seen *seen)
+{
+	uint64_t id = nsb_account_id(r->acct);
+
+	if (again_page == start && again_acct == id && again_inside && again_seen.sure &&
+	    again_seen.size == seen->size && again_seen.ctime.tv_sec == seen->ctime.tv_sec &&
+	    again_seen.ctime.tv_nsec == seen->ctime.tv_nsec) {
+		again_page = 0;
+		return false;
+	}
+	again_page = start;
+	again_acct = id;
+	again_inside = true;
+	again_seen = *seen;
 	return true;
 }
 
@@ -406,6 +476,7 @@ rescue(uintptr_t addr)
 	struct nsb_range r;
 	uintptr_t start, end;
 	enum check c;
+	struct seen seen = { 0 };
 	size_t unit, units;
 	uint64_t off;
 	bool ok;
@@ -450,7 +521,7 @@ rescue(uintptr_t addr)
 	 * rescued like a huge page. */
 	c = nsb_config.errors == NSB_ERRORS_ZERO && units == 1
 		    ? INSIDE	/* rescued either way, alone: no size needed */
-		    : check(&r, start, unit);
+		    : check(&r, start, unit, &seen);
 	if ((r.meta & NSB_META_ANON) && unit == nsb_config.page_size && first_again(start, &r)) {
 		nsb_account_unclaim(r.acct, off, 1);
 		busy_leave(slot);
@@ -458,12 +529,13 @@ rescue(uintptr_t addr)
 		return AGAIN;
 	}
 	/* Size: inside it, the fault is the program's - unless it is inside
-	 * because the file grew back since, which faulting again tells. */
-	if (c == INSIDE && nsb_config.errors != NSB_ERRORS_ZERO) {
+	 * because the file grew back since, which faulting again tells, as
+	 * long as the file keeps changing (inside_again). */
+	if (c == INSIDE && nsb_config.errors != NSB_ERRORS_ZERO && !peers_error(&r, start, unit)) {
 		nsb_account_unclaim(r.acct, off, 1);
 		busy_leave(slot);
 		nsb_ranges_leave(ticket);
-		return first_again(start, &r) ? AGAIN : NOT_OURS;
+		return inside_again(start, &r, &seen) ? AGAIN : NOT_OURS;
 	}
 	again_page = 0;
 	/* A fill goes on over units past the end that nobody replaced. */
@@ -507,7 +579,10 @@ rescue(uintptr_t addr)
 	 * (Without the log, nothing but letting go: the call's frame, a
 	 * line's buffer, costs a tenth of the handler's own instructions.) */
 	if (nsb_config.log)
-		nsb_log_rescue(addr, &r, (end - start) / nsb_config.page_size, c != UNKNOWN, ticket);
+		nsb_log_rescue(addr, &r, (end - start) / nsb_config.page_size,
+			       c == UNKNOWN ? NSB_RESCUE_UNVERIFIED
+			       : c == INSIDE && nsb_config.errors == NSB_ERRORS_PEER ? NSB_RESCUE_PEERS_ERROR
+			       : NSB_RESCUE_PAST_END, ticket);
 	else
 		nsb_ranges_leave(ticket);
 	return RESCUED;

@@ -35,8 +35,9 @@
  * nosigbus_get_stats' `unchecked` and, with NOSIGBUS_LOG=1, logged once.
  *
  * The interposed syscall() goes to the kernel itself (the instruction,
- * as glibc's syscall() does): the library's own syscall() calls bind to
- * it (-Bsymbolic-functions), and a handler may make them.
+ * as glibc's syscall() does, in the same assembly): the library's own
+ * syscall() calls bind to it (-Bsymbolic-functions), and a handler may
+ * make them.
  *
  * Signal context: everything in this file (nsb_unfiltered reads the
  * status with raw system calls into a small stack buffer; no lock).
@@ -54,6 +55,9 @@
 #ifndef PR_SET_SECCOMP
 #define PR_SET_SECCOMP 22
 #endif
+
+void nsb_filter_coming(void);
+long nsb_syscall_failed(long ret);
 
 /* 0: not asked yet; 1: no filter; 2: a filter is (or may be) in force. */
 static _Atomic int filter_state;
@@ -168,8 +172,8 @@ nsb_unfiltered(void)
 
 /* [signal-safe] A filter is about to be installed: from now on, as if it
  * were (a failed install leaves the library careful, never wrong). */
-static void
-filter_coming(void)
+__attribute__((used)) void
+nsb_filter_coming(void)
 {
 	atomic_store_explicit(&filter_state, 2, memory_order_release);
 }
@@ -187,24 +191,127 @@ nsb_sandbox_unchecked(void)
 
 /* ---- the calls that install a filter ----------------------------------- */
 
-/* [signal-safe] */
-NSB_EXPORT long
-syscall(long n, ...)
-{
-	va_list ap;
-	long a, b, c, d, e, f;
+/*
+ * [signal-safe] syscall() itself, in assembly: the same instructions as
+ * glibc's (sysdeps/unix/sysv/linux/{x86_64,aarch64}/syscall.S), no frame
+ * of its own, so that what programs do through it with the stack - a
+ * vfork, a clone onto a stack of their own - behaves exactly as with
+ * glibc's; only a seccomp install first calls filter_coming(), with the
+ * arguments saved around it.  A failure goes to nsb_syscall_failed (errno).
+ */
+#define NSB_STR2(x) #x
+#define NSB_STR(x) NSB_STR2(x)
+#if defined(__x86_64__)
+__asm__(".text\n"
+	".globl syscall\n"
+	".type syscall, @function\n"
+	".p2align 4\n"
+	"syscall:\n"
+	".cfi_startproc\n"
+	"	cmpq $" NSB_STR(SYS_seccomp) ", %rdi\n"
+	"	je 1f\n"
+	"	cmpq $" NSB_STR(SYS_prctl) ", %rdi\n"
+	"	jne 2f\n"
+	"	cmpq $" NSB_STR(PR_SET_SECCOMP) ", %rsi\n"
+	"	jne 2f\n"
+	"1:	pushq %rdi\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"	pushq %rsi\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"	pushq %rdx\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"	pushq %rcx\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"	pushq %r8\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"	pushq %r9\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"	subq $8, %rsp\n"	/* 16-byte aligned at the call */
+	".cfi_adjust_cfa_offset 8\n"
+	"	call nsb_filter_coming\n"
+	"	addq $8, %rsp\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"	popq %r9\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"	popq %r8\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"	popq %rcx\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"	popq %rdx\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"	popq %rsi\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"	popq %rdi\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"2:	movq %rdi, %rax\n"
+	"	movq %rsi, %rdi\n"
+	"	movq %rdx, %rsi\n"
+	"	movq %rcx, %rdx\n"
+	"	movq %r8, %r10\n"
+	"	movq %r9, %r8\n"
+	"	movq 8(%rsp), %r9\n"
+	"	syscall\n"
+	"	cmpq $-4095, %rax\n"
+	"	jae 3f\n"
+	"	ret\n"
+	"3:	movq %rax, %rdi\n"
+	"	jmp nsb_syscall_failed\n"
+	".cfi_endproc\n"
+	".size syscall, .-syscall\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+	".globl syscall\n"
+	".type syscall, %function\n"
+	".p2align 2\n"
+	"syscall:\n"
+	".cfi_startproc\n"
+	"	hint 34\n"	/* bti c */
+	"	cmp x0, #" NSB_STR(SYS_seccomp) "\n"
+	"	b.eq 1f\n"
+	"	cmp x0, #" NSB_STR(SYS_prctl) "\n"
+	"	b.ne 2f\n"
+	"	cmp x1, #" NSB_STR(PR_SET_SECCOMP) "\n"
+	"	b.ne 2f\n"
+	"1:	stp x29, x30, [sp, #-80]!\n"
+	".cfi_def_cfa_offset 80\n"
+	".cfi_offset 29, -80\n"
+	".cfi_offset 30, -72\n"
+	"	mov x29, sp\n"
+	"	stp x0, x1, [sp, #16]\n"
+	"	stp x2, x3, [sp, #32]\n"
+	"	stp x4, x5, [sp, #48]\n"
+	"	str x6, [sp, #64]\n"
+	"	bl nsb_filter_coming\n"
+	"	ldp x0, x1, [sp, #16]\n"
+	"	ldp x2, x3, [sp, #32]\n"
+	"	ldp x4, x5, [sp, #48]\n"
+	"	ldr x6, [sp, #64]\n"
+	"	ldp x29, x30, [sp], #80\n"
+	".cfi_def_cfa_offset 0\n"
+	".cfi_restore 29\n"
+	".cfi_restore 30\n"
+	"2:	mov x8, x0\n"
+	"	mov x0, x1\n"
+	"	mov x1, x2\n"
+	"	mov x2, x3\n"
+	"	mov x3, x4\n"
+	"	mov x4, x5\n"
+	"	mov x5, x6\n"
+	"	svc #0\n"
+	"	cmn x0, #4095\n"
+	"	b.cs 3f\n"
+	"	ret\n"
+	"3:	b nsb_syscall_failed\n"
+	".cfi_endproc\n"
+	".size syscall, .-syscall\n");
+#endif
 
-	va_start(ap, n);
-	a = va_arg(ap, long);
-	b = va_arg(ap, long);
-	c = va_arg(ap, long);
-	d = va_arg(ap, long);
-	e = va_arg(ap, long);
-	f = va_arg(ap, long);
-	va_end(ap);
-	if (n == SYS_seccomp || (n == SYS_prctl && a == PR_SET_SECCOMP))
-		filter_coming();
-	return raw_syscall(n, a, b, c, d, e, f);
+/* [signal-safe] The error path of syscall() above: errno, and -1. */
+__attribute__((used)) long
+nsb_syscall_failed(long ret)
+{
+	errno = (int)-ret;
+	return -1;
 }
 
 /* [signal-safe] */
@@ -221,6 +328,6 @@ prctl(int option, ...)
 	d = va_arg(ap, unsigned long);
 	va_end(ap);
 	if (option == PR_SET_SECCOMP)
-		filter_coming();
+		nsb_filter_coming();
 	return (int)raw_syscall(SYS_prctl, option, (long)a, (long)b, (long)c, (long)d, 0);
 }

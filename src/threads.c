@@ -14,7 +14,9 @@
 #include <errno.h>
 #include <mqueue.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+#include <threads.h>
 #include <time.h>
 
 #include "nsb.h"
@@ -72,9 +74,12 @@ attr_mask(const pthread_attr_t *attr, bool *blocked)
 	return false;
 }
 
-NSB_EXPORT int
-pthread_create(pthread_t *thread, const pthread_attr_t *attr,
-	       void *(*fn)(void *), void *arg)
+/* glibc's mark for a C11 thread (thrd_create): an attribute pointer that
+ * is no attribute, telling pthread_create to run an int function. */
+#define C11_THREAD ((const pthread_attr_t *)(uintptr_t)-1)
+
+static int
+create(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
 	bool blocked = nsb_disp_thread_blocked_at_start();
 	struct start *s;
@@ -82,7 +87,12 @@ pthread_create(pthread_t *thread, const pthread_attr_t *attr,
 
 	/* From now on, no lookup may wait for the loader's lock. */
 	nsb_real_find_all();
-	(void)attr_mask(attr, &blocked);
+	/* A mask that blocks SIGBUS installs the handler, as blocking it
+	 * does: glibc sets it in the new thread, past us, and a handler
+	 * installed later would leave that thread to die of its next fault
+	 * (attr_sigmask_before_install). */
+	if (attr != C11_THREAD && attr_mask(attr, &blocked) && blocked && !nsb_disp_installed())
+		(void)nsb_disp_install();
 	/* Every thread, so that it leaves the blocker table when it ends. */
 	s = malloc(sizeof(*s));
 	if (!s)
@@ -94,6 +104,39 @@ pthread_create(pthread_t *thread, const pthread_attr_t *attr,
 	if (ret)
 		free(s);
 	return ret;
+}
+
+NSB_EXPORT int
+pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+	       void *(*fn)(void *), void *arg)
+{
+	return create(thread, attr, fn, arg);
+}
+
+/*
+ * C11's thrd_create is glibc's pthread_create called internally, past
+ * ours: its threads started with the kernel's mask, not the program's
+ * view (issue 38, c11_thread_mask).  The same call, with glibc's C11 mark
+ * (start_thread then runs as the int function glibc takes it for, and
+ * passes its int through), and glibc's mapping of the error.
+ */
+NSB_EXPORT int
+thrd_create(thrd_t *thr, thrd_start_t fn, void *arg)
+{
+	int err = create((pthread_t *)thr, C11_THREAD, (void *(*)(void *))(void (*)(void))fn, arg);
+
+	switch (err) {
+	case 0:
+		return thrd_success;
+	case ENOMEM:
+		return thrd_nomem;
+	case ETIMEDOUT:
+		return thrd_timedout;
+	case EBUSY:
+		return thrd_busy;
+	default:
+		return thrd_error;
+	}
 }
 
 /* ---- SIGEV_THREAD ------------------------------------------------------ */

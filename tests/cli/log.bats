@@ -256,7 +256,7 @@ pid_of_output() {
 	assert_output 'page 0: zeros'
 	assert_equal "$stderr" 'nosigbus: ignoring NOSIGBUS_POLICY=everything (expected flag, shm or files); using shm'
 	LD_PRELOAD=$NSB_PRELOAD NOSIGBUS_ERRORS=ignore run -0 --separate-stderr "$MAP" memfd 1
-	assert_equal "$stderr" 'nosigbus: ignoring NOSIGBUS_ERRORS=ignore (expected pass or zero); using pass'
+	assert_equal "$stderr" 'nosigbus: ignoring NOSIGBUS_ERRORS=ignore (expected pass, peer or zero); using peer'
 	LD_PRELOAD=$NSB_PRELOAD NOSIGBUS_STRICT=2 run -0 --separate-stderr "$MAP" --flag memfd 1
 	assert_equal "$stderr" 'nosigbus: ignoring NOSIGBUS_STRICT=2 (expected 0 or 1); using 0'
 	LD_PRELOAD=$NSB_PRELOAD NOSIGBUS_LOG=maybe run -0 --separate-stderr "$MAP" memfd 1

@@ -70,9 +70,9 @@ assert_usage_error() {
 	assert_usage_error "invalid policy 'shm ' (expected flag, shm or files)" -p 'shm ' true
 	assert_usage_error "invalid fill 'all' (expected page, range or auto)" --fill=all true
 	assert_usage_error "invalid fill 'all' (expected page, range or auto)" -f all true
-	assert_usage_error "invalid errors 'ignore' (expected pass or zero)" --errors=ignore true
-	assert_usage_error "invalid errors 'ignore' (expected pass or zero)" -e ignore true
-	assert_usage_error "invalid errors '' (expected pass or zero)" -e '' true
+	assert_usage_error "invalid errors 'ignore' (expected pass, peer or zero)" --errors=ignore true
+	assert_usage_error "invalid errors 'ignore' (expected pass, peer or zero)" -e ignore true
+	assert_usage_error "invalid errors '' (expected pass, peer or zero)" -e '' true
 	assert_usage_error "option '-p' needs a value" -p
 	assert_usage_error "option '--policy' needs a value" --policy
 	assert_usage_error "option '--fill' needs a value" --fill
@@ -231,12 +231,12 @@ assert_usage_error() {
 @test "--dry-run shows what the library will use: options, inherited values, defaults" {
 	run -0 --separate-stderr wrapper -n true
 	# Unset, the fill depends on the mapping: empty, the library's default.
-	assert_output "$(printf '%s\n' NOSIGBUS_POLICY=shm NOSIGBUS_FILL= NOSIGBUS_ERRORS=pass \
+	assert_output "$(printf '%s\n' NOSIGBUS_POLICY=shm NOSIGBUS_FILL= NOSIGBUS_ERRORS=peer \
 		NOSIGBUS_STRICT=0 NOSIGBUS_LOG=0 "LD_PRELOAD=$NSB_PRELOAD" true)"
 	[ -z "$stderr" ]
 	NOSIGBUS_POLICY=flag NOSIGBUS_FILL=RANGE NOSIGBUS_STRICT=yes LD_PRELOAD=libm.so.6 \
 		run -0 --separate-stderr wrapper -n true
-	assert_output "$(printf '%s\n' NOSIGBUS_POLICY=flag NOSIGBUS_FILL=range NOSIGBUS_ERRORS=pass \
+	assert_output "$(printf '%s\n' NOSIGBUS_POLICY=flag NOSIGBUS_FILL=range NOSIGBUS_ERRORS=peer \
 		NOSIGBUS_STRICT=1 NOSIGBUS_LOG=0 "LD_PRELOAD=$NSB_PRELOAD:libm.so.6" true)"
 	[ -z "$stderr" ]
 	# An empty value is the default, as for the library.
@@ -253,7 +253,7 @@ assert_usage_error() {
 @test "an invalid inherited value is a usage error, with -n and without" {
 	local var value expected marker=$BATS_TEST_TMPDIR/ran
 	for var in POLICY:bogus:'flag, shm or files' FILL:xyz:'page, range or auto' \
-		ERRORS:all:'pass or zero' STRICT:2:'0 or 1' LOG:maybe:'0, 1 or pages'; do
+		ERRORS:all:'pass, peer or zero' STRICT:2:'0 or 1' LOG:maybe:'0, 1 or pages'; do
 		value=${var#*:}
 		expected=${value#*:}
 		value=${value%%:*}

@@ -12,6 +12,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -478,6 +479,35 @@ core_rand(uint64_t *s)
 	x ^= x >> 27;
 	*s = x;
 	return x * 0x2545F4914F6CDD1DULL;
+}
+
+/*
+ * Pins the calling thread to CPU n (modulo the CPUs it may use): race
+ * tests put their threads on different CPUs, so that on an idle machine
+ * they run truly in parallel, as a loaded one never makes them (issue
+ * 39: two races failed only on idle machines).  Silently nothing where
+ * affinity cannot be set.
+ */
+static inline void
+core_pin(int n)
+{
+	cpu_set_t allowed, one;
+	int count, k = 0;
+
+	if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0 ||
+	    (count = CPU_COUNT(&allowed)) < 2)
+		return;
+	n %= count;
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+		if (!CPU_ISSET(cpu, &allowed))
+			continue;
+		if (k++ == n) {
+			CPU_ZERO(&one);
+			CPU_SET(cpu, &one);
+			(void)sched_setaffinity(0, sizeof(one), &one);
+			return;
+		}
+	}
 }
 
 static inline void

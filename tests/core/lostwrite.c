@@ -45,6 +45,7 @@ attack_thread(void *arg)
 	const struct worker *w = arg;
 	size_t lanes = stride, per = npages / stride;
 
+	core_pin(w->id);	/* side by side on different CPUs: truly parallel */
 	pthread_barrier_wait(&start);
 	/* Lane by lane, stride apart within a lane; each thread starts at
 	 * another lane, so threads meet on pages both ways. */

@@ -7,13 +7,18 @@
  *    records follow the offsets;
  *  - shmat_remap_stale_record: shmat(SHM_REMAP) over a protected mapping
  *    takes its record with it;
+ *  - raw_munmap_stale_record: a record a raw munmap left behind does not
+ *    protect the next mapping made there;
  *  - mremap_program_split: a protected mapping that the program split
  *    (mprotect) cannot be moved, as in the kernel (EFAULT); one that only
  *    rescues split still moves;
  *  - madv_remove_rescued: MADV_REMOVE over a shared mapping with a
  *    rescued page succeeds, as over the kernel flag's single VMA;
  *  - mlock_rescued_unlocked: a rescued page keeps mlock, lock-on-fault,
- *    MADV_DONTDUMP, MADV_(NO)HUGEPAGE and MADV_MERGEABLE (smaps VmFlags).
+ *    mlockall(MCL_CURRENT), MADV_DONTDUMP, MADV_(NO)HUGEPAGE and
+ *    MADV_MERGEABLE (smaps VmFlags);
+ *  - MADV_DONTNEED, msync and mincore over a rescued page: the kernel
+ *    flag's results.
  */
 #include <sys/ipc.h>
 #include <sys/shm.h>
@@ -77,6 +82,21 @@ shmat_child(void *arg)
 	printf("ok: shmat_remap_stale_record\n");
 }
 
+/* A raw munmap leaves the record; a mapping made there later is not
+ * protected by it. */
+static void
+raw_munmap_child(void *arg)
+{
+	int fd;
+	char *p = protected_memfd(&fd, 1);
+
+	(void)arg;
+	NSBT_CHECK(syscall(SYS_munmap, p, ps) == 0, "raw munmap: %s", strerror(errno));
+	core_truncate(fd, 0);
+	core_expect_unprotected(p, "a new mapping where a raw munmap left a record");
+	printf("ok: raw_munmap_stale_record\n");
+}
+
 static void
 program_split_child(void *arg)
 {
@@ -122,6 +142,25 @@ madv_remove_child(void *arg)
 		   "MADV_REMOVE over a mapping with a rescued page: %s", strerror(errno));
 	core_expect_bytes(p, 0, 2 * ps, "after MADV_REMOVE");
 	printf("ok: madv_remove_rescued\n");
+}
+
+/* Calls on a mapping with a rescued page give the kernel flag's results:
+ * MADV_DONTNEED drops it (zeros again), msync and mincore succeed. */
+static void
+page_calls_child(void *arg)
+{
+	unsigned char vec[2];
+	int fd;
+	char *p = protected_memfd(&fd, 2);
+
+	(void)arg;
+	core_truncate(fd, ps);
+	p[ps] = 9;
+	NSBT_CHECK(msync(p, 2 * ps, MS_SYNC) == 0, "msync: %s", strerror(errno));
+	NSBT_CHECK(mincore(p, 2 * ps, vec) == 0 && (vec[1] & 1), "mincore: %s", strerror(errno));
+	NSBT_CHECK(madvise(p, 2 * ps, MADV_DONTNEED) == 0, "MADV_DONTNEED: %s", strerror(errno));
+	core_expect_bytes(p + ps, 0, ps, "a rescued page after MADV_DONTNEED");
+	printf("ok: MADV_DONTNEED, msync, mincore over a rescued page\n");
 }
 
 /* The VmFlags line of the smaps entry holding addr. */
@@ -213,6 +252,22 @@ attrs_child(void *arg)
 		NSBT_CHECK(munmap(p, 2 * ps) == 0, "munmap");
 		close(fd);
 	}
+	/* mlockall(MCL_CURRENT): every record. */
+	{
+		int fd;
+		char *p = protected_memfd(&fd, 2);
+
+		if (mlockall(MCL_CURRENT) != 0) {
+			printf("skip: mlockall: %s\n", strerror(errno));
+		} else {
+			core_truncate(fd, ps);
+			core_expect_bytes(p + ps, 0, ps, "a rescued page");
+			vm_flags(p + ps, flags, sizeof(flags));
+			NSBT_CHECK(has_flag(flags, "lo"), "mlockall: the rescued page lost it: "
+				   "VmFlags:%s", flags);
+			NSBT_CHECK(munlockall() == 0, "munlockall");
+		}
+	}
 	printf("ok: mlock_rescued_unlocked\n");
 }
 
@@ -225,9 +280,11 @@ main(int argc, char **argv)
 	} cases[] = {
 		{ "remap_file_pages_offset", remap_file_pages_child },
 		{ "shmat_remap_stale_record", shmat_child },
+		{ "raw_munmap_stale_record", raw_munmap_child },
 		{ "mremap_program_split", program_split_child },
 		{ "madv_remove_rescued", madv_remove_child },
 		{ "mlock_rescued_unlocked", attrs_child },
+		{ "MADV_DONTNEED, msync, mincore", page_calls_child },
 	};
 	int failed = 0;
 

@@ -9,7 +9,8 @@
  *   disk   a file in DIR, which the test chooses on a disk file system.
  *
  * Never a sealed memfd: one sealed with F_SEAL_SHRINK could not be
- * truncated, which is the whole point of these clients.  The shm and disk
+ * truncated, which is the whole point of these clients (hostile-client's
+ * --sealed-resize makes its own, shorter than its pool instead).  The shm and disk
  * files are unlinked at once, so nothing is left behind when a client is
  * killed; the server maps them all the same.
  */

@@ -8,7 +8,7 @@
  *   hostile-client [--pause] [--no-truncate] [--truncate-to BYTES]
  *                  [--backing memfd|shm|disk] [--dir DIR]
  *                  [--regrow RRGGBB [--resize]] [--no-ack]
- *                  [--colour RRGGBB] [--size WxH] N
+ *                  [--sealed-resize] [--colour RRGGBB] [--size WxH] N
  *
  * It maps an ordinary xdg_toplevel of WxH (default 128x96) with an XRGB8888
  * buffer filled with the colour (default 33cc66), commits and waits for the
@@ -28,6 +28,16 @@
  * the same pool, for two more frames ("regrown", "regrown frame 1",
  * "regrown frame 2").
  *
+ * With --sealed-resize the pool is a memfd of one page, filled with the
+ * colour and sealed F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL: it can never
+ * change size.  The pool is created at that page and grown with
+ * wl_shm_pool.resize to the buffer's size, so that the buffer runs past
+ * the file's end from the first frame.  libwayland-server installs no
+ * SIGBUS handling for a pool whose memfd cannot shrink, so the
+ * compositor's read past the end kills it without the library (measured
+ * with Debian 12's weston, sway, cage, mutter and kwin).  Nothing is
+ * truncated (the seals forbid it): implies --no-truncate.
+ *
  * Every configure is acknowledged at the next commit, the buffer keeping
  * its size; with --no-ack only the first one is (a tiling shell then
  * shows the window only when its transaction times out: what made sway
@@ -45,6 +55,7 @@
  * Synchronisation is by roundtrips and frame callbacks only, never by time.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -228,6 +239,32 @@ fill(int fd, size_t size, uint32_t colour)
 	return fill_backing(fd, size, 0xff000000u | colour, "hostile-client");
 }
 
+/*
+ * A sealed memfd of one page, filled and sealed against any change of
+ * size, as the pool of a size-c->size buffer: created at the page, then
+ * resized (--sealed-resize).
+ */
+static int
+create_sealed_pool(struct client *c, uint32_t colour)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	c->memfd = memfd_create("nosigbus-hostile", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (c->memfd < 0) {
+		perror("hostile-client: memfd_create");
+		return -1;
+	}
+	if (ftruncate(c->memfd, (off_t)page) < 0 || fill(c->memfd, page, colour) < 0 ||
+	    fcntl(c->memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		perror("hostile-client: sealing");
+		return -1;
+	}
+	c->pool = wl_shm_create_pool(c->shm, c->memfd, (int32_t)page);
+	if (c->size > page)
+		wl_shm_pool_resize(c->pool, (int32_t)c->size);
+	return 0;
+}
+
 /* An XRGB8888 buffer at offset 0 of the pool, c->size bytes. */
 static void
 create_buffer(struct client *c, int32_t width, int32_t height)
@@ -359,7 +396,7 @@ usage(void)
 {
 	fprintf(stderr, "usage: hostile-client [--pause] [--no-truncate] "
 		"[--truncate-to BYTES] [--backing memfd|shm|disk] [--dir DIR] "
-		"[--regrow RRGGBB [--resize]] [--no-ack] "
+		"[--regrow RRGGBB [--resize]] [--no-ack] [--sealed-resize] "
 		"[--colour RRGGBB] [--size WxH] FRAMES\n");
 	exit(EXIT_USAGE);
 }
@@ -372,6 +409,7 @@ main(int argc, char **argv)
 	bool pause = false;
 	bool truncate_it = true;
 	bool resize = false;
+	bool sealed = false;
 	long truncate_to = 0;
 	enum backing backing = BACKING_MEMFD;
 	const char *dir = "/var/tmp";
@@ -399,6 +437,9 @@ main(int argc, char **argv)
 			c.no_ack = true;
 		} else if (strcmp(argv[i], "--resize") == 0) {
 			resize = true;
+		} else if (strcmp(argv[i], "--sealed-resize") == 0) {
+			sealed = true;
+			truncate_it = false;
 		} else if ((strcmp(argv[i], "--colour") == 0 ||
 			    strcmp(argv[i], "--regrow") == 0) && i + 1 < argc) {
 			uint32_t *which = argv[i][2] == 'c' ? &colour
@@ -420,7 +461,7 @@ main(int argc, char **argv)
 			usage();
 		}
 	}
-	if (frames < 0 || (resize && regrow_colour == 0))
+	if (frames < 0 || (resize && regrow_colour == 0) || (sealed && regrow_colour != 0))
 		usage();
 
 	/* Progress lines are read through a pipe: never hold them back. */
@@ -458,8 +499,14 @@ main(int argc, char **argv)
 	c.ack_pending = false;
 	printf("configured %dx%d\n", width, height);
 
-	if (create_pool(&c, backing, dir, width, height, colour) < 0)
+	if (sealed) {
+		c.size = (size_t)width * 4 * (size_t)height;
+		if (create_sealed_pool(&c, colour) < 0)
+			return EXIT_SETUP;
+		create_buffer(&c, width, height);
+	} else if (create_pool(&c, backing, dir, width, height, colour) < 0) {
 		return EXIT_SETUP;
+	}
 
 	draw_frame(&c, width, height);
 	printf("frame 0\n");

@@ -174,3 +174,48 @@ assert_client_survives() {
 	# from a process that rescued nothing).
 	run -1 grep '^nosigbus: ' "$BATS_TEST_TMPDIR/weston.err"
 }
+
+# A sealed memfd of one page (F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL), its
+# pool created at that page and grown by wl_shm_pool.resize to the
+# buffer's size: libwayland-server sets up no SIGBUS handling for a pool
+# whose memfd cannot shrink, so weston's first repaint of the buffer reads
+# past the end of the file.
+@test "a sealed memfd pool grown by resize: weston dies without the library" {
+	start_weston
+	start_client --sealed-resize 1
+	client_finish
+	# The connection lost: the compositor died.
+	assert_equal "$CLIENT_STATUS" 4
+	local status=0
+	wait "$WESTON_PID" || status=$?
+	WESTON_PID=
+	# SIGBUS (128 + 7), or weston's own crash handler's exit after it.
+	[ "$status" != 0 ] || fail "weston exited 0"
+	echo "# weston ended with status $status" >&3
+}
+
+@test "a sealed memfd pool grown by resize: weston lives under the bare preload" {
+	start_weston env LD_LIBRARY_PATH="$(dirname "$NSB_PRELOAD")" LD_PRELOAD=libnosigbus.so
+	assert_preloaded
+	start_client --pause --sealed-resize "$FRAMES"
+	client_expect "configured ${WINDOW_W}x${WINDOW_H}"
+	client_expect "frame 0"
+	client_expect "paused before truncate"
+	# The sealed page shows the colour; the rest of the buffer, past the
+	# file's end, zeros (black).
+	local page_pixels=$(($(getconf PAGESIZE) / 4)) window=$((WINDOW_W * WINDOW_H))
+	screenshot sealed
+	assert_line "$HOSTILE_COLOUR $page_pixels"
+	assert_line "$ZERO_COLOUR $((window - page_pixels))"
+	assert_line "$BACKGROUND $((OUTPUT_W * OUTPUT_H - window))"
+	client_resume
+	for ((n = 1; n <= FRAMES; n++)); do
+		client_expect "frame $n"
+	done
+	client_expect "paused after frames"
+	client_stays_to_the_end
+	assert_weston_running
+	assert_good_clients_render
+	stop_weston
+	assert_equal "$WESTON_STATUS" 0
+}

@@ -303,8 +303,14 @@ main(void)
 			path = nsb_maps_last_path();
 			nsb_maps_force_read(false);
 			nsb_maps_allow_probe(true);
-			if (way == 0 && !queried_once())
-				continue;	/* said above */
+			if (way == 0 && !queried_once()) {
+				/* Said above; the mapping as it was for the next. */
+				NSBT_CHECK(nosigbus_unprotect(p, 4 * ps) == 0, "unprotect: %s",
+					   strerror(errno));
+				NSBT_CHECK(mprotect(p, 4 * ps, PROT_READ | PROT_WRITE) == 0,
+					   "mprotect: %s", strerror(errno));
+				continue;
+			}
 			NSBT_CHECK(path == (way < 2 && from_below ? 2 : way == 0 ? 1 : 0),
 				   "%s, from %s: the last look at the kernel took path %d",
 				   ways[way], from_below ? "below" : "the memfd", path);

@@ -44,6 +44,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <grp.h>
@@ -464,6 +465,23 @@ situation(const char *name, struct setup *s)
 		if (pid < 0 || waitpid(pid, &st, 0) != pid)
 			return perror("fork"), 3;
 		printf("child status %d\n", st);
+	} else if (!strcmp(name, "syscall")) {
+		/* The interposed syscall() as glibc's: results, errno, six
+		 * arguments, a fork made through it. */
+		long r = syscall(SYS_close, -1);
+		int e = errno, st = 0;
+		void *p = (void *)syscall(SYS_mmap, 0, page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		long pid;
+
+		printf("close(-1) %ld errno %d\n", r, e);
+		printf("getpid %d\n", syscall(SYS_getpid) == getpid());
+		printf("mmap %d munmap %ld\n", p != MAP_FAILED, syscall(SYS_munmap, p, page));
+		fflush(stdout);
+		pid = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+		if (pid == 0)
+			_exit(7);
+		waitpid((pid_t)pid, &st, 0);
+		printf("clone child %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	} else {
 		fprintf(stderr, "unknown situation %s\n", name);
 		return 2;
@@ -508,6 +526,7 @@ run_situation(const char *name)
 static const char *const situations[] = {
 	"startup", "memfd", "closed", "devshm", "recv-disk", "recv-memfd", "rescue-kept",
 	"rescue-open", "rescue-disk", "own-handler", "block-all", "raise", "fork-exec",
+	"syscall",
 };
 static const char *const filters[] = { "none", "system-service", "chrony", "flatpak", "renderer",
 				       "groups" };
