@@ -95,8 +95,10 @@ allocate(size_t bytes)
 	 * released.  From the library's arena like the rest: a mapping
 	 * wherever the kernel would put it is an address the program may
 	 * just have freed, and may take back with MAP_FIXED (memory.c). */
-	while (((size_t)1 << class) < bytes || (bytes > page / 2 && ((size_t)1 << class) < page))
-		class++;
+	if (nsb_log2(bytes) > class)
+		class = nsb_log2(bytes);
+	if (bytes > page / 2 && nsb_log2(page) > class)
+		class = nsb_log2(page);
 	if (class >= CLASSES) {
 		errno = ENOMEM;
 		return NULL;

@@ -48,7 +48,7 @@ collect_vma(const struct nsb_vma *vma, void *arg)
 		 NSB_META_MKSHIFT(nsb_log2(vma->page_size ? vma->page_size : nsb_config.page_size)) |
 		 NSB_META_MKPKEY(vma->pkey > 0 ? vma->pkey : -1) |
 		 (vma->dontfork ? NSB_META_DONTFORK : 0) |
-		 (vma->wipeonfork ? NSB_META_WIPEONFORK : 0);
+		 (vma->wipeonfork ? NSB_META_WIPEONFORK : 0) | vma->kept;
 	return nsb_saved_push(&w->recs, &r) < 0 ? -1 : 0;
 }
 

@@ -28,14 +28,16 @@
  *    nsb_disp_mask;
  *  - threads the C library starts with every signal blocked (SIGEV_THREAD
  *    timers and message queues): threads.c runs their functions with
- *    SIGBUS deliverable and the view blocked, as the kernel would have it;
+ *    SIGBUS deliverable and the view blocked, as the kernel would have it
+ *    (installing the handler first if needed);
  *  - exec and posix_spawn: exec.c hands the new program the program's own
  *    state: a blocked SIGBUS in this thread's kernel mask for the call, an
  *    ignored one through the environment (never SIG_IGN in the kernel,
  *    where a fault of a handler that runs meanwhile would kill).
  * Out of reach (documented in libnosigbus(7)): raw system calls, a mask
- * restored by setcontext, and threads other than these that the C
- * library or the kernel start with SIGBUS blocked.
+ * saved by getcontext on aarch64 (jumps.c), and threads other than these
+ * that the C library or the kernel start with SIGBUS blocked.  The whole
+ * list of paths, each with its test: doc/signals.md.
  *
  * The program's actions live in one seqlocked slot per signal; handlers
  * read them without a lock, and SA_RESETHAND resets one with a
@@ -120,6 +122,9 @@ static atomic_uint discard_gen;
  * calls must not erase the child's view (issue 38, vfork_view_forgotten). */
 static __thread pid_t vfork_view_pid __attribute__((tls_model("initial-exec")));
 static __thread bool vfork_view __attribute__((tls_model("initial-exec")));
+/* The vfork child that set a SIGBUS action of its own, in its kernel
+ * (its exec reads it back from there; any other child has ours). */
+static __thread pid_t vfork_action_pid __attribute__((tls_model("initial-exec")));
 
 /* Has this vfork child a view of its own?  (The parent, asking, forgets
  * the one of a child that has gone.) */
@@ -132,7 +137,7 @@ vfork_view_mine(void)
 		vfork_view_pid = 0;
 		return false;
 	}
-	return vfork_view_pid == getpid();
+	return vfork_view_pid == nsb_getpid();
 }
 
 static void note_blocker(bool is_blocking);
@@ -148,6 +153,8 @@ struct blockers {
 struct disp_state {
 	struct prog_action actions[NSIGS];
 	struct blockers blockers;	/* see note_blocker() */
+	atomic_bool blockers_incomplete;	/* a chunk could not be made */
+	atomic_int directed_inflight;	/* see took_directed() */
 };
 static struct disp_state *state;
 
@@ -244,12 +251,16 @@ static void (*lib_restorer)(void);
 /* What the kernel keeps of an action the program installs, so that a
  * query reads back exactly what it would without us: unknown flags
  * dropped, SIGKILL and SIGSTOP out of the mask, the C library's restorer
- * added.  (Actions the program never set are kept as the kernel had them.) */
+ * added.  (Actions the program never set are kept as the kernel had them.)
+ * SA_RESTORER is a flag both x86_64's and arm64's kernels know and keep:
+ * on arm64, where glibc adds none, a program that passes it reads it back
+ * (signals-restorer, in a VM). */
 static void
 normalize(struct sigaction *act)
 {
 	static const int kept = SA_NOCLDSTOP | SA_NOCLDWAIT | SA_SIGINFO | SA_ONSTACK |
-				SA_RESTART | SA_NODEFER | SA_RESETHAND | SA_EXPOSE_TAGBITS;
+				SA_RESTART | SA_NODEFER | SA_RESETHAND | SA_EXPOSE_TAGBITS |
+				SA_RESTORER;
 
 	act->sa_flags = (act->sa_flags & kept) | lib_flags;
 	if (lib_flags)
@@ -410,6 +421,8 @@ nsb_disp_action(int sig, const struct sigaction *act, struct sigaction *old)
 				return nsb_sys_sigaction(sig, &asked, old);
 			read_action(sig, &prev);
 			nsb_sys_sigaction(sig, &copy, NULL);
+			if (sig == SIGBUS)
+				vfork_action_pid = nsb_getpid();
 			if (old)
 				*old = prev;
 			return 0;
@@ -466,8 +479,6 @@ nsb_disp_blocked(void)
  * id of a thread started otherwise that exited blocking, only means that
  * a sent SIGBUS may be held where the kernel would have delivered it. */
 
-static atomic_bool blockers_incomplete;
-
 static void
 forget_tid(int tid)
 {
@@ -521,7 +532,7 @@ note_blocker(bool is_blocking)
 				/* None: the table no longer names every
 				 * blocker, and a resend could go round them
 				 * for ever; sent ones are held instead. */
-				atomic_store(&blockers_incomplete, true);
+				atomic_store(&state->blockers_incomplete, true);
 				return;
 			}
 			if (atomic_compare_exchange_strong(&b->next, &next, fresh))
@@ -572,44 +583,44 @@ struct resend_space {
 _Static_assert(sizeof(struct resend_space) <= NSB_SIGNAL_SPACE, "signal space");
 static atomic_uint resend_busy;
 
-/* [signal-safe] One line of a thread's status: 1 it blocks SIGBUS or is
- * gone, 0 it does not, -1 not the line that tells. */
-static int
-status_line(const char *line)
+/* [signal-safe] The hex mask after a status line's "Name:". */
+static uint64_t
+status_mask(const char *p)
 {
-	const char *p;
+	uint64_t v = 0;
 
+	for (p += strspn(p, " \t"); (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'); p++)
+		v = v << 4 | (uint64_t)(*p <= '9' ? *p - '0' : *p - 'a' + 10);
+	return v;
+}
+
+/* [signal-safe] One line of a thread's status, for kernel_blocks: 1 it
+ * blocks SIGBUS or is gone, 0 it does not, -1 not the line that tells. */
+static int
+blocks_line(const char *line, void *unused)
+{
+	(void)unused;
 	/* An exited thread (the main one, after pthread_exit) stays listed,
 	 * a zombie: a signal sent to it would never run. */
 	if (strncmp(line, "State:", 6) == 0) {
-		p = line + 6 + strspn(line + 6, " \t");
+		const char *p = line + 6 + strspn(line + 6, " \t");
+
 		return *p == 'Z' || *p == 'X' ? 1 : -1;
 	}
 	if (strncmp(line, "SigBlk:", 7) != 0)
 		return -1;
-	p = line + 7 + strspn(line + 7, " \t");
-	{
-		size_t len = strspn(p, "0123456789abcdef");
-		char c;
-		unsigned v;
-
-		/* The last hex digit holds signals 1-4, the one before 5-8. */
-		if (len < 2)
-			return 0;
-		c = p[len - 2];
-		v = (unsigned)(c <= '9' ? c - '0' : c - 'a' + 10);
-		return (v & (1u << ((SIGBUS - 1) % 4))) != 0;
-	}
+	return (status_mask(line + 7) >> (SIGBUS - 1) & 1) != 0;
 }
 
-/* [signal-safe] Does thread tid really block SIGBUS (the kernel's mask,
- * as for a thread the C library started with every signal blocked), or is
- * it gone?  The file is read line by line through the buffer, however long
- * it is: a user in many groups has a Groups line of kilobytes before
- * SigBlk (issue 38, status_groups_livelock: a 1 023-byte read missed
- * SigBlk, and such a thread was taken for one that does not block). */
-static bool
-kernel_blocks(struct resend_space *sp, pid_t tid)
+/*
+ * [signal-safe] Reads /proc/self/task/TID/status line by line through the
+ * buffer, however long it is (issue 38, status_groups_livelock: a user in
+ * many groups has a Groups line of kilobytes before SigBlk, and a 1 023-byte
+ * read missed it), passing each line to fn until it returns 0 or more.
+ * Returns that, or -1 when no line told, -2 when unreadable (gone).
+ */
+static int
+read_status(struct resend_space *sp, pid_t tid, int (*fn)(const char *line, void *ctx), void *ctx)
 {
 	char *path = sp->path, *buf = sp->status;
 	size_t have = 0, size = sizeof(sp->status) - 1;
@@ -619,7 +630,7 @@ kernel_blocks(struct resend_space *sp, pid_t tid)
 	nsb_proc_path(path, sizeof(sp->path), "/proc/self/task/", (unsigned long)tid, "/status");
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return true;	/* gone: not a candidate */
+		return -2;
 	while (r < 0) {
 		ssize_t n = read(fd, buf + have, size - have);
 		char *line = buf, *nl;
@@ -632,7 +643,7 @@ kernel_blocks(struct resend_space *sp, pid_t tid)
 		while (r < 0 && (nl = memchr(line, '\n', (size_t)(buf + have - line)))) {
 			*nl = '\0';
 			if (!skipping)
-				r = status_line(line);
+				r = fn(line, ctx);
 			skipping = false;
 			line = nl + 1;
 		}
@@ -647,9 +658,65 @@ kernel_blocks(struct resend_space *sp, pid_t tid)
 		}
 	}
 	syscall(SYS_close, fd);
-	if (r < 0)
-		return !any;	/* unreadable: as gone; no SigBlk: not blocking */
-	return r == 1;
+	return any ? r : -2;
+}
+
+/* [signal-safe] Does thread tid really block SIGBUS (the kernel's mask,
+ * as for a thread the C library started with every signal blocked), or is
+ * it gone? */
+static bool
+kernel_blocks(struct resend_space *sp, pid_t tid)
+{
+	int r = read_status(sp, tid, blocks_line, NULL);
+
+	return r == -2 ? true : r == 1;	/* no SigBlk: not blocking */
+}
+
+/* [signal-safe] For pending_line: the signals pending so far. */
+struct pending_scan {
+	uint64_t pending;
+	int seen;
+};
+
+static int
+pending_line(const char *line, void *ctx)
+{
+	struct pending_scan *ps = ctx;
+
+	if (strncmp(line, "SigPnd:", 7) == 0 || strncmp(line, "ShdPnd:", 7) == 0) {
+		ps->pending |= status_mask(line + 7);
+		if (++ps->seen == 2)
+			return 0;
+	}
+	return -1;
+}
+
+/*
+ * [signal-safe] A SIGBUS the program ignores or blocks was swallowed
+ * here: will a signal of the program's be delivered as this handler
+ * returns (pending, and not blocked in the mask sigreturn restores)?
+ * Then the wait this interrupts ends with EINTR for that one, and must not
+ * be retried (issue 38, poll_eintr_lost: our handler runs with every
+ * signal blocked, so a signal sent with the SIGBUS waits for its return).
+ */
+static bool
+other_signal_coming(const ucontext_t *uc)
+{
+	int slot = nsb_slot_take(&resend_busy, NSB_SIGNAL_SLOTS);
+	struct pending_scan ps = { 0, 0 };
+	struct resend_space *sp;
+	uint64_t open = 0;
+
+	if (slot < 0)
+		return false;
+	sp = nsb_signal_space(NSB_SPACE_DISP, slot);
+	if (sp && uc) {
+		memcpy(&open, &uc->uc_sigmask, sizeof(open));
+		open = ~open & ~((uint64_t)1 << (SIGBUS - 1));
+		(void)read_status(sp, nsb_gettid(), pending_line, &ps);
+	}
+	nsb_slot_give(&resend_busy, slot);
+	return (ps.pending & open) != 0;
 }
 
 /* [signal-safe] Another thread of ours that does not block SIGBUS, in its
@@ -667,7 +734,9 @@ unblocked_thread(void)
 	if (slot < 0)
 		return 0;
 	sp = nsb_signal_space(NSB_SPACE_DISP, slot);
-	if (sp)
+	/* Not under a seccomp filter: a browser traps openat, a kill in a
+	 * handler that blocks every signal (sandbox.c).  None found then. */
+	if (sp && nsb_unfiltered())
 		fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
 		nsb_slot_give(&resend_busy, slot);
@@ -700,25 +769,30 @@ unblocked_thread(void)
  * thread; otherwise (kill's SI_USER, from another thread) the copy says
  * SI_QUEUE, with the sender's pid and uid.  Keeps errno.
  */
+/* hold()'s copy of the siginfo it resends (the kernel may write into
+ * it): thread-local, not on the handler's stack.  hold() runs in the
+ * handler, which blocks every signal, once per thread at a time. */
+static __thread siginfo_t hold_copy __attribute__((tls_model("initial-exec")));
+
 __attribute__((noinline)) static void
 hold(const siginfo_t *si, bool directed)
 {
 	int expected = HELD_NONE, saved_errno = errno;
-	siginfo_t copy;
+	siginfo_t *copy = &hold_copy;
 	pid_t tid;
 
-	if (!directed && !atomic_load(&blockers_incomplete) &&
+	if (!directed && !atomic_load(&state->blockers_incomplete) &&
 	    (tid = unblocked_thread()) > 0) {
-		copy = *si;
-		if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGBUS, &copy) == 0)
+		*copy = *si;
+		if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGBUS, copy) == 0)
 			goto out;
-		copy = *si;
+		*copy = *si;
 		if (nsb_gettid() == getpid() &&
-		    syscall(SYS_rt_sigqueueinfo, getpid(), SIGBUS, &copy) == 0)
+		    syscall(SYS_rt_sigqueueinfo, getpid(), SIGBUS, copy) == 0)
 			goto out;
-		copy = *si;
-		copy.si_code = SI_QUEUE;
-		if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGBUS, &copy) == 0)
+		*copy = *si;
+		copy->si_code = SI_QUEUE;
+		if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGBUS, copy) == 0)
 			goto out;
 	}
 	if (directed) {
@@ -784,6 +858,22 @@ deliver_held(void)
 {
 	if (!blocked)
 		take_held(resend);
+}
+
+/*
+ * A SIGBUS sent to the process, held while the only thread that did not
+ * block it was inside one of the library's locks (every signal blocked
+ * there, so it looked like a thread that blocks SIGBUS): the kernel would
+ * have kept it pending and delivered it as that thread's mask came back
+ * (issue 38, held_lost_lock_mask).  Called as a thread leaves the
+ * outermost lock.
+ */
+void
+nsb_disp_lock_left(void)
+{
+	if (atomic_load(&installed) && !blocked && atomic_load(&held_process) == HELD_READY &&
+	    held())
+		deliver_held();
 }
 
 /* [signal-safe] Copies a sigset the program passed, or fails with EFAULT
@@ -854,7 +944,7 @@ nsb_disp_mask(int how, const sigset_t *set, sigset_t *old)
 		if (ret)
 			return ret;
 		vfork_view = now;
-		vfork_view_pid = getpid();
+		vfork_view_pid = nsb_getpid();
 		if (old && was)
 			sigaddset(old, SIGBUS);
 		else if (old)
@@ -971,6 +1061,69 @@ nsb_disp_wait_end(struct nsb_wait *w)
 		 * it as the wait restores the mask (sigsuspend_end_held). */
 		deliver_held();
 	}
+}
+
+/*
+ * sigwait, sigwaitinfo, sigtimedwait: they consume a pending signal of
+ * their set.  A SIGBUS sent while the program blocked it is held here,
+ * not pending in the kernel, so the wait takes it from here: before it
+ * starts, and once more after one that got nothing (held meanwhile by our
+ * handler in this thread, just before the wait began).  For the time of
+ * the wait the thread leaves the blocker table, so that a SIGBUS sent to
+ * the process and landing in another thread that blocks it is passed here
+ * and consumed by the kernel's wait, which unblocks its set for as long
+ * as it waits (issue 38, sigwait_held).  The kernel dequeues the
+ * synchronous signals, SIGBUS among them, before any other: so does this.
+ */
+bool
+nsb_disp_sigwait_begin(struct nsb_sigwait *w, const sigset_t *set, siginfo_t *got)
+{
+	sigset_t copy;
+
+	w->active = false;
+	if (!atomic_load(&installed) || nsb_in_vfork_child() || !read_user_sigset(set, &copy) ||
+	    sigismember(&copy, SIGBUS) != 1)
+		return false;
+	w->active = true;
+	if (blocked)
+		note_blocker(false);	/* no allocation, no errno */
+	return nsb_disp_sigwait_take(w, got);
+}
+
+/* The one held SIGBUS the kernel would give (this thread's first). */
+bool
+nsb_disp_sigwait_take(struct nsb_sigwait *w, siginfo_t *got)
+{
+	unsigned gen = atomic_load(&discard_gen);
+	int expected = HELD_READY;
+
+	if (!w->active)
+		return false;
+	if (held_thread == HELD_READY) {
+		*got = held_thread_info;
+		held_thread = HELD_NONE;
+		if (held_thread_gen == gen)
+			return true;
+	}
+	if (atomic_compare_exchange_strong(&held_process, &expected, HELD_BUSY)) {
+		bool live = held_process_gen == gen;
+
+		*got = held_process_info;
+		atomic_store(&held_process, HELD_NONE);
+		if (live)
+			return true;
+	}
+	return false;
+}
+
+void
+nsb_disp_sigwait_end(struct nsb_sigwait *w)
+{
+	int saved_errno = errno;
+
+	if (w->active && blocked)
+		note_blocker(true);	/* may map a chunk of the table */
+	errno = saved_errno;
 }
 
 /* ---- running the program's handlers ------------------------------------ */
@@ -1099,23 +1252,64 @@ trampoline(int sig, siginfo_t *si, void *ucv)
 	run_handler(sig, si, ucv, &act, false);
 }
 
-/* [signal-safe] Raised by the kernel for this thread's own access: the
- * kernel forces these even when blocked or ignored.  BUS_MCEERR_AO and
- * SI_KERNEL are sent like any other signal. */
-static bool
-is_fault(const siginfo_t *si)
+/*
+ * [signal-safe] Raised by the kernel for this thread's own access (uc:
+ * its context), rather than sent?  The kernel forces a fault's SIGBUS
+ * even when blocked or ignored; BUS_MCEERR_AO and SI_KERNEL are sent like
+ * any other signal.  And the kernel sends SIGBUS with positive codes of other families
+ * that a fault's share: a clone child's exit signal (CLD_EXITED 1,
+ * CLD_KILLED 2, CLD_DUMPED 3, CLD_TRAPPED 4) and F_SETSIG (POLL_IN 1 ...).
+ * Taken for a fault, one of those killed a program that blocked or
+ * ignored SIGBUS (issue 38, exit_signal_bus).  A fault's context holds
+ * the faulting address where si_addr does (x86-64's cr2, aarch64's
+ * fault_address); a child's siginfo holds its pid there.  x86's alignment
+ * check (#AC, split locks) reports no address.  A machine check
+ * (BUS_MCEERR_AR, asynchronous, no address in the context) is always
+ * taken for a fault.
+ */
+bool
+nsb_disp_is_fault(const siginfo_t *si, const void *ucv)
 {
-	return si->si_code == BUS_ADRALN || si->si_code == BUS_ADRERR ||
-	       si->si_code == BUS_OBJERR || si->si_code == BUS_MCEERR_AR;
+	uintptr_t addr = (uintptr_t)si->si_addr;
+
+	switch (si->si_code) {
+	case BUS_MCEERR_AR:
+		return true;
+	case BUS_ADRALN:
+	case BUS_ADRERR:
+	case BUS_OBJERR:
+		break;
+	default:
+		return false;
+	}
+#if defined(__x86_64__)
+	{
+		const ucontext_t *uc = ucv;
+
+		if (si->si_code == BUS_ADRALN && addr == 0)
+			return true;
+		return !uc || (uintptr_t)uc->uc_mcontext.gregs[REG_CR2] == addr;
+	}
+#elif defined(__aarch64__)
+	{
+		const ucontext_t *uc = ucv;
+
+		return !uc || (uintptr_t)uc->uc_mcontext.fault_address == addr;
+	}
+#else
+	(void)ucv;
+	(void)addr;
+	return true;
+#endif
 }
 
-/* SIGBUS sent by pthread_sigqueue and not yet arrived (signals.c). */
-static atomic_int directed_inflight;
-
+/* SIGBUS sent by pthread_sigqueue and not yet arrived (signals.c):
+ * counted in state->directed_inflight (only once installed). */
 void
 nsb_disp_directed(int delta)
 {
-	atomic_fetch_add(&directed_inflight, delta);
+	if (state)
+		atomic_fetch_add(&state->directed_inflight, delta);
 }
 
 /* [signal-safe] Is this SI_QUEUE one that pthread_sigqueue sent to this
@@ -1123,21 +1317,51 @@ nsb_disp_directed(int delta)
 static bool
 took_directed(const siginfo_t *si)
 {
-	int n = atomic_load(&directed_inflight);
+	int n;
 
-	if (si->si_pid != getpid())
+	if (!state || si->si_pid != getpid())
 		return false;
+	n = atomic_load(&state->directed_inflight);
 	while (n > 0)
-		if (atomic_compare_exchange_weak(&directed_inflight, &n, n - 1))
+		if (atomic_compare_exchange_weak(&state->directed_inflight, &n, n - 1))
 			return true;
 	return false;
+}
+
+/*
+ * [signal-safe] nsb_disp_chain's way to the program's action: out of line,
+ * so that the action (a struct sigaction) is on the stack only on this
+ * path, not on the held path's (the handler's budget, SPEC §5).
+ */
+__attribute__((noinline)) static void
+chain_to_action(int sig, siginfo_t *si, void *ucv)
+{
+	struct sigaction act;
+
+	take_action(SIGBUS, &act);
+	/* The kernel forces the default action on a fault that is blocked
+	 * or ignored. */
+	if (act.sa_handler == SIG_DFL ||
+	    (nsb_disp_is_fault(si, ucv) && (blocked || act.sa_handler == SIG_IGN))) {
+		/* Dies of the same signal, core and all, as soon as we return:
+		 * SIGBUS is blocked while we run, and sigreturn restores the
+		 * faulting context first.  Re-faulting instead would not be
+		 * certain: another thread may have remapped the page. */
+		die_of(sig, si);
+		return;
+	}
+	if (act.sa_handler == SIG_IGN) {
+		if (!other_signal_coming(ucv))
+			swallowed++;
+		return;
+	}
+	run_handler(sig, si, ucv, &act, true);
 }
 
 /* [signal-safe] A SIGBUS the library does not rescue. */
 void
 nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 {
-	struct sigaction act;
 	bool directed;
 
 	/* The program's handler calls ours with the siginfo it was given:
@@ -1152,28 +1376,13 @@ nsb_disp_chain(int sig, siginfo_t *si, void *ucv)
 		return;
 	}
 	directed = si->si_code == SI_TKILL || (si->si_code == SI_QUEUE && took_directed(si));
-	if (!is_fault(si) && blocked) {
+	if (!nsb_disp_is_fault(si, ucv) && blocked) {
 		hold(si, directed);
-		swallowed++;
+		if (!other_signal_coming(ucv))
+			swallowed++;
 		return;
 	}
-	take_action(SIGBUS, &act);
-	/* The kernel forces the default action on a fault that is blocked
-	 * or ignored. */
-	if (act.sa_handler == SIG_DFL ||
-	    (is_fault(si) && (blocked || act.sa_handler == SIG_IGN))) {
-		/* Dies of the same signal, core and all, as soon as we return:
-		 * SIGBUS is blocked while we run, and sigreturn restores the
-		 * faulting context first.  Re-faulting instead would not be
-		 * certain: another thread may have remapped the page. */
-		die_of(sig, si);
-		return;
-	}
-	if (act.sa_handler == SIG_IGN) {
-		swallowed++;
-		return;
-	}
-	run_handler(sig, si, ucv, &act, true);
+	chain_to_action(sig, si, ucv);
 }
 
 /*
@@ -1349,7 +1558,7 @@ nsb_disp_before_exec(struct nsb_exec *x)
 	read_action(SIGBUS, &act);
 	/* A vfork child that set its own SIGBUS action has it in its
 	 * kernel, the parent's stays in our memory (vfork_reset_ignored). */
-	if (nsb_in_vfork_child()) {
+	if (nsb_in_vfork_child() && vfork_action_pid == nsb_getpid()) {
 		struct sigaction k;
 
 		if (nsb_sys_sigaction(SIGBUS, NULL, &k) == 0 &&
@@ -1431,7 +1640,8 @@ nsb_disp_after_fork_child(void)
 	}
 	held_thread = HELD_NONE;
 	atomic_store(&held_process, HELD_NONE);
-	atomic_store(&directed_inflight, 0);
+	if (state)
+		atomic_store(&state->directed_inflight, 0);
 	for (struct blockers *b = state ? &state->blockers : NULL; b; b = atomic_load(&b->next))
 		for (int i = 0; i < BLOCKERS; i++)
 			atomic_store(&b->tid[i], 0);

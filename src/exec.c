@@ -47,7 +47,6 @@
 #include <unistd.h>
 #include <wordexp.h>
 #include <elf.h>
-#include <gnu/libc-version.h>
 
 #include "nsb.h"
 
@@ -100,7 +99,9 @@ preloads_library(char *const envp[])
 			break;	/* the loader reads the first one */
 		}
 	}
-	fd = open("/etc/ld.so.preload", O_RDONLY | O_CLOEXEC);
+	/* Under a seccomp filter no file is opened (sandbox.c): as if the
+	 * file could not be read. */
+	fd = nsb_unfiltered() ? open("/etc/ld.so.preload", O_RDONLY | O_CLOEXEC) : -1;
 	if (fd < 0)
 		return false;
 	n = read(fd, buf, sizeof(buf) - 1);
@@ -126,7 +127,7 @@ loads_preloads_fd(int fd, int depth)
 	struct stat st;
 	ssize_t n;
 
-	if (fstat(fd, &st) < 0)
+	if (nsb_fstat(fd, &st) < 0)
 		return true;	/* the exec will tell */
 	if (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
 	    ((st.st_mode & S_ISGID) && st.st_gid != getegid()))
@@ -165,7 +166,7 @@ loads_preloads_fd(int fd, int depth)
 static bool
 loads_preloads_path(int dirfd, const char *path, int depth)
 {
-	int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+	int fd = nsb_unfiltered() ? openat(dirfd, path, O_RDONLY | O_CLOEXEC) : -1;	/* sandbox.c */
 	bool r;
 
 	if (fd < 0)
@@ -253,7 +254,7 @@ with_handoff(struct handoff *h, char *const envp[])
 	size_t count = 0, n = 0, bytes;
 	char *s;
 
-	snprintf(h->var, sizeof(h->var), NSB_HANDOFF_VAR "=%ld", (long)getpid());
+	snprintf(h->var, sizeof(h->var), NSB_HANDOFF_VAR "=%ld", (long)nsb_getpid());
 	/* Read with care: a bad pointer must give the C library's EFAULT,
 	 * not a crash in here.  (Linux reads a NULL envp as an empty one.) */
 	for (; envp; count++) {
@@ -369,13 +370,15 @@ sys_execveat(int dirfd, const char *path, char *const argv[], char *const envp[]
 		 : (int)syscall(SYS_execveat, dirfd, path, argv, envp, flags);
 }
 
-NSB_EXPORT int
-execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
+static int
+our_execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
 {
 	struct target t = { path, -1, false, dirfd, (flags & AT_EMPTY_PATH) != 0 };
 
 	return WITH_PROGRAM_SIGBUS(&t, NULL, envp, sys_execveat(dirfd, path, argv, env, flags));
 }
+
+NSB_EXPORT_SINCE(2, 34, execveat, our_execveat);
 
 NSB_EXPORT int
 execv(const char *path, char *const argv[])
@@ -469,12 +472,8 @@ posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *act
  * pidfd_spawn and pidfd_spawnp (glibc 2.39): the same, with a pidfd.
  * Declared here, not taken from <spawn.h>, so that the library builds
  * against an older C library too.  Exported only where the running C
- * library has them (SPEC §12 "Names"; issue 38): each name is a GNU
- * indirect function whose resolver gives our function on a glibc of 2.39
- * or later and nothing before, so that a program probing with dlsym finds
- * nothing there, as without the library, whatever glibc the library was
- * built against.  (The resolver runs while the loader relocates us, after
- * the C library: gnu_get_libc_version only returns a constant.)
+ * library has them (NSB_EXPORT_SINCE, issue 38: on Debian 12's 2.36,
+ * dlsym found our ENOSYS stubs).
  */
 typedef int (*nsb_pidfd_spawn_fn)(int *, const char *, const posix_spawn_file_actions_t *,
 				  const posix_spawnattr_t *, char *const[], char *const[]);
@@ -507,39 +506,8 @@ our_pidfd_spawnp(int *pidfd, const char *file, const posix_spawn_file_actions_t 
 						   attr, argv, env));
 }
 
-/* Does the running C library have pidfd_spawn (glibc 2.39 and later)? */
-static bool
-libc_has_pidfd_spawn(void)
-{
-	const char *v = gnu_get_libc_version();
-	unsigned long major, minor;
-	char *end;
-
-	major = strtoul(v, &end, 10);
-	if (*end != '.')
-		return false;
-	minor = strtoul(end + 1, NULL, 10);
-	return major > 2 || (major == 2 && minor >= 39);
-}
-
-static nsb_pidfd_spawn_fn
-resolve_pidfd_spawn(void)
-{
-	return libc_has_pidfd_spawn() ? our_pidfd_spawn : NULL;
-}
-
-static nsb_pidfd_spawn_fn
-resolve_pidfd_spawnp(void)
-{
-	return libc_has_pidfd_spawn() ? our_pidfd_spawnp : NULL;
-}
-
-NSB_EXPORT int pidfd_spawn(int *pidfd, const char *path, const posix_spawn_file_actions_t *actions,
-			   const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
-	__attribute__((ifunc("resolve_pidfd_spawn")));
-NSB_EXPORT int pidfd_spawnp(int *pidfd, const char *file, const posix_spawn_file_actions_t *actions,
-			    const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
-	__attribute__((ifunc("resolve_pidfd_spawnp")));
+NSB_EXPORT_SINCE(2, 39, pidfd_spawn, our_pidfd_spawn);
+NSB_EXPORT_SINCE(2, 39, pidfd_spawnp, our_pidfd_spawnp);
 
 /*
  * system, popen and wordexp spawn /bin/sh through the C library's internal
@@ -652,16 +620,18 @@ system_blocked(const char *line)
 		sigaddset(&reset, SIGINT);
 	if (quit.sa_handler != SIG_IGN)
 		sigaddset(&reset, SIGQUIT);
-	posix_spawnattr_init(&attr);
-	posix_spawnattr_setsigmask(&attr, &omask);
-	posix_spawnattr_setsigdefault(&attr, &reset);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+	/* What posix_spawnattr_init and its setters write (glibc's
+	 * <spawn.h> fields, as spawn_resets_sigbus reads them): no more
+	 * C library symbols bound for the library (startup test). */
+	memset(&attr, 0, sizeof(attr));
+	attr.__ss = omask;
+	attr.__sd = reset;
+	attr.__flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK;
 	err = real_posix_spawn(&pid, "/bin/sh", NULL, &attr, argv, environ);
-	posix_spawnattr_destroy(&attr);
 	if (err == 0) {
-		int r;
+		long r;
 
-		while ((r = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
+		while ((r = syscall(SYS_wait4, pid, &status, 0, NULL)) < 0 && errno == EINTR)
 			;
 		if (r != pid)
 			status = -1;

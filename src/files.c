@@ -4,7 +4,8 @@
  * library keeps for them.
  *
  * Only a page at or past the end of its file is rescued (SPEC §5); a fault
- * inside the file's size is an error the file system reported.  The
+ * inside the file's size is an error the file system reported (the
+ * program's, but in a file another process handed over: rescue.c).  The
  * handler therefore needs the file's size at fault time, from a signal
  * handler, long after the program may have closed its descriptor.  Two
  * ways were weighed:
@@ -26,10 +27,14 @@
  * nsb_files_closing).  A file mapped and unmapped while the program
  * holds it open - a pool made, used and gone, a file mapped again and
  * again - costs no descriptor at all; one the program closes while
- * mapped (a compositor closes a client's pool at once) costs what it
- * cost before, at the close.  A number the program closes behind the
- * library's back (a raw close system call) leaves that file without a
- * descriptor, like one the library let go (below).  At most WATCH_MAX
+ * mapped costs what it cost before, at the close - unless it was just
+ * received (a compositor maps a client's pool and closes it at once): then
+ * the policy makes the O_PATH descriptor at mmap time, decides on it, and
+ * nsb_files_get keeps that one (received.c's hint), so that no question
+ * is asked twice of a descriptor and the close costs nothing.  A number
+ * the program closes behind the library's back (a raw close system call)
+ * leaves that file without a descriptor, like one the library let go
+ * (below).  At most WATCH_MAX
  * numbers are watched; past that a descriptor is kept at mmap time.  The
  * kept descriptor must be invisible (libnosigbus(7), "Descriptors"):
  *  - O_PATH, opened through /proc/self/fd/N (or by path), close-on-exec.
@@ -265,7 +270,7 @@ still_ours(int s, int fd)
 	bool ours;
 
 	fl = (int)syscall(SYS_fcntl, fd, F_GETFL);
-	ours = fl >= 0 && syscall(SYS_fstat, fd, &st) == 0 &&
+	ours = fl >= 0 && nsb_fstat(fd, &st) == 0 &&
 	       (file ? (fl & O_PATH) && (uint64_t)st.st_dev == files[file].dev &&
 			       (uint64_t)st.st_ino == files[file].ino
 		     : (uint64_t)st.st_dev == maps_dev && (uint64_t)st.st_ino == maps_ino);
@@ -406,10 +411,10 @@ nsb_files_maps_descriptor(void)
 
 	if (fd >= 0 || nsb_in_vfork_child())
 		return fd;
-	pfd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	pfd = nsb_proc_open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	if (pfd < 0)
 		return -1;
-	if (syscall(SYS_fstat, pfd, &st) == 0) {
+	if (nsb_fstat(pfd, &st) == 0) {
 		maps_dev = (uint64_t)st.st_dev;
 		maps_ino = (uint64_t)st.st_ino;
 		fd = keep(0, pfd);
@@ -553,19 +558,19 @@ wants_descriptor(uint32_t meta)
  * memfd's first mapping (issue 24).  Where the kernel lacks it or a
  * seccomp filter refuses it, /proc/self/fd/N, once and for all.
  */
-static int
-path_descriptor(int fd)
+int
+nsb_files_path_descriptor(int fd)
 {
 	/* 0: not tried; 1: gives O_PATH (checked once); 2: not here. */
 	static _Atomic int open_tree_state;
 	int state = atomic_load_explicit(&open_tree_state, memory_order_relaxed), pfd;
 	char link[32];
 
-	/* open_tree is in systemd's @mount, and kills a browser's content
-	 * process: under a seccomp filter, /proc/self/fd/N (systemd's
-	 * filters allow openat; a browser's broker refuses the path, and the
-	 * file keeps no descriptor of ours: its rescues go unverified once
-	 * the program's own descriptor is closed). */
+	/* Under a seccomp filter, not open_tree (systemd's @mount; it kills
+	 * a browser's content process): /proc/self/fd/N, with SIGSYS
+	 * deliverable for a browser's broker, which refuses it (the file
+	 * then keeps no descriptor of ours: its rescues go unverified once
+	 * the program's own is closed).  nsb_proc_open. */
 	if (state != 2 && nsb_unfiltered()) {
 		pfd = (int)syscall(SYS_open_tree, fd, "", AT_EMPTY_PATH | O_CLOEXEC);
 		if (pfd >= 0 && (state == 1 || ((int)syscall(SYS_fcntl, pfd, F_GETFL) & O_PATH))) {
@@ -580,7 +585,7 @@ path_descriptor(int fd)
 	}
 	/* (No snprintf: an interposed close may get here from a handler.) */
 	nsb_proc_path(link, sizeof(link), "/proc/self/fd/", (unsigned long)fd, "");
-	return (int)syscall(SYS_openat, AT_FDCWD, link, O_PATH | O_CLOEXEC);
+	return nsb_proc_open(link, O_PATH | O_CLOEXEC);
 }
 
 /* ---- watched descriptors ----------------------------------------------- */
@@ -618,9 +623,14 @@ watch(uint32_t i, int fd)
 	unwatch(i);
 	/* A number names one file: another watch of it is stale (closed
 	 * behind our back). */
-	for (int w = 0; w < WATCH_MAX; w++)
-		if (atomic_load(&watching->fd[w]) == fd + 1)
+	for (int w = 0, left = (int)atomic_load(&watching->count); w < WATCH_MAX && left > 0; w++) {
+		int v = atomic_load(&watching->fd[w]);
+
+		if (v)
+			left--;
+		if (v == fd + 1)
 			unwatch(watching->file[w]);
+	}
 	for (int w = 0; w < WATCH_MAX; w++)
 		if (atomic_load(&watching->fd[w]) == 0) {
 			watching->file[w] = i;
@@ -637,12 +647,12 @@ watch(uint32_t i, int fd)
 static void
 keep_from(uint32_t i, int fd)
 {
-	int saved_errno = errno, pfd = path_descriptor(fd);
+	int saved_errno = errno, pfd = nsb_files_path_descriptor(fd);
 	struct stat st;
 
 	/* Only if the number still names the file: one closed with a raw
 	 * close and opened again names another, which is never kept. */
-	if (pfd >= 0 && syscall(SYS_fstat, pfd, &st) == 0 && (uint64_t)st.st_dev == files[i].dev &&
+	if (pfd >= 0 && nsb_fstat(pfd, &st) == 0 && (uint64_t)st.st_dev == files[i].dev &&
 	    (uint64_t)st.st_ino == files[i].ino)
 		(void)keep(i, pfd);
 	if (pfd >= 0)
@@ -663,6 +673,7 @@ nsb_files_closing(unsigned first, unsigned last)
 {
 	bool any = false;
 
+	nsb_received_hint_drop(first, last);
 	if (!watching || atomic_load_explicit(&watching->count, memory_order_acquire) == 0)
 		return;
 	for (int w = 0; w < WATCH_MAX && !any; w++) {
@@ -689,7 +700,7 @@ nsb_files_closing(unsigned first, unsigned last)
 }
 
 uint32_t
-nsb_files_get(int fd, const struct stat *st, const char *path, uint32_t meta)
+nsb_files_get(int fd, const struct stat *st, const char *path, uint32_t meta, int pfd)
 {
 	uint32_t i;
 
@@ -702,10 +713,12 @@ nsb_files_get(int fd, const struct stat *st, const char *path, uint32_t meta)
 		return i;
 	/* A descriptor of our own only once the program closes its own: a
 	 * file mapped and unmapped while the program holds it open costs no
-	 * system call here. */
+	 * system call here.  But now from pfd, an O_PATH descriptor of this
+	 * very file (the decision's), where the policy made one: a file
+	 * just received, which the program is about to close. */
 	if (atomic_load(&files[i].fd) >= 0)
 		touch(i);
-	else if (!watch(i, fd))
+	else if ((pfd < 0 || keep(i, pfd) < 0) && !watch(i, fd))
 		keep_from(i, fd);
 	return i;
 }
@@ -726,7 +739,7 @@ open_mapped(uintptr_t start, uintptr_t end, uint64_t dev, uint64_t ino, const ch
 	fd = open(link, O_PATH | O_CLOEXEC);
 	if (fd < 0 && path && path[0] == '/')
 		fd = open(path, O_PATH | O_CLOEXEC);
-	if (fd >= 0 && (fstat(fd, &st) < 0 || (uint64_t)st.st_dev != dev ||
+	if (fd >= 0 && (nsb_fstat(fd, &st) < 0 || (uint64_t)st.st_dev != dev ||
 			(uint64_t)st.st_ino != ino)) {
 		syscall(SYS_close, fd);
 		fd = -1;
@@ -848,6 +861,7 @@ struct map_files_space {
 	char link[64];
 	char path[4096];
 	struct nsb_vma vma;
+	struct stat st;		/* the file's, once found */
 };
 _Static_assert(sizeof(struct map_files_space) <= NSB_SIGNAL_SPACE, "signal space");
 static atomic_uint map_files_busy;
@@ -923,7 +937,7 @@ each_descriptor(char *buf, size_t len, uint32_t file, struct stat *st,
 				continue;
 			for (; *name >= '0' && *name <= '9'; name++)
 				fd = fd * 10 + (*name - '0');
-			found = fd != dir && syscall(SYS_fstat, fd, st) == 0 &&
+			found = fd != dir && nsb_fstat(fd, st) == 0 &&
 				same_file(file, st) && (!take || take(fd, arg));
 		}
 	}
@@ -987,7 +1001,7 @@ nsb_files_descriptor(uint32_t file, int *flags)
  * also when every slot is in use by other handlers. */
 static bool
 size_without_descriptor(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr,
-			struct stat *st)
+			uint64_t *size, struct timespec *ctime)
 {
 	int slot = nsb_slot_take(&map_files_busy, NSB_SIGNAL_SLOTS);
 	struct map_files_space *sp;
@@ -1001,9 +1015,36 @@ size_without_descriptor(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t
 		return false;
 	}
 	sp = nsb_signal_space(NSB_SPACE_FILES, slot);
-	ok = sp && (size_by_map_files(sp, file, start, end, addr, st) ||
-		    size_by_program_fds(sp, file, st));
+	ok = sp && (size_by_map_files(sp, file, start, end, addr, &sp->st) ||
+		    size_by_program_fds(sp, file, &sp->st));
+	if (ok) {
+		*size = (uint64_t)sp->st.st_size;
+		*ctime = sp->st.st_ctim;
+	}
 	nsb_slot_give(&map_files_busy, slot);
+	return ok;
+}
+
+/* [signal-safe] Through a descriptor: ours, or the program's own still
+ * open.  Out of line: its struct stat is on the handler's stack only
+ * here, not under the slow way above (SPEC §5's budget). */
+__attribute__((noinline)) static bool
+size_by_descriptor(uint32_t file, uint64_t *size, struct timespec *ctime)
+{
+	struct stat st;
+	int fd = atomic_load(&files[file].fd);
+	/* A number the program reused behind our back is not our file. */
+	bool ok = fd >= 0 && nsb_fstat(fd, &st) == 0 && same_file(file, &st);
+
+	if (!ok && !(fd >= 0)) {
+		/* None of ours yet: the program's own, still open. */
+		fd = atomic_load(&files[file].src);
+		ok = fd >= 0 && nsb_fstat(fd, &st) == 0 && same_file(file, &st);
+	}
+	if (ok) {
+		*size = (uint64_t)st.st_size;
+		*ctime = st.st_ctim;
+	}
 	return ok;
 }
 
@@ -1012,27 +1053,20 @@ bool
 nsb_files_size(uint32_t file, uintptr_t start, uintptr_t end, uintptr_t addr, uint64_t *size,
 	       struct timespec *ctime)
 {
-	int saved_errno = errno, fd;
-	struct stat st;
+	int saved_errno = errno;
+	struct timespec ct;
+	uint64_t sz;
 	bool ok;
 
 	if (!file)
 		return false;
-	fd = atomic_load(&files[file].fd);
-	/* A number the program reused behind our back is not our file. */
-	ok = fd >= 0 && fstat(fd, &st) == 0 && same_file(file, &st);
-	if (!ok && !(fd >= 0)) {
-		/* None of ours yet: the program's own, still open. */
-		fd = atomic_load(&files[file].src);
-		ok = fd >= 0 && fstat(fd, &st) == 0 && same_file(file, &st);
-	}
-	if (!ok)
-		ok = size_without_descriptor(file, start, end, addr, &st);
+	ok = size_by_descriptor(file, &sz, &ct) ||
+	     size_without_descriptor(file, start, end, addr, &sz, &ct);
 	errno = saved_errno;
 	if (ok)
-		*size = (uint64_t)st.st_size;
+		*size = sz;
 	if (ok && ctime)
-		*ctime = st.st_ctim;
+		*ctime = ct;
 	return ok;
 }
 
@@ -1096,6 +1130,12 @@ close(int fd)
 static void
 stream_closing(FILE *stream)
 {
+	if (stream && nsb_received_any()) {
+		int fd = fileno(stream);
+
+		if (fd >= 0)
+			nsb_received_hint_drop((unsigned)fd, (unsigned)fd);
+	}
 	if (stream && watching && atomic_load_explicit(&watching->count, memory_order_relaxed)) {
 		int fd = fileno(stream);
 

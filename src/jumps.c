@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * jumps.c - the interposed __sigsetjmp, longjmp, _longjmp, siglongjmp,
- * __longjmp_chk, setcontext and swapcontext.
+ * __longjmp_chk, getcontext (x86-64), setcontext and swapcontext.
  *
  * A program that leaves a signal handler with one of these gets its saved
  * signal mask back inside glibc, past our sigprocmask: the program's view
@@ -115,6 +115,69 @@ __asm__(".text\n\t"
 	".previous");
 #endif
 
+/*
+ * getcontext saves the kernel's mask, which never holds SIGBUS once the
+ * handler is installed: a context saved while the program blocked SIGBUS
+ * came back with it unblocked, and the program read a saved mask without
+ * it (issue 38, getcontext_view).  On x86-64 getcontext is a wrapper, in
+ * assembly, that calls glibc's from its own frame, leaving the program's
+ * callee-saved registers untouched, and then makes the saved context the
+ * one glibc would have saved for the program: its return address and
+ * stack pointer, and the view's SIGBUS bit in uc_sigmask.  Entering it
+ * (setcontext) resumes in the program, never in the wrapper's frame.
+ * Elsewhere glibc's own (libnosigbus(7)).
+ */
+#if defined(__x86_64__)
+NSB_INTERNAL nsb_any_fn nsb_jumps_getcontext_real(void) __attribute__((used));
+NSB_INTERNAL int nsb_jumps_getcontext(ucontext_t *uc, uintptr_t sp, uintptr_t ret)
+	__attribute__((used));
+
+nsb_any_fn
+nsb_jumps_getcontext_real(void)
+{
+	return nsb_real(NSB_REAL_GETCONTEXT);
+}
+
+/* [signal-safe] */
+int
+nsb_jumps_getcontext(ucontext_t *uc, uintptr_t sp, uintptr_t ret)
+{
+	uc->uc_mcontext.gregs[REG_RIP] = (greg_t)ret;
+	uc->uc_mcontext.gregs[REG_RSP] = (greg_t)sp;
+	if (nsb_disp_installed() && nsb_disp_blocked())
+		sigaddset(&uc->uc_sigmask, SIGBUS);
+	return 0;
+}
+
+/* The uc pointer kept on the stack (16-byte aligned for both calls); the
+ * program's return address above it. */
+__asm__(".text\n\t"
+	".globl getcontext\n\t"
+	".type getcontext, @function\n\t"
+	".p2align 4\n"
+	"getcontext:\n\t"
+	".cfi_startproc\n\t"
+	NSB_ENDBR
+	"push %rdi\n\t"
+	".cfi_adjust_cfa_offset 8\n\t"
+	"call nsb_jumps_getcontext_real\n\t"
+	"movq (%rsp), %rdi\n\t"
+	"call *%rax\n\t"
+	"testl %eax, %eax\n\t"
+	"jnz 1f\n\t"
+	"movq (%rsp), %rdi\n\t"
+	"leaq 16(%rsp), %rsi\n\t"
+	"movq 8(%rsp), %rdx\n\t"
+	"call nsb_jumps_getcontext\n"
+	"1:\n\t"
+	"add $8, %rsp\n\t"
+	".cfi_adjust_cfa_offset -8\n\t"
+	"ret\n\t"
+	".cfi_endproc\n\t"
+	".size getcontext, .-getcontext\n\t"
+	".previous");
+#endif
+
 /* The jmp_buf to jump with: env, or (saved mask holding SIGBUS) a copy
  * without it. */
 static inline struct __jmp_buf_tag *
@@ -162,8 +225,8 @@ __longjmp_chk(struct __jmp_buf_tag env[1], int val)
  * kernel: a coroutine made with every signal blocked would block SIGBUS
  * for real.  The kernel gets a copy without it, and the view gets its
  * bit.  A swapcontext that comes back here brings back the view of the
- * moment it left.  (A context saved by getcontext holds the kernel's mask,
- * without the view's bit: see libnosigbus(7).)
+ * moment it left.  (A context saved by getcontext holds the view's bit:
+ * see above; on x86-64 only.)
  *
  * A context made by makecontext with a uc_link goes there, when its
  * function returns, through glibc's __start_context, which calls glibc's
@@ -172,21 +235,31 @@ __longjmp_chk(struct __jmp_buf_tag env[1], int val)
  * x86-64, makecontext leaves __start_context's address as the return
  * address on top of the new context's stack; a context entered through
  * us with that word there gets link_start's instead, which does the same
- * through our setcontext.  (aarch64's makecontext keeps it in x30: not
- * done there, libnosigbus(7).)
+ * through our setcontext.  aarch64's makecontext keeps that address in
+ * x30 (and uc_link in x19): the same, in x30 of the copy.
  */
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__aarch64__)
 NSB_INTERNAL void nsb_jumps_link(const ucontext_t *link) __attribute__((used, noreturn));
+
+/* Where makecontext leaves the way out of a context (x86-64: the word on
+ * top of its stack; aarch64: x30). */
+#if defined(__x86_64__)
+typedef uintptr_t link_word;
+#define LINK_SLOT(uc) ((link_word *)(uc)->uc_mcontext.gregs[REG_RSP])
+#else
+typedef unsigned long long link_word;
+#define LINK_SLOT(uc) (&(uc)->uc_mcontext.regs[30])
+#endif
 
 /* Where glibc's makecontext sends a context whose function returns,
  * learnt from a context it makes (no system call); 0 if unknown. */
 static uintptr_t
 glibc_start_context(void)
 {
-	static uintptr_t addr;
-	static bool known;
+	static uintptr_t addr;	/* 1: learnt, unknown (.bss is counted) */
+	uintptr_t a = __atomic_load_n(&addr, __ATOMIC_ACQUIRE);
 
-	if (!__atomic_load_n(&known, __ATOMIC_ACQUIRE)) {
+	if (!a) {
 		ucontext_t probe;
 		uintptr_t stack[64];
 
@@ -195,12 +268,15 @@ glibc_start_context(void)
 		probe.uc_stack.ss_size = sizeof(stack);
 		probe.uc_link = NULL;
 		makecontext(&probe, (void (*)(void))abort, 0);
-		addr = *(uintptr_t *)probe.uc_mcontext.gregs[REG_RSP];
-		__atomic_store_n(&known, true, __ATOMIC_RELEASE);
+		a = (uintptr_t)*LINK_SLOT(&probe);
+		if (!a)
+			a = 1;
+		__atomic_store_n(&addr, a, __ATOMIC_RELEASE);
 	}
-	return addr;
+	return a == 1 ? 0 : a;
 }
 
+#if defined(__x86_64__)
 /* glibc's __start_context, through our setcontext: rbx points at the
  * uc_link slot that makecontext left; the stack is 16-byte aligned there. */
 __asm__(".text\n\t"
@@ -216,6 +292,25 @@ __asm__(".text\n\t"
 	".cfi_endproc\n\t"
 	".size nsb_link_start, .-nsb_link_start\n\t"
 	".previous");
+#else
+/* glibc's __startcontext, through our setcontext: makecontext left
+ * uc_link in x19; the context's function returned here (x30), on its
+ * stack, 16-byte aligned.  bti c: harmless where BTI is off, and a
+ * landing pad where a branch (not a return) comes here. */
+__asm__(".text\n\t"
+	".type nsb_link_start, %function\n\t"
+	".p2align 2\n"
+	"nsb_link_start:\n\t"
+	".cfi_startproc\n\t"
+	".cfi_undefined x30\n\t"
+	"hint 34\n\t"
+	"mov x0, x19\n\t"
+	"bl nsb_jumps_link\n\t"
+	"brk #1000\n\t"
+	".cfi_endproc\n\t"
+	".size nsb_link_start, .-nsb_link_start\n\t"
+	".previous");
+#endif
 extern char nsb_link_start[] __attribute__((visibility("hidden")));
 
 static int enter_context(const ucontext_t *ucp);
@@ -230,17 +325,17 @@ nsb_jumps_link(const ucontext_t *link)
 
 /* A fresh context of makecontext's: its way out through us. */
 static void
-patch_link(const ucontext_t *copy)
+patch_link(ucontext_t *copy)
 {
-	uintptr_t *top = (uintptr_t *)copy->uc_mcontext.gregs[REG_RSP], word;
-	uintptr_t start = glibc_start_context();
+	link_word *slot = LINK_SLOT(copy);
+	uintptr_t start = glibc_start_context(), word;
 
-	if (start && nsb_read_word(top, &word) && word == start)
-		*top = (uintptr_t)nsb_link_start;
+	if (start && nsb_read_word(slot, &word) && word == start)
+		*slot = (link_word)(uintptr_t)nsb_link_start;
 }
 #else
 static void
-patch_link(const ucontext_t *copy)
+patch_link(ucontext_t *copy)
 {
 	(void)copy;
 }

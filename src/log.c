@@ -10,8 +10,8 @@
  * exit summaries of a process tree add up to what happened in it.
  *
  * Signal context: nsb_log_rescue, nsb_log_failure and nsb_log_write run
- * in the SIGBUS handler.  They format by hand into a stack buffer and write(2) it once:
- * no stdio, no malloc, no locks.
+ * in the SIGBUS handler.  They format by hand into the thread's
+ * handler_line and write(2) it once: no stdio, no malloc, no locks.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -27,14 +27,20 @@
 
 struct nsb_counters nsb_counters;
 
-/* On the handler's stack, which may be an 8 KiB alternate one: the
- * handler's every path has 1 KiB of its own (SPEC §5).  A path takes at
- * most PATH_ROOM of it, so that the rest of the line always fits. */
+/* A line, written with one write(2).  A path takes at most PATH_ROOM of
+ * it, so that the rest of the line always fits. */
 struct line {
 	char buf[384];
 	size_t len;
 };
 #define PATH_ROOM 200
+
+/* The handler's lines are not on its stack, which may be a small
+ * alternate one: every path of the handler has 1 KiB of its own (SPEC
+ * §5), and a line is 392 bytes.  One per thread: the handler blocks every
+ * signal and calls out to nothing while it formats, so a thread never
+ * has two such lines in the making. */
+static __thread struct line handler_line __attribute__((tls_model("initial-exec")));
 
 /* [signal-safe] */
 static void
@@ -209,7 +215,7 @@ nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages,
 	struct nsb_maplog *m = nsb_account_log(r->acct);
 	uint64_t total, faults;
 	int64_t next, now;
-	struct line l;
+	struct line *l = &handler_line;
 
 	if (!nsb_config.log || !m) {
 		nsb_ranges_leave(ticket);
@@ -220,22 +226,22 @@ nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages,
 		atomic_fetch_add(&m->faults, 1);
 		atomic_fetch_add(&m->pages, pages);
 		atomic_fetch_add(&m->reported, pages);
-		put_prefix(&l);
-		put(&l, "rescued ");
-		put_num(&l, addr, 16);
-		put(&l, " in ");
-		put_mapping(&l, r->file, r->meta);
+		put_prefix(l);
+		put(l, "rescued ");
+		put_num(l, addr, 16);
+		put(l, " in ");
+		put_mapping(l, r->file, r->meta);
 		nsb_ranges_leave(ticket);
-		put(&l, fills[nsb_fill_of(r->meta)]);
-		put_num(&l, pages, 10);
-		put(&l, pages == 1 ? " page" : " pages");
+		put(l, fills[nsb_fill_of(r->meta)]);
+		put_num(l, pages, 10);
+		put(l, pages == 1 ? " page" : " pages");
 		/* The file's size could not be learnt: perhaps not past its end;
 		 * or inside it, an error of the sender's file. */
-		put(&l, kind == NSB_RESCUE_UNVERIFIED ? ", unverified)"
+		put(l, kind == NSB_RESCUE_UNVERIFIED ? ", unverified)"
 			: kind == NSB_RESCUE_PEERS_ERROR ? ", inside the file: the sender's error)"
 			: ")");
 		atomic_store(&m->next_ns, now_ns() + 1000000000);
-		emit(&l);
+		emit(l);
 		return;
 	}
 	faults = atomic_fetch_add(&m->faults, 1) + 1;
@@ -247,19 +253,19 @@ nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages,
 		nsb_ranges_leave(ticket);
 		return;
 	}
-	put_prefix(&l);
-	put(&l, "rescued ");
+	put_prefix(l);
+	put(l, "rescued ");
 	pages = (size_t)(total - atomic_exchange(&m->reported, total));
-	put_num(&l, pages, 10);
-	put(&l, pages == 1 ? " more page in " : " more pages in ");
-	put_mapping(&l, r->file, r->meta);
+	put_num(l, pages, 10);
+	put(l, pages == 1 ? " more page in " : " more pages in ");
+	put_mapping(l, r->file, r->meta);
 	nsb_ranges_leave(ticket);
-	put(&l, " (");
-	put_num(&l, total, 10);
-	put(&l, " pages in ");
-	put_num(&l, faults, 10);
-	put(&l, faults == 1 ? " fault so far)" : " faults so far)");
-	emit(&l);
+	put(l, " (");
+	put_num(l, total, 10);
+	put(l, " pages in ");
+	put_num(l, faults, 10);
+	put(l, faults == 1 ? " fault so far)" : " faults so far)");
+	emit(l);
 }
 
 /* Lines for mappings unmapped under the table lock, written after it
@@ -314,15 +320,15 @@ nsb_log_take(char *out)
 void
 nsb_log_failure(uintptr_t addr, int err)
 {
-	struct line l;
+	struct line *l = &handler_line;
 
-	put_prefix(&l);
-	put(&l, "cannot replace the page at ");
-	put_num(&l, addr, 16);
-	put(&l, err == ENOMEM ? " (out of memory or vm.max_map_count reached)"
+	put_prefix(l);
+	put(l, "cannot replace the page at ");
+	put_num(l, addr, 16);
+	put(l, err == ENOMEM ? " (out of memory or vm.max_map_count reached)"
 			      : " (mmap failed)");
-	put(&l, "; passing SIGBUS on");
-	emit(&l);
+	put(l, "; passing SIGBUS on");
+	emit(l);
 }
 
 /* [signal-safe] With NOSIGBUS_LOG=1, once (sandbox.c). */

@@ -43,6 +43,19 @@
 
 #include "nsb.h"
 
+/* The kernel writes a VMA's name into our buffer with an ioctl valgrind's
+ * memcheck may not know (PROCMAP_QUERY): the bytes it wrote are marked
+ * defined for it, a no-op outside memcheck (a 4 KiB memset per query
+ * cost more than the query's own user-space work). */
+#if defined(__has_include)
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
+#endif
+#endif
+#ifndef VALGRIND_MAKE_MEM_DEFINED
+#define VALGRIND_MAKE_MEM_DEFINED(addr, len) ((void)(addr), (void)(len))
+#endif
+
 static const char *
 parse_hex(const char *p, uint64_t *out)
 {
@@ -104,12 +117,15 @@ parse_header(const char *line, bool whole, struct nsb_vma *vma)
 	while (*p >= '0' && *p <= '9')
 		vma->ino = vma->ino * 10 + (uint64_t)(*p++ - '0');
 	vma->dev = nsb_dev_of((unsigned)major, (unsigned)minor);
-	vma->anon = vma->ino == 0;
+	vma->zero_file = vma->ino != 0 && nsb_rescue_zero_file(vma->dev, vma->ino);
+	vma->anon = vma->ino == 0 || vma->zero_file;
 	p = skip_spaces(p);
 	vma->path = whole && *p ? p : NULL;
 	vma->page_size = 0;
 	vma->pkey = -1;
 	vma->dontfork = vma->wipeonfork = false;
+	vma->kept = 0;
+	vma->flags_sig = 0;
 	return true;
 }
 
@@ -135,9 +151,23 @@ struct walk {
 	void *arg;
 };
 
+/* A flag of VmFlags, mixed (splitmix64's finaliser): the sum over a
+ * line's flags tells two sets apart. */
+static uint64_t
+flag_hash(unsigned a, unsigned b)
+{
+	uint64_t x = ((uint64_t)a << 8 | b) * 0x9e3779b97f4a7c15u;
+
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+	return x ^ (x >> 31);
+}
+
 /* The fork advices of smaps' VmFlags line ("dc": MADV_DONTFORK, "wf":
- * MADV_WIPEONFORK), for a record made of a mapping advised before the
- * library knew it (nosigbus_protect). */
+ * MADV_WIPEONFORK), and the locks and advice a replaced page must get
+ * again (doc/mappings.md), for a record made of a mapping advised before
+ * the library knew it (nosigbus_protect); and the sum of the others'
+ * hashes, for mremap (mman.c remap_pieces). */
 static void
 vm_flags(const char *p, struct nsb_vma *vma)
 {
@@ -148,6 +178,26 @@ vm_flags(const char *p, struct nsb_vma *vma)
 			vma->dontfork = true;
 		else if (p[0] == 'w' && p[1] == 'f')
 			vma->wipeonfork = true;
+		else if (p[0] == 'l' && p[1] == 'o')
+			vma->kept |= NSB_META_LOCKED;
+		else if (p[0] == 'l' && p[1] == 'f')
+			vma->kept |= NSB_META_ONFAULT;
+		else if (p[0] == 'd' && p[1] == 'd')
+			vma->kept |= NSB_META_DONTDUMP;
+		else if (p[0] == 'h' && p[1] == 'g')
+			vma->kept |= NSB_META_HUGEPAGE;
+		else if (p[0] == 'n' && p[1] == 'h')
+			vma->kept |= NSB_META_NOHUGEPAGE;
+		else if (p[0] == 'm' && p[1] == 'g')
+			vma->kept |= NSB_META_MERGEABLE;
+		/* The rest, hashed: all but the ones that no call sets on
+		 * part of a mapping, or that a mapping the library made
+		 * afresh has its own way (soft-dirty, the may-flags of the
+		 * descriptor it was mapped from, accounting, noreserve). */
+		if (!((p[0] == 's' && p[1] == 'd') ||
+		      (p[0] == 'm' && (p[1] == 'r' || p[1] == 'w' || p[1] == 'e')) ||
+		      (p[0] == 'a' && p[1] == 'c') || (p[0] == 'n' && p[1] == 'r')))
+			vma->flags_sig += flag_hash((unsigned char)p[0], (unsigned char)p[1]);
 		p += 2;
 		while (*p == ' ')
 			p++;
@@ -210,7 +260,7 @@ walk_file(const char *path, char *buf, size_t size, struct walk *w)
 	bool skipping = false, eof = false;
 	int fd, ret = 0;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = nsb_proc_open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	while (!ret) {
@@ -328,9 +378,7 @@ query_each(int fd, uintptr_t lo, uintptr_t hi,
 	uintptr_t at = lo;
 	bool with_name = true;
 
-	/* Defined before the kernel writes it (valgrind cannot see an ioctl
-	 * it does not know writing memory). */
-	memset(name, 0, sizeof(name));
+	name[0] = '\0';
 	while (at < hi) {
 		struct nsb_procmap_query q = {
 			.size = sizeof(q),
@@ -342,7 +390,9 @@ query_each(int fd, uintptr_t lo, uintptr_t hi,
 		struct nsb_vma vma;
 		int ret;
 
-		if (ioctl(fd, NSB_PROCMAP_QUERY, &q) < 0) {
+		/* The kernel's, not our interposed ioctl (uffd.c), whose real
+		 * function may not be looked up yet under a mapping call. */
+		if (syscall(SYS_ioctl, fd, NSB_PROCMAP_QUERY, &q) < 0) {
 			if (errno == ENOENT)
 				return 0;	/* nothing at or above */
 			if (errno == EINTR)
@@ -356,6 +406,8 @@ query_each(int fd, uintptr_t lo, uintptr_t hi,
 			return at == lo && (errno == ENOTTY || errno == EINVAL || errno == EBADF)
 				       ? QUERY_MISSING : -1;
 		}
+		if (with_name && q.vma_name_size)
+			VALGRIND_MAKE_MEM_DEFINED(name, q.vma_name_size);
 		if (q.vma_start >= hi)
 			return 0;
 		vma.start = (uintptr_t)q.vma_start;
@@ -367,10 +419,13 @@ query_each(int fd, uintptr_t lo, uintptr_t hi,
 			   (q.vma_flags & NSB_QUERY_VMA_WRITABLE ? PROT_WRITE : 0) |
 			   (q.vma_flags & NSB_QUERY_VMA_EXECUTABLE ? PROT_EXEC : 0);
 		vma.shared = q.vma_flags & NSB_QUERY_VMA_SHARED;
-		vma.anon = vma.ino == 0;
+		vma.zero_file = vma.ino != 0 && nsb_rescue_zero_file(vma.dev, vma.ino);
+		vma.anon = vma.ino == 0 || vma.zero_file;
 		vma.pkey = -1;
 		vma.page_size = 0;
 		vma.dontfork = vma.wipeonfork = false;
+		vma.kept = 0;
+		vma.flags_sig = 0;
 		vma.path = with_name && q.vma_name_size > 1 &&
 			   escape_newlines(name, sizeof(name)) ? name : NULL;
 		with_name = true;
@@ -394,7 +449,7 @@ maps_fd(bool *kept)
 	int fd = nsb_files_maps_descriptor();
 
 	*kept = fd >= 0;
-	return *kept ? fd : open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	return *kept ? fd : nsb_proc_open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 }
 
 /* NSB_TEST_MAPS=read: neither query nor probe (the last fallback alone). */
@@ -467,9 +522,9 @@ nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
 	struct walk w = { .lo = lo, .hi = hi, .smaps = smaps, .fn = fn, .arg = arg };
 	char buf[8192];
 
-	/* Under a seccomp filter, the maps are read, never queried: a
-	 * browser's filter kills on an ioctl it does not list.  (Its broker
-	 * refuses to open the file, as where /proc is not mounted.) */
+	/* Under a seccomp filter the maps are read, never queried: a
+	 * browser's filter kills on an ioctl it does not list (and its
+	 * broker refuses the file: nsb_proc_open). */
 	if (!smaps && query_wanted() && nsb_unfiltered()) {
 		bool kept;
 		int fd = maps_fd(&kept), ret, err;
@@ -481,7 +536,7 @@ nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
 			/* Not the maps any more (the program reused our number
 			 * behind our back), or a kernel without the call: asked
 			 * again on a descriptor of its own, which tells. */
-			fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+			fd = nsb_proc_open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 			if (fd < 0) {
 				nsb_files_maps_forget();
 				return -1;

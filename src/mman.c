@@ -80,7 +80,7 @@ nsb_record(struct nsb_range *r)
 {
 	static uint16_t gen;
 
-	gen = (uint16_t)((gen + 1) & 0x1f);	/* the table keeps 5 bits */
+	gen = (uint16_t)((gen + 1) & 0xf);	/* the table keeps 4 bits */
 	r->gen = gen;
 	if (nsb_disp_install() < 0)
 		return -1;
@@ -251,6 +251,44 @@ keep_mapped(uintptr_t lo, uintptr_t hi, const struct nsb_saved *cands, struct ns
  * and only for calls that failed.  If the kernel cannot be asked about
  * its mappings, what is still mapped (keep_mapped).
  */
+/* Are the ranges of a and b the same, but for the protection in meta? */
+static bool
+same_but_prot(const struct nsb_saved *a, const struct nsb_saved *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (size_t i = 0; i < a->n; i++) {
+		const struct nsb_range *x = &a->r[i], *y = &b->r[i];
+
+		if (x->start != y->start || x->end != y->end || x->off != y->off ||
+		    ((x->meta ^ y->meta) & ~NSB_META_PROT) || x->file != y->file ||
+		    x->gen != y->gen || x->acct != y->acct)
+			return false;
+	}
+	return true;
+}
+
+/* Does the kernel show what the records of [start, end) say, but for the
+ * protection (a failed mprotect next to a record, which changed the pages
+ * before the hole)?  Then only that changes: no cut and insert again.
+ * (The candidates may be records from elsewhere: a failed mremap's.) */
+static bool
+only_prot_changed(uintptr_t start, uintptr_t end, const struct nsb_saved *cands,
+		  const struct nsb_saved *keep)
+{
+	struct nsb_saved now;
+	bool same;
+
+	if (!same_but_prot(cands, keep))
+		return false;
+	nsb_saved_init(&now);
+	same = nsb_ranges_collect(start, end, &now) == 0 && same_but_prot(&now, cands);
+	for (size_t i = 0; same && i < now.n; i++)
+		same = now.r[i].meta == cands->r[i].meta;
+	nsb_saved_free(&now);
+	return same;
+}
+
 static void
 resync(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys)
 {
@@ -264,10 +302,21 @@ resync(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys
 		if (rs.err != ENOMEM)
 			keep_mapped(start, end, cands, &rs.keep);
 	}
-	nsb_ranges_cut(start, end);
-	for (size_t i = 0; i < rs.keep.n; i++)
-		(void)nsb_ranges_insert(&rs.keep.r[i]);
+	if (only_prot_changed(start, end, cands, &rs.keep)) {
+		for (size_t i = 0; i < rs.keep.n; i++)
+			if ((rs.keep.r[i].meta ^ cands->r[i].meta) & NSB_META_PROT)
+				(void)nsb_ranges_set_prot(rs.keep.r[i].start, rs.keep.r[i].end,
+							  (int)(rs.keep.r[i].meta & NSB_META_PROT), -1);
+	} else {
+		nsb_ranges_cut(start, end);
+		for (size_t i = 0; i < rs.keep.n; i++)
+			(void)nsb_ranges_insert(&rs.keep.r[i]);
+	}
 	nsb_saved_free(&rs.keep);
+	/* A record the span cut through, where the kernel's VMA goes on
+	 * past it, is one record again (as it was before the call). */
+	(void)nsb_ranges_join(start);
+	(void)nsb_ranges_join(end);
 }
 
 /*
@@ -317,6 +366,17 @@ lock_span(uintptr_t start, uintptr_t end, uintptr_t *wstart, uintptr_t *wend,
 	return 0;
 }
 
+/* The end of a call that lock_span began and put in flux: the records
+ * open again, unlocked, before freed, errno the call's. */
+static void
+unlock_span(struct nsb_saved *before, int err)
+{
+	nsb_ranges_flux_end();
+	nsb_ranges_unlock();
+	nsb_saved_free(before);
+	errno = err;
+}
+
 /* ---- mmap -------------------------------------------------------------- */
 
 /* The page size of the mapping an mmap call makes: a huge page for
@@ -342,8 +402,9 @@ new_unit(int flags, int fd, const struct nsb_decision *d)
 }
 
 static uint32_t
-file_of(int fd, const struct nsb_decision *d)
+file_of(int fd, struct nsb_decision *d)
 {
+	uint32_t file;
 	char link[64], path[4096];
 	ssize_t n = -1;
 
@@ -355,7 +416,9 @@ file_of(int fd, const struct nsb_decision *d)
 	}
 	if (n > 0)
 		path[n] = '\0';
-	return nsb_files_get(fd, &d->st, n > 0 ? path : NULL, d->meta);
+	file = nsb_files_get(fd, &d->st, n > 0 ? path : NULL, d->meta, d->pfd);
+	nsb_policy_drop(d);
+	return file;
 }
 
 static void *
@@ -377,10 +440,12 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 			/* The v2 patch: MAP_NOSIGBUS is for private mappings.
 			 * MAP_SHARED_VALIDATE has the MAP_PRIVATE bit, passes
 			 * that test, and fails validation of the unknown flag. */
+			nsb_policy_drop(&d);
 			errno = (flags & MAP_TYPE) == MAP_SHARED_VALIDATE ? EOPNOTSUPP : EINVAL;
 			return MAP_FAILED;
 		}
 		d.protect = false;	/* policies follow v2 too */
+		nsb_policy_drop(&d);
 	}
 	/* MAP_FIXED_NOREPLACE succeeds only where nothing is mapped, so
 	 * where nothing is recorded. */
@@ -442,6 +507,7 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 		}
 	}
 out:
+	nsb_policy_drop(&d);
 	if (replacing)
 		nsb_ranges_flux_end();
 	nsb_ranges_unlock();
@@ -507,6 +573,8 @@ munmap(void *addr, size_t len)
 {
 	uintptr_t start, end, wstart, wend;
 	struct nsb_saved before;
+	bool later;
+	size_t n;
 	int ret, err;
 
 	if (nsb_ranges_count() == 0)
@@ -517,19 +585,29 @@ munmap(void *addr, size_t len)
 	    !nsb_ranges_overlap(start, end))
 		return nsb_sys_munmap(addr, len);
 
-	if (lock_span(start, end, &wstart, &wend, &before) < 0)
+	/* Records of pages only, no more than the list holds inline (a
+	 * mapping unmapped whole): the list is made only if the call
+	 * fails, from the same records (the lock is held), and cannot fail
+	 * then.  Else first, as lock_span() does. */
+	nsb_saved_init(&before);
+	nsb_ranges_lock();
+	wstart = start;
+	wend = end;
+	later = nsb_ranges_unit(start, end, &n) == nsb_config.page_size && n <= before.cap;
+	if (nsb_ranges_reserve(2) < 0 || (!later && collect_whole(&wstart, &wend, &before) < 0)) {
+		nsb_ranges_unlock();
+		nsb_saved_free(&before);
+		errno = ENOMEM;
 		return -1;
+	}
 	nsb_ranges_flux(wstart, wend, 0, 0);
 	ret = nsb_sys_munmap(addr, len);
 	err = errno;
 	if (ret == 0)
 		nsb_ranges_cut(start, end);
-	else
+	else if (!later || nsb_ranges_collect(wstart, wend, &before) == 0)
 		resync(wstart, wend, &before, false);
-	nsb_ranges_flux_end();
-	nsb_ranges_unlock();
-	nsb_saved_free(&before);
-	errno = err;
+	unlock_span(&before, err);
 	return ret;
 }
 
@@ -583,10 +661,7 @@ shmat(int id, const void *addr, int flags)
 		nsb_ranges_cut(start, end);
 	else
 		resync(wstart, wend, &before, false);
-	nsb_ranges_flux_end();
-	nsb_ranges_unlock();
-	nsb_saved_free(&before);
-	errno = err;
+	unlock_span(&before, err);
 	return p;
 }
 
@@ -617,23 +692,37 @@ remap_file_pages(void *addr, size_t size, int prot, size_t pgoff, int flags)
 	nsb_ranges_flux(wstart, wend, 0, 0);
 	ret = (int)syscall(SYS_remap_file_pages, addr, size, prot, pgoff, flags);
 	err = errno;
-	if (ret == 0 && before.n) {
-		struct nsb_range r = before.r[0];
-		struct nsb_account *was = r.acct;
+	if (ret == 0) {
+		/* One new mapping with the flags of the VMA at start (Linux
+		 * 6.1 takes several of one file and the same flags): protected
+		 * as that one was. */
+		const struct nsb_range *at = NULL;
+		struct nsb_range r;
+		struct nsb_account *was;
 
+		for (size_t i = 0; i < before.n; i++)
+			if (before.r[i].start <= start && start < before.r[i].end)
+				at = &before.r[i];
 		nsb_ranges_cut(start, end);
+		if (!at)
+			goto out;
+		r = *at;
+		was = r.acct;
 		r.start = start;
 		r.end = end;
 		r.off = (uint64_t)pgoff * nsb_config.page_size;
+		/* A new VMA: no advice of the old one's (a lock, the kernel
+		 * keeps: it maps the new one locked). */
+		r.meta &= ~(NSB_META_DONTFORK | NSB_META_WIPEONFORK | NSB_META_DONTDUMP |
+			    NSB_META_HUGEPAGE | NSB_META_NOHUGEPAGE | NSB_META_MERGEABLE |
+			    NSB_META_MBIND);
 		if (nsb_record(&r) == 0)
 			nsb_account_set_may_write(r.acct, nsb_account_may_write(was));
-	} else if (ret != 0) {
+	} else {
 		resync(wstart, wend, &before, false);
 	}
-	nsb_ranges_flux_end();
-	nsb_ranges_unlock();
-	nsb_saved_free(&before);
-	errno = err;
+out:
+	unlock_span(&before, err);
 	return ret;
 }
 
@@ -677,10 +766,7 @@ lock_call(long nr, void *addr, size_t len, long arg, uint32_t set, uint32_t clea
 	err = errno;
 	if (ret == 0)
 		(void)nsb_ranges_set_flags(start, end, set, clear);
-	nsb_ranges_flux_end();
-	nsb_ranges_unlock();
-	nsb_saved_free(&before);
-	errno = err;
+	unlock_span(&before, err);
 	return ret;
 }
 
@@ -709,6 +795,49 @@ NSB_EXPORT int
 munlock(const void *addr, size_t len)
 {
 	return lock_call(SYS_munlock, (void *)addr, len, 0, 0, NSB_META_LOCKED | NSB_META_ONFAULT);
+}
+
+#ifndef MPOL_DEFAULT
+#define MPOL_DEFAULT 0
+#endif
+
+/*
+ * mbind gives a mapping a memory policy of its own, which a replaced page
+ * would not have (it would follow the thread's).  The records say only
+ * that the program set one; a rescue asks the kernel which
+ * (get_mempolicy(MPOL_F_ADDR) at the page, before replacing it) and sets
+ * it on the new page: calls only a program that calls mbind gets.
+ */
+/* libnuma's (the C library declares none), which this replaces. */
+long mbind(void *addr, unsigned long len, int mode, const unsigned long *nodemask,
+	   unsigned long maxnode, unsigned flags);
+
+NSB_EXPORT long
+mbind(void *addr, unsigned long len, int mode, const unsigned long *nodemask,
+      unsigned long maxnode, unsigned flags)
+{
+	uintptr_t start, end, wstart, wend;
+	struct nsb_saved before;
+	long ret;
+	int err;
+
+	if (nsb_ranges_count() == 0)
+		return syscall(SYS_mbind, addr, len, mode, nodemask, maxnode, flags);
+	nsb_init();
+	if (!len || !page_aligned((uintptr_t)addr) ||
+	    !span_of(addr, len, nsb_config.page_size, &start, &end) ||
+	    !nsb_ranges_overlap(start, end))
+		return syscall(SYS_mbind, addr, len, mode, nodemask, maxnode, flags);
+	if (lock_span(start, end, &wstart, &wend, &before) < 0)
+		return -1;
+	nsb_ranges_flux(wstart, wend, 0, 0);
+	ret = syscall(SYS_mbind, addr, len, mode, nodemask, maxnode, flags);
+	err = errno;
+	if (ret == 0)
+		(void)nsb_ranges_set_flags(start, end, mode == MPOL_DEFAULT ? 0 : NSB_META_MBIND,
+					   mode == MPOL_DEFAULT ? NSB_META_MBIND : 0);
+	unlock_span(&before, err);
+	return ret;
 }
 
 /* Every record at once: the whole address space. */
@@ -830,10 +959,7 @@ do_mprotect(void *addr, size_t len, int prot, int pkey, bool with_pkey)
 		set_prot_whole(start, end, &before, prot, with_pkey ? pkey : -1);
 	else if (!unchanged_above_hole(start, &before, with_pkey))
 		resync(wstart, wend, &before, with_pkey);	/* it may have stopped part-way */
-	nsb_ranges_flux_end();
-	nsb_ranges_unlock();
-	nsb_saved_free(&before);
-	errno = err;
+	unlock_span(&before, err);
 	return ret;
 }
 
@@ -907,7 +1033,7 @@ refuses_wipe(const struct nsb_vma *vma, void *arg)
 {
 	uintptr_t *at = arg;
 
-	if (!vma->anon || vma->shared) {
+	if (!vma->anon || vma->shared || vma->zero_file) {
 		*at = vma->start;
 		return 1;
 	}
@@ -939,7 +1065,8 @@ follow_advice(uintptr_t start, uintptr_t end, int advice, int ret, int err)
 
 /*
  * MADV_REMOVE over a shared mapping with rescued pages: the kernel refuses
- * (EINVAL) at the first rescued page, private anonymous memory, where the
+ * (EINVAL; EACCES for the zero file's private mapping) at the first
+ * rescued page, private anonymous memory, where the
  * kernel flag's single VMA would take it.  Done piece by piece instead:
  * the file's pieces punched, the rescued ones dropped (MADV_DONTNEED:
  * zeros again, as the hole reads; they lie past the end of the file,
@@ -948,35 +1075,65 @@ follow_advice(uintptr_t start, uintptr_t end, int advice, int ret, int err)
  */
 struct removal {
 	const struct nsb_saved *recs;
-	uintptr_t next;
+	uintptr_t next, end;
 	int err;
 };
+
+/* The record of recs holding addr that a rescue in a shared file mapping
+ * made, or NULL. */
+static const struct nsb_range *
+shared_record(const struct nsb_saved *recs, uintptr_t addr)
+{
+	for (size_t i = 0; i < recs->n; i++) {
+		const struct nsb_range *r = &recs->r[i];
+
+		if (r->start <= addr && addr < r->end)
+			return (r->meta & NSB_META_SHARED) && !(r->meta & NSB_META_ANON) ? r : NULL;
+	}
+	return NULL;
+}
 
 static int
 remove_piece(const struct nsb_vma *vma, void *arg)
 {
 	struct removal *rm = arg;
 	uintptr_t s = vma->start > rm->next ? vma->start : rm->next;
-	int advice = MADV_REMOVE;
+	uintptr_t e = vma->end < rm->end ? vma->end : rm->end;
 
 	if (vma->start > rm->next)
 		rm->err = ENOMEM;
 	rm->next = vma->end;
-	/* A rescued piece: anonymous memory inside a record of a shared file. */
-	for (size_t i = 0; vma->anon && !vma->shared && i < rm->recs->n; i++) {
-		const struct nsb_range *r = &rm->recs->r[i];
-
-		if (r->start <= s && s < r->end && (r->meta & NSB_META_SHARED) &&
-		    !(r->meta & NSB_META_ANON))
-			advice = MADV_DONTNEED;
+	if (s >= e)
+		return 0;
+	if (!vma->anon || vma->shared) {
+		if (nsb_sys_madvise((void *)s, e - s, MADV_REMOVE) == 0)
+			return 0;
+		rm->err = errno;
+		return -1;
 	}
-	return nsb_sys_madvise((void *)s, vma->end - s, advice) == 0 ? 0 : (rm->err = errno, -1);
+	/* Anonymous memory (which may join rescues of several records):
+	 * only what rescues made in shared mappings of a file is taken. */
+	while (s < e) {
+		const struct nsb_range *r = shared_record(rm->recs, s);
+		uintptr_t pe = r && r->end < e ? r->end : e;
+
+		if (!r) {
+			rm->err = EINVAL;
+			return -1;
+		}
+		if (nsb_sys_madvise((void *)s, pe - s, MADV_DONTNEED) != 0) {
+			rm->err = errno;
+			return -1;
+		}
+		s = pe;
+	}
+	return 0;
 }
 
 static int
 remove_pieces(uintptr_t start, uintptr_t end, const struct nsb_saved *recs)
 {
-	struct removal rm = { .recs = recs, .next = start };
+	struct removal rm = { .recs = recs, .next = start, .end = end };
 	int ret = nsb_maps_each(start, end, false, remove_piece, &rm);
 
 	if (ret == 0 && rm.next < end)
@@ -994,7 +1151,9 @@ madvise_remove(void *addr, size_t len)
 	struct nsb_saved before;
 	int ret = real_madvise(addr, len, MADV_REMOVE), err = errno;
 
-	if (ret == 0 || err != EINVAL || !len || !page_aligned((uintptr_t)addr) ||
+	/* EINVAL at a rescue's anonymous memory, EACCES at a private
+	 * mapping of the zero file (rescue.c). */
+	if (ret == 0 || (err != EINVAL && err != EACCES) || !len || !page_aligned((uintptr_t)addr) ||
 	    !span_of(addr, len, nsb_config.page_size, &start, &end) ||
 	    nsb_ranges_replaced(start, end) == 0)
 		return ret;
@@ -1005,10 +1164,7 @@ madvise_remove(void *addr, size_t len)
 	nsb_ranges_flux(wstart, wend, 0, 0);
 	ret = remove_pieces(start, end, &before);
 	err = errno;
-	nsb_ranges_flux_end();
-	nsb_ranges_unlock();
-	nsb_saved_free(&before);
-	errno = err;
+	unlock_span(&before, err);
 	return ret;
 }
 
@@ -1041,10 +1197,7 @@ madvise(void *addr, size_t len, int advice)
 	ret = real_madvise(addr, len, advice);
 	err = errno;
 	follow_advice(start, end, advice, ret, err);
-	nsb_ranges_flux_end();
-	nsb_ranges_unlock();
-	nsb_saved_free(&before);
-	errno = err;
+	unlock_span(&before, err);
 	return ret;
 }
 
@@ -1083,8 +1236,8 @@ pidfd_is_self(int pidfd)
 /* The kernel takes only advices about memory use here (MADV_COLD,
  * MADV_PAGEOUT ...), none of which the records keep; a kernel that takes
  * the fork ones too is followed, for the own process's pidfd. */
-NSB_EXPORT ssize_t
-process_madvise(int pidfd, const struct iovec *iov, size_t n, int advice, unsigned flags)
+static ssize_t
+our_process_madvise(int pidfd, const struct iovec *iov, size_t n, int advice, unsigned flags)
 {
 	ssize_t (*f)(int, const void *, size_t, int, unsigned) = real_process_madvise;
 	uint32_t set, clear;
@@ -1117,6 +1270,9 @@ process_madvise(int pidfd, const struct iovec *iov, size_t n, int advice, unsign
 	return ret;
 }
 
+/* glibc 2.36 and later (SPEC §12 "Names"). */
+NSB_EXPORT_SINCE(2, 36, process_madvise, our_process_madvise);
+
 /* ---- mremap ------------------------------------------------------------ */
 
 /*
@@ -1142,14 +1298,58 @@ struct pieces {
 	bool last_file;		/* the piece before is not a rescue's */
 	bool hole;
 	bool program;		/* a split the program made */
+	bool smaps;		/* the walk reads smaps (VmFlags) */
+	bool recheck;		/* two pieces of the file side by side: walk
+				 * smaps to tell whose split it is */
+	struct nsb_vma last;	/* the piece before, clipped, if of the file */
 };
 
 /*
- * Only the library's own rescues may have split the mapping: a piece of
- * anonymous memory is a rescue's if every unit of it is replaced; two
- * pieces of the file side by side, or pieces of different protections,
- * are a split the program made (mprotect, madvise, mlock), which the
- * kernel's single VMA would have too: the kernel's EFAULT stands.
+ * Is the boundary at `at` between two records the kernel would have kept
+ * as one VMA: one record across it, or two of the same mapping (gen), file,
+ * attributes and offsets that follow on?  A program's mlock, madvise or
+ * mbind of a part changes the part's meta, a MAP_FIXED over a part makes a
+ * new mapping (gen).
+ */
+static bool
+one_record_across(uintptr_t at)
+{
+	struct nsb_saved s;
+	bool one;
+
+	nsb_saved_init(&s);
+	one = nsb_ranges_collect(at - 1, at + 1, &s) == 0 &&
+	      (s.n == 1 ? s.r[0].start == at - 1 && s.r[0].end == at + 1
+			: s.n == 2 && s.r[0].end == at && s.r[1].start == at &&
+				  s.r[0].gen == s.r[1].gen && s.r[0].file == s.r[1].file &&
+				  s.r[0].meta == s.r[1].meta && s.r[0].off + 1 == s.r[1].off);
+	nsb_saved_free(&s);
+	return one;
+}
+
+/* Two pieces of the file side by side that one VMA of the kernel flag
+ * would be: a unit the library mapped from the file again (refresh.c),
+ * from a descriptor of its own, which the kernel does not merge with the
+ * program's mapping of the same file.  Needs smaps (VmFlags, key). */
+static bool
+refreshed_split(const struct nsb_vma *last, const struct nsb_vma *vma, uintptr_t at)
+{
+	return vma->start == at && last->end == at && vma->dev == last->dev &&
+	       vma->ino == last->ino && vma->shared == last->shared &&
+	       vma->off == last->off + (last->end - last->start) && vma->pkey == last->pkey &&
+	       vma->flags_sig == last->flags_sig && vma->kept == last->kept &&
+	       vma->dontfork == last->dontfork && vma->wipeonfork == last->wipeonfork &&
+	       one_record_across(at);
+}
+
+/*
+ * Only the library's own rescues and refreshes may have split the mapping:
+ * a piece of anonymous memory is a rescue's if every unit of it is
+ * replaced; two pieces of the file side by side are a refresh's if
+ * nothing but the descriptor tells them apart (refreshed_split); any
+ * other split, or pieces of different protections, is a split the
+ * program made (mprotect, madvise, mlock, a MAP_FIXED over a part), which
+ * the kernel's single VMA would have too: the kernel's EFAULT stands.
  */
 static int
 collect_piece(const struct nsb_vma *vma, void *arg)
@@ -1168,13 +1368,24 @@ collect_piece(const struct nsb_vma *vma, void *arg)
 		r.end = pc->end;
 	if (pc->vmas.n == 0)
 		pc->prot = vma->prot;
+	if (!vma->anon && pc->last_file && !pc->smaps) {
+		pc->recheck = true;
+		return 1;
+	}
 	if (vma->prot != pc->prot ||
 	    (vma->anon ? nsb_ranges_replaced(r.start, r.end) != (r.end - r.start) / pc->unit
-		       : pc->last_file)) {
+		       : pc->last_file && !refreshed_split(&pc->last, vma, r.start))) {
 		pc->program = true;
 		return 1;
 	}
 	pc->last_file = !vma->anon;
+	if (!vma->anon) {
+		pc->last = *vma;
+		pc->last.path = NULL;
+		pc->last.off += r.start - vma->start;
+		pc->last.start = r.start;
+		pc->last.end = r.end;
+	}
 	pc->next = r.end;
 	return nsb_saved_push(&pc->vmas, &r) < 0 ? -1 : 0;
 }
@@ -1211,11 +1422,20 @@ remap_pieces(uintptr_t old, size_t old_len, size_t new_len, int flags, uintptr_t
 	struct piece *pcs = NULL;
 	size_t n, i;
 	void *ret = MAP_FAILED;
-	int err = EFAULT;
+	int err = EFAULT, walked;
 
 	nsb_saved_init(&pc.vmas);
-	if (nsb_maps_each(old, old_end, false, collect_piece, &pc) != 0 || pc.hole || pc.program ||
-	    pc.next < old_end || pc.vmas.n == 0)
+	walked = nsb_maps_each(old, old_end, false, collect_piece, &pc);
+	if (walked != 0 && pc.recheck) {
+		/* Again from smaps, which tells a refresh's split apart. */
+		nsb_saved_free(&pc.vmas);
+		nsb_saved_init(&pc.vmas);
+		pc.next = old;
+		pc.last_file = pc.hole = pc.program = pc.recheck = false;
+		pc.smaps = true;
+		walked = nsb_maps_each(old, old_end, true, collect_piece, &pc);
+	}
+	if (walked != 0 || pc.hole || pc.program || pc.next < old_end || pc.vmas.n == 0)
 		goto out;
 	n = pc.vmas.n;
 
@@ -1669,6 +1889,10 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 		if (anon)
 			(void)nsb_account_claim_run(tail.acct, tail.off, (tail.end - tail.start) / unit);
 		(void)nsb_ranges_insert(&tail);
+		/* A last unit mapped from the zero file grew as that file,
+		 * which may end inside the growth: anonymous memory there. */
+		if (anon)
+			nsb_rescue_regrown(&tail);
 		/* With the kernel's own flag it would be the file. */
 		if (anon)
 			(void)nsb_refresh(tail.start, tail.end, true);

@@ -22,6 +22,21 @@
 
 #define NSB_INTERNAL __attribute__((visibility("hidden")))
 #define NSB_EXPORT __attribute__((visibility("default")))
+/*
+ * An interposed name that glibc gained in MAJOR.MINOR (SPEC §12 "Names":
+ * the library exports no name that the running glibc lacks): a GNU
+ * indirect function whose resolver gives impl where the running glibc is
+ * that recent, and nothing before, so that dlsym finds nothing there,
+ * whatever glibc the library was built against.  The resolver runs while
+ * the loader relocates us, after the C library (real.c).
+ */
+#define NSB_EXPORT_SINCE(major, minor, name, impl)				\
+	__attribute__((used)) static __typeof__(impl) *resolve_##name(void)	\
+	{									\
+		return nsb_libc_at_least(major, minor) ? impl : NULL;		\
+	}									\
+	NSB_EXPORT __typeof__(impl) name __attribute__((ifunc("resolve_" #name)))
+bool nsb_libc_at_least(unsigned major, unsigned minor);
 
 /* ---- real.c: the next definitions of what we interpose ---------------- */
 
@@ -146,6 +161,11 @@ enum nsb_real_fn {
 	NSB_REAL_FREOPEN,
 	NSB_REAL_FREOPEN64,
 	NSB_REAL_PTHREAD_SIGQUEUE,
+	NSB_REAL_SIGTIMEDWAIT,
+	NSB_REAL_SIGWAIT,
+	NSB_REAL_GETCONTEXT,
+	NSB_REAL_CLONE,
+	NSB_REAL__FORK,
 	NSB_REAL_COUNT
 };
 
@@ -179,6 +199,9 @@ typedef void (*nsb_jump_fn)(struct __jmp_buf_tag *, int) __attribute__((noreturn
 #define real_sigsuspend ((int (*)(const sigset_t *))nsb_real(NSB_REAL_SIGSUSPEND))
 #define real_pthread_sigqueue \
 	((int (*)(pthread_t, int, const union sigval))nsb_real(NSB_REAL_PTHREAD_SIGQUEUE))
+#define real_clone \
+	((int (*)(int (*)(void *), void *, int, void *, pid_t *, void *, pid_t *)) \
+	 nsb_real(NSB_REAL_CLONE))
 #define real_pthread_create \
 	((int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *)) \
 	 nsb_real(NSB_REAL_PTHREAD_CREATE))
@@ -233,6 +256,9 @@ struct pollfd;
 struct epoll_event;
 struct timeval;
 #define real_pause ((int (*)(void))nsb_real(NSB_REAL_PAUSE))
+#define real_sigtimedwait \
+	((int (*)(const sigset_t *, siginfo_t *, const struct timespec *))nsb_real(NSB_REAL_SIGTIMEDWAIT))
+#define real_sigwait ((int (*)(const sigset_t *, int *))nsb_real(NSB_REAL_SIGWAIT))
 #define real_setcontext ((int (*)(const void *))nsb_real(NSB_REAL_SETCONTEXT))
 #define real_swapcontext ((int (*)(void *, const void *))nsb_real(NSB_REAL_SWAPCONTEXT))
 #define real_madvise ((int (*)(void *, size_t, int))nsb_real(NSB_REAL_MADVISE))
@@ -302,11 +328,10 @@ bool nsb_config_parse(const char *name, const char *value, int *out);
 static inline unsigned
 nsb_log2(size_t v)
 {
-	unsigned s = 0;
-
-	while (((size_t)1 << s) < v)
-		s++;
-	return s;
+	/* The least s with 2^s >= v, without a loop: it runs at every
+	 * mapping call (the page size's shift). */
+	return v <= 1 ? 0 : (unsigned)(8 * sizeof(unsigned long long)) -
+				(unsigned)__builtin_clzll((unsigned long long)(v - 1));
 }
 
 /* The signal set of a BSD mask (sigblock, sigsetmask, sigpause): bit
@@ -373,8 +398,9 @@ struct nsb_lock {
 	pthread_mutex_t mutex;
 	sigset_t saved;		/* the holder's mask, restored at unlock */
 	bool masked;		/* the holder blocked signals (saved is valid) */
+	bool inner;		/* ... by an outer lock of its thread (saved is not) */
 };
-#define NSB_LOCK_INITIALIZER { PTHREAD_MUTEX_INITIALIZER, { { 0 } }, false }
+#define NSB_LOCK_INITIALIZER { PTHREAD_MUTEX_INITIALIZER, { { 0 } }, false, false }
 void nsb_lock(struct nsb_lock *l);
 void nsb_lock_quiet(struct nsb_lock *l);
 void nsb_unlock(struct nsb_lock *l);
@@ -387,9 +413,19 @@ extern struct nsb_lock nsb_table_lock;	/* ranges.c and files.c */
 extern struct nsb_lock nsb_disp_lock;	/* dispositions.c */
 extern struct nsb_lock nsb_timers_lock;	/* threads.c */
 
-/* The pid whose memory this is: differs from getpid() in a vfork child,
- * which shares our memory and must not take the parent's state. */
+/* Is this a child that runs on our memory (vfork, posix_spawn's child,
+ * clone(CLONE_VM)) or on a copy of it made behind the fork handlers' back
+ * (a raw fork)?  Such a child must not take the parent's state.  Known
+ * without a system call unless the program made a process with clone()
+ * or syscall() (process.c). */
 bool nsb_in_vfork_child(void);
+/* [signal-safe] The caller's pid, without a system call where it is
+ * known. */
+pid_t nsb_getpid(void);
+/* [signal-safe] A process is about to be made with clone() or syscall():
+ * from now on nsb_in_vfork_child, nsb_getpid and nsb_gettid ask the
+ * kernel. */
+void nsb_process_clone_coming(void);
 void nsb_process_start(void);	/* from the constructor: fork handlers */
 pid_t nsb_gettid(void);	/* [signal-safe] */
 /* The mask to restore when this thread releases its outermost lock
@@ -476,6 +512,7 @@ void *nsb_memory_table(int which, size_t bytes);
 #define NSB_META_HUGEPAGE	0x1000000u	/* MADV_HUGEPAGE */
 #define NSB_META_NOHUGEPAGE	0x2000000u	/* MADV_NOHUGEPAGE */
 #define NSB_META_MERGEABLE	0x4000000u	/* MADV_MERGEABLE */
+#define NSB_META_MBIND		0x8000000u	/* mbind: a policy of its own */
 
 struct nsb_account;
 
@@ -521,6 +558,10 @@ int nsb_ranges_insert(const struct nsb_range *r);
 /* Removes [start, end) from every record, splitting as needed.  On return
  * no rescue is still using the removed pieces. */
 int nsb_ranges_cut(uintptr_t start, uintptr_t end);
+/* Makes the two records that meet at addr one, where they are one
+ * mapping's contiguous pieces alike in everything (as the kernel's VMAs
+ * are one there). */
+int nsb_ranges_join(uintptr_t addr);
 /* Sets the protection (and pkey, -1 to keep) of the recorded parts. */
 int nsb_ranges_set_prot(uintptr_t start, uintptr_t end, int prot, int pkey);
 
@@ -537,6 +578,9 @@ void nsb_saved_free(struct nsb_saved *s);
 int nsb_saved_push(struct nsb_saved *s, const struct nsb_range *r);
 /* Appends the records overlapping [start, end), clipped, lowest first. */
 int nsb_ranges_collect(uintptr_t start, uintptr_t end, struct nsb_saved *saved);
+/* The largest page size of the records overlapping [start, end) (the
+ * page size where there are none), and how many there are in *n. */
+size_t nsb_ranges_unit(uintptr_t start, uintptr_t end, size_t *n);
 
 /*
  * Changes in flux: while a call may change [s1, e1) and [s2, e2), a fault
@@ -611,7 +655,9 @@ size_t nsb_account_bytes(size_t len, size_t unit);
  */
 /* meta: the decision's (no descriptor for a file whose faults never need
  * the size). */
-uint32_t nsb_files_get(int fd, const struct stat *st, const char *path, uint32_t meta);
+uint32_t nsb_files_get(int fd, const struct stat *st, const char *path, uint32_t meta, int pfd);
+/* An O_PATH, close-on-exec descriptor of the file open as fd, or -1. */
+int nsb_files_path_descriptor(int fd);
 uint32_t nsb_files_get_mapped(uintptr_t start, uintptr_t end, uint64_t dev, uint64_t ino,
 			      const char *path, bool *memfs);
 void nsb_files_ref(uint32_t file, int delta);
@@ -644,7 +690,22 @@ uint64_t nsb_dev_of(unsigned major, unsigned minor);
 void nsb_rescue_handler(int sig, siginfo_t *si, void *uc); /* [signal-safe] */
 void nsb_rescue_after_fork_child(void);
 int nsb_rescue_prepare(void);	/* its memory, before the handler is installed */
-void nsb_rescue_arm(void);	/* at the first protected record: populate or not */
+void nsb_rescue_arm(void);	/* at the first protected record: its settings */
+/* What a VMA made anew over a record's page must be given again (a rescue's
+ * zero page, a refresh's file page): the policy at p before (-1: none
+ * kept), then everything with it after. */
+#define NSB_POLICY_BITS (8 * 2 * sizeof(unsigned long))
+int nsb_rescue_policy(const void *p, uint32_t meta, unsigned long nodes[2]); /* [signal-safe] */
+void nsb_rescue_reapply(void *p, size_t len, uint32_t meta, int policy,
+			const unsigned long nodes[2]); /* [signal-safe] */
+/* [signal-safe] Is (dev, ino) the library's zero file, which read-first
+ * fills are mapped from (a VMA of it is a rescue's, like anonymous
+ * memory)? */
+bool nsb_rescue_zero_file(uint64_t dev, uint64_t ino);
+/* The tail r an mremap grew over a rescued last unit: anonymous memory,
+ * as the kernel grows anonymous memory, where that unit may have been the
+ * zero file's (table lock held, the span in flux). */
+void nsb_rescue_regrown(const struct nsb_range *r);
 
 /* ---- dispositions.c: the program's view of signals --------------------- */
 
@@ -673,8 +734,17 @@ struct nsb_wait {
 int nsb_disp_wait_begin(struct nsb_wait *w, const sigset_t *mask);
 bool nsb_disp_wait_again(struct nsb_wait *w);
 void nsb_disp_wait_end(struct nsb_wait *w);
+/* sigwait, sigwaitinfo, sigtimedwait (waits.c): true when a held SIGBUS
+ * is taken into *got. */
+struct nsb_sigwait {
+	bool active;
+};
+bool nsb_disp_sigwait_begin(struct nsb_sigwait *w, const sigset_t *set, siginfo_t *got);
+bool nsb_disp_sigwait_take(struct nsb_sigwait *w, siginfo_t *got);
+void nsb_disp_sigwait_end(struct nsb_sigwait *w);
 /* [signal-safe] Everything the library does not rescue ends up here. */
 void nsb_disp_chain(int sig, siginfo_t *si, void *uc);
+bool nsb_disp_is_fault(const siginfo_t *si, const void *uc);	/* [signal-safe] */
 /* sigsetjmp and siglongjmp (see dispositions.c, jumps.c). */
 void nsb_disp_setjmp(const void *env, bool savemask);	/* [signal-safe] */
 bool nsb_disp_longjmp(const void *env, bool mask_saved, const sigset_t *saved_mask);
@@ -698,6 +768,8 @@ void nsb_disp_before_exec(struct nsb_exec *x);
 void nsb_disp_after_exec(struct nsb_exec *x);
 void nsb_disp_exec_ignore(struct nsb_exec *x);
 void nsb_disp_after_fork_child(void);
+void nsb_process_after_Fork_child(void);	/* process.c */
+void nsb_process_Fork_window(bool open);	/* process.c */
 void nsb_disp_start(void);	/* the constructor's part: inherited mask, handoff */
 /* Its value is the decimal pid of the process that wrote it: the exec'd
  * program's own (exec keeps the pid), or a spawned child's parent's. */
@@ -707,6 +779,9 @@ void nsb_disp_thread_exit(void);
 /* pthread_sigqueue sends a SIGBUS to one thread (signals.c): +1 before,
  * -1 if it failed. */
 void nsb_disp_directed(int delta);
+/* The thread left the library's outermost lock, which blocked every
+ * signal (process.c). */
+void nsb_disp_lock_left(void);
 
 /* ---- maps.c: /proc/self/maps and smaps --------------------------------- */
 
@@ -718,11 +793,19 @@ struct nsb_vma {
 	uint64_t ino;
 	int prot;
 	bool shared;
-	bool anon;		/* no file behind it */
+	bool anon;		/* no file behind it, or the library's zero file
+				 * (a rescue's: rescue.c) */
+	bool zero_file;		/* the latter: a file's VMA to the kernel */
 	int pkey;		/* smaps only: -1 when unknown */
 	size_t page_size;	/* smaps only: 0 when unknown */
 	bool dontfork;		/* smaps only: MADV_DONTFORK given (VmFlags dc) */
 	bool wipeonfork;	/* smaps only: MADV_WIPEONFORK given (VmFlags wf) */
+	uint32_t kept;		/* smaps only: the NSB_META_ bits of what a replaced
+				 * page must get again (VmFlags lo lf dd hg nh mg) */
+	uint64_t flags_sig;	/* smaps only: a hash of the VmFlags a program can
+				 * set on part of a mapping (all but sd mr mw me
+				 * ac nr): equal for two VMAs the kernel would
+				 * have kept as one */
 	const char *path;	/* NULL when absent or too long to keep */
 };
 /* Calls fn for each VMA overlapping [lo, hi), in address order, from
@@ -759,8 +842,17 @@ struct nsb_decision {
 	bool has_file;
 	struct stat st;
 	bool memfs;
+	int pfd;	/* an O_PATH descriptor of the file decided on, or -1:
+			 * nsb_files_get keeps it, nsb_policy_drop closes it */
 };
 void nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d);
+void nsb_policy_drop_fd(struct nsb_decision *d);
+static inline void
+nsb_policy_drop(struct nsb_decision *d)
+{
+	if (d->pfd >= 0)
+		nsb_policy_drop_fd(d);
+}
 /* Table lock held: the first protected mapping is about to be recorded. */
 void nsb_policy_prepare(void);
 
@@ -786,15 +878,33 @@ void nsb_identity_from(const struct statx *sx, struct nsb_identity *id);
 bool nsb_identity_of(int fd, struct nsb_identity *id);	/* regular files */
 bool nsb_received_any(void);	/* has a regular file ever been received? */
 bool nsb_received_is(const struct nsb_identity *id);
+/* Did a regular file arrive at fd lately, not mapped, closed or replaced
+ * since through a call the library saw?  A hint (received.c); true once. */
+bool nsb_received_hint_take(int fd);
+/* [signal-safe] The program closes or replaces [first, last]. */
+void nsb_received_hint_drop(unsigned first, unsigned last);
 /* [signal-safe] The process that sent this file, where known. */
 bool nsb_received_sender(uint64_t dev, uint64_t ino, int *pid, char comm[16]);
 
 /* ---- sandbox.c: seccomp filters (SPEC §12 "System calls") ------------- */
 
+/* [signal-safe] The fstat system call itself.  glibc's fstat() is
+ * newfstatat(fd, "", AT_EMPTY_PATH), which Firefox's content sandbox
+ * traps to its SIGSYS handler; trapped while every signal is blocked (the
+ * library's locks, its handler), the kernel kills the process instead. */
+static inline int
+nsb_fstat(int fd, struct stat *st)
+{
+	return (int)syscall(SYS_fstat, fd, st);
+}
+
 /* [signal-safe] True if no seccomp filter is in force: only then may the
  * library make a call some filter refuses or kills on (sandbox.c lists
  * them).  Reads /proc/self/status on its first call. */
 bool nsb_unfiltered(void);
+/* [signal-safe] openat(AT_FDCWD, path, flags) of a /proc file, with
+ * SIGSYS deliverable under a filter (a browser's broker trap). */
+int nsb_proc_open(const char *path, int flags);
 /* [signal-safe] A mapping the policy would protect, left as the program
  * made it for want of an allowed call: counted, logged once. */
 void nsb_sandbox_unchecked(void);

@@ -58,6 +58,7 @@
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/utsname.h>
 #include <sys/vfs.h>
@@ -232,8 +233,30 @@ stat_of(const struct statx *sx, struct stat *st)
 	st->st_blksize = (blksize_t)sx->stx_blksize;
 }
 
+static void decide(int prot, int flags, int fd, struct nsb_decision *d);
+
 void
 nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d)
+{
+	d->pfd = -1;
+	decide(prot, flags, fd, d);
+	if (!d->protect)
+		nsb_policy_drop(d);
+}
+
+/* The decision's descriptor, which nobody took (nsb_policy_drop). */
+void
+nsb_policy_drop_fd(struct nsb_decision *d)
+{
+	int saved_errno = errno;
+
+	syscall(SYS_close, d->pfd);
+	errno = saved_errno;
+	d->pfd = -1;
+}
+
+static void
+decide(int prot, int flags, int fd, struct nsb_decision *d)
 {
 	bool anon = (flags & MAP_ANONYMOUS) || fd < 0;
 	bool flagged = flags & MAP_NOSIGBUS;
@@ -254,7 +277,7 @@ nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d)
 		 * some filter refuses or kills on): under shm, a file received
 		 * from another process is protected, and whatever else the
 		 * policy might have protected stays as the program made it. */
-		d->has_file = fstat(fd, &d->st) == 0;
+		d->has_file = nsb_fstat(fd, &d->st) == 0;
 		if (!d->has_file || !S_ISREG(d->st.st_mode))
 			return;
 		if (nsb_received_any()) {
@@ -284,16 +307,23 @@ nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d)
 		bool memfd = false, maybe_received, by_mount;
 
 		/* statx first, where the mount tells the file system (see the
-		 * top); else F_GET_SEALS first. */
-		by_mount = atomic_load_explicit(&unique_ids, memory_order_relaxed) != 2 &&
-			   statx(fd, "", AT_EMPTY_PATH,
+		 * top); else F_GET_SEALS first.  A file just received is
+		 * asked through an O_PATH descriptor of it, which the library
+		 * then keeps (files.c): the program closes its own at once. */
+		by_mount = atomic_load_explicit(&unique_ids, memory_order_relaxed) != 2;
+		if (by_mount && nsb_config.errors != NSB_ERRORS_ZERO && nsb_received_hint_take(fd))
+			d->pfd = nsb_files_path_descriptor(fd);
+		by_mount = by_mount &&
+			   statx(d->pfd >= 0 ? d->pfd : fd, "", AT_EMPTY_PATH,
 				 STATX_BASIC_STATS | STATX_MNT_ID_UNIQUE | STATX_BTIME, &sx) == 0 &&
 			   (sx.stx_mask & STATX_BASIC_STATS) == STATX_BASIC_STATS;
 		if (by_mount && !(sx.stx_mask & STATX_MNT_ID_UNIQUE)) {
 			atomic_store_explicit(&unique_ids, 2, memory_order_relaxed);
 			by_mount = false;
 		}
-		if (by_mount && mount_of(fd, &sx, &type, &bsize)) {
+		if (!by_mount)
+			nsb_policy_drop(d);	/* the older way: the program's */
+		if (by_mount && mount_of(d->pfd >= 0 ? d->pfd : fd, &sx, &type, &bsize)) {
 			d->memfs = type == TMPFS_MAGIC || type == HUGETLBFS_MAGIC;
 		} else {
 			by_mount = false;
@@ -351,7 +381,7 @@ slow:
 		d->memfs = fs.f_type == TMPFS_MAGIC || fs.f_type == HUGETLBFS_MAGIC;
 		if (fs.f_type == HUGETLBFS_MAGIC)
 			shift = nsb_log2((size_t)fs.f_bsize);
-		d->has_file = fstat(fd, &d->st) == 0;
+		d->has_file = nsb_fstat(fd, &d->st) == 0;
 		if (d->has_file && nsb_received_any()) {
 			struct nsb_identity id = { .dev = (uint64_t)d->st.st_dev,
 						   .ino = (uint64_t)d->st.st_ino };

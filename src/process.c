@@ -31,21 +31,60 @@
  * rescues in flight and their claims, readers of the table, held
  * signals, the threads' views, the counters.  vfork and the C library's
  * posix_spawn share our memory and run no handlers: what they must not
- * touch is guarded with nsb_in_vfork_child().
+ * touch is guarded with nsb_in_vfork_child().  In a process of one
+ * thread (glibc's __libc_single_threaded) no lock can be held when fork
+ * is called - a holder blocks every signal, or there is no handler to
+ * call fork - so the fork takes none, and costs no system call.
  *
- * Signal context: nsb_gettid.
+ * Who we are, without a system call (a shell pays for every one of them
+ * in every child it starts): glibc's getpid and gettid are system calls,
+ * so the pid and each thread's tid are cached (initial-exec TLS for the
+ * tid), learnt on first use and forgotten in the fork child; between our
+ * fork handlers the forking thread asks the kernel.  A vfork child is
+ * known by the kernel's own word: the library's vfork is clone(CLONE_VM |
+ * CLONE_VFORK) with CLONE_CHILD_SETTID and CLONE_CHILD_CLEARTID on a word
+ * of the calling thread's TLS, which the child runs on: the kernel writes
+ * the child's tid there before the child's first instruction (a handler
+ * of the child's included), and 0 when it execs or exits, before the
+ * parent goes on.  posix_spawn's child (the C library's) calls nothing
+ * of ours.  A process made any other way the library sees - clone(), or
+ * syscall() with clone, clone3, fork or vfork, whose child shares our
+ * memory or has a copy of it made behind the fork handlers' back - puts
+ * the process for good in the exact mode of before: the pid it had then
+ * is the owner's, and every question goes to the kernel (getpid,
+ * gettid).  A process made with a raw system call instruction is not seen.
+ *
+ * Signal context: nsb_gettid, nsb_getpid, nsb_process_clone_coming.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "nsb.h"
 
-static pid_t owner_pid;	/* the process this memory belongs to */
+static pid_t owner_pid;	/* the process this memory belongs to (exact mode) */
+
+/* A process was made with clone() or syscall(), or a filter installed:
+ * ask the kernel.  (Read by vfork's assembly too.) */
+atomic_bool nsb_exact __attribute__((visibility("hidden")));
+/* The pid, once asked (not in a vfork child, nor in exact mode). */
+static _Atomic pid_t cached_pid;
+/* Written by the kernel (our vfork below): the tid of the vfork child
+ * running on this thread's memory, from its first instruction until it
+ * execs or exits; 0 otherwise. */
+__thread pid_t nsb_vfork_tid __attribute__((tls_model("initial-exec"), visibility("hidden")));
+static __thread pid_t cached_tid __attribute__((tls_model("initial-exec")));
+/* Between our fork handlers, in the forking thread: the caches are the
+ * parent's, and this may already be the child. */
+static __thread bool forking __attribute__((tls_model("initial-exec")));
+/* The fork took the locks (not in a process of one thread). */
+static bool fork_locked;
 
 /* The mask this thread had before it took its first lock. */
 static __thread sigset_t *outer_mask __attribute__((tls_model("initial-exec")));
@@ -60,13 +99,25 @@ nsb_lock(struct nsb_lock *l)
 {
 	sigset_t all, old;
 
+	/* A thread that holds a lock which blocked every signal still has
+	 * them all blocked (a holder unblocks none but SIGBUS, whose handler
+	 * takes no lock): nothing to block here, nothing to restore at
+	 * unlock, where the outermost lock restores the thread's mask.  Locks
+	 * are let go in the reverse order.  (The fork handlers take three
+	 * locks: two rt_sigprocmask calls a fork instead of six.) */
+	if (outer_mask) {
+		pthread_mutex_lock(&l->mutex);
+		l->masked = true;
+		l->inner = true;
+		return;
+	}
 	sigfillset(&all);
 	nsb_sys_sigmask(SIG_BLOCK, &all, &old);
 	pthread_mutex_lock(&l->mutex);
 	l->saved = old;
 	l->masked = true;
-	if (!outer_mask)
-		outer_mask = &l->saved;
+	l->inner = false;
+	outer_mask = &l->saved;
 }
 
 void
@@ -98,11 +149,21 @@ nsb_unlock(struct nsb_lock *l)
 		atomic_fetch_sub(&unmasked, 1);
 		return;
 	}
+	if (l->inner) {
+		pthread_mutex_unlock(&l->mutex);
+		return;
+	}
+	bool outermost = outer_mask == &l->saved;
+
 	old = l->saved;
-	if (outer_mask == &l->saved)
+	if (outermost)
 		outer_mask = NULL;
 	pthread_mutex_unlock(&l->mutex);
 	nsb_sys_sigmask(SIG_SETMASK, &old, NULL);
+	/* A SIGBUS held for the process while this thread had every signal
+	 * blocked here: the kernel would deliver it now (dispositions.c). */
+	if (outermost)
+		nsb_disp_lock_left();
 }
 
 void
@@ -155,7 +216,9 @@ nsb_other_threads(void)
 	ssize_t n;
 	int fd, field = 2;
 
-	fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	/* Under a seccomp filter /proc is not opened (sandbox.c): "yes",
+	 * the careful answer. */
+	fd = nsb_unfiltered() ? open("/proc/self/stat", O_RDONLY | O_CLOEXEC) : -1;
 	if (fd < 0)
 		return true;
 	n = read(fd, buf, sizeof(buf) - 1);
@@ -176,13 +239,240 @@ nsb_other_threads(void)
 pid_t
 nsb_gettid(void)
 {
-	return (pid_t)syscall(SYS_gettid);
+	pid_t tid = nsb_vfork_tid;
+
+	if (tid)
+		return tid;
+	if (forking || atomic_load(&nsb_exact))
+		return (pid_t)syscall(SYS_gettid);
+	tid = cached_tid;
+	if (!tid)
+		cached_tid = tid = (pid_t)syscall(SYS_gettid);
+	return tid;
+}
+
+/* [signal-safe] A vfork child's pid is its one thread's tid. */
+pid_t
+nsb_getpid(void)
+{
+	pid_t pid = nsb_vfork_tid;
+
+	if (pid)
+		return pid;
+	if (forking || atomic_load(&nsb_exact))
+		return getpid();
+	pid = atomic_load_explicit(&cached_pid, memory_order_relaxed);
+	if (!pid) {
+		pid = getpid();
+		atomic_store_explicit(&cached_pid, pid, memory_order_relaxed);
+	}
+	return pid;
 }
 
 bool
 nsb_in_vfork_child(void)
 {
-	return owner_pid && getpid() != owner_pid;
+	if (nsb_vfork_tid)
+		return true;
+	return atomic_load(&nsb_exact) && getpid() != owner_pid;
+}
+
+/* [signal-safe] Called by the thread that makes the process, before it
+ * exists: this thread is the owner's (a vfork child's own children run
+ * on its memory or a copy of it: they are taken for vfork children). */
+void
+nsb_process_clone_coming(void)
+{
+	if (atomic_load(&nsb_exact) || nsb_vfork_tid)
+		return;
+	owner_pid = nsb_getpid();
+	atomic_store(&nsb_exact, true);
+}
+
+/* clone() makes a process (or thread) that runs no fork handler and may
+ * share our memory and this thread's TLS. */
+NSB_EXPORT int
+clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
+{
+	va_list ap;
+	pid_t *ptid, *ctid;
+	void *tls;
+
+	/* Read as glibc's clone reads them: always, used per flags. */
+	va_start(ap, arg);
+	ptid = va_arg(ap, pid_t *);
+	tls = va_arg(ap, void *);
+	ctid = va_arg(ap, pid_t *);
+	va_end(ap);
+	nsb_process_clone_coming();
+	return real_clone(fn, stack, flags, arg, ptid, tls, ctid);
+}
+/* glibc's other name for it.  copy(): GCC's, so that the alias keeps
+ * clone's attributes (-Wmissing-attributes); clang has no such attribute
+ * and does not warn. */
+#if defined(__clang__)
+NSB_EXPORT __typeof__(clone) __clone __attribute__((alias("clone")));
+#else
+NSB_EXPORT __typeof__(clone) __clone __attribute__((alias("clone"), copy(clone)));
+#endif
+
+/*
+ * vfork(), in assembly like the C library's (no frame: the child returns
+ * on the parent's stack, and the parent after it): clone(CLONE_VM |
+ * CLONE_VFORK | SIGCHLD) with the child's tid written to, and cleared
+ * from, nsb_vfork_tid by the kernel.  In a vfork child (the word is set)
+ * a nested vfork is plain, so that the word stays set in the child once
+ * its own child has gone.  The parent clears the word (a child that dumps
+ * core leaves it).  In exact mode - a filter installed through a call the
+ * library sees puts the process there: some filters (Chromium's) kill a
+ * clone whose flags they do not know - it is the vfork system call, as
+ * the C library's; so is it where the clone is refused (EPERM, ENOSYS
+ * under a filter the library did not see), in exact mode from then on.
+ */
+#define NSB_STR2(x) #x
+#define NSB_STR(x) NSB_STR2(x)
+#define VFORK_FLAGS (CLONE_VM | CLONE_VFORK | SIGCHLD)
+#define VFORK_TID_FLAGS (VFORK_FLAGS | CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID)
+void nsb_vfork_refused(void);
+long nsb_syscall_failed(long ret);
+#if defined(__x86_64__)
+__asm__(".text\n"
+	".globl vfork\n"
+	".type vfork, @function\n"
+	".globl __vfork\n"
+	".type __vfork, @function\n"
+	".p2align 4\n"
+	"vfork:\n"
+	"__vfork:\n"
+	".cfi_startproc\n"
+	"	movq nsb_vfork_tid@gottpoff(%rip), %r10\n"
+	"	addq %fs:0, %r10\n"	/* &nsb_vfork_tid: clone's child_tid */
+	"	cmpl $0, (%r10)\n"
+	"	jne 2f\n"
+	"	cmpb $0, nsb_exact(%rip)\n"
+	"	jne 2f\n"
+	"	popq %r9\n"	/* the return address, kept in a register */
+	".cfi_adjust_cfa_offset -8\n"
+	".cfi_register %rip, %r9\n"
+	"	movl $" NSB_STR(VFORK_TID_FLAGS) ", %edi\n"
+	"	xorl %esi, %esi\n"
+	"	xorl %edx, %edx\n"
+	"	xorl %r8d, %r8d\n"
+	"	movl $" NSB_STR(SYS_clone) ", %eax\n"
+	"	syscall\n"
+	"	pushq %r9\n"
+	".cfi_adjust_cfa_offset 8\n"
+	".cfi_rel_offset %rip, 0\n"
+	"	testq %rax, %rax\n"
+	"	je 6f\n"	/* the child */
+	"	movl $0, (%r10)\n"
+	"	cmpq $-4095, %rax\n"
+	"	jae 3f\n"
+	"1:	ret\n"
+	/* As glibc's: with a shadow stack (shared with the parent), the
+	 * child goes back without popping it. */
+	"6:	xorl %esi, %esi\n"
+	"	rdsspq %rsi\n"
+	"	testq %rsi, %rsi\n"
+	"	je 1b\n"
+	"	popq %rdi\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"	jmp *%rdi\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"3:	cmpq $-" NSB_STR(EPERM) ", %rax\n"
+	"	je 4f\n"
+	"	cmpq $-" NSB_STR(ENOSYS) ", %rax\n"
+	"	jne 5f\n"
+	"4:	subq $8, %rsp\n"	/* 16-byte aligned at the call */
+	".cfi_adjust_cfa_offset 8\n"
+	"	call nsb_vfork_refused\n"
+	"	addq $8, %rsp\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"2:	popq %r9\n"
+	".cfi_adjust_cfa_offset -8\n"
+	".cfi_register %rip, %r9\n"
+	"	movl $" NSB_STR(SYS_vfork) ", %eax\n"
+	"	syscall\n"
+	"	pushq %r9\n"
+	".cfi_adjust_cfa_offset 8\n"
+	".cfi_rel_offset %rip, 0\n"
+	"	cmpq $-4095, %rax\n"
+	"	jae 5f\n"
+	"	ret\n"
+	"5:	movq %rax, %rdi\n"
+	"	jmp nsb_syscall_failed\n"
+	".cfi_endproc\n"
+	".size vfork, .-vfork\n"
+	".size __vfork, .-__vfork\n");
+#elif defined(__aarch64__)
+/* The return address stays in x30; the kernel keeps every register but x0. */
+__asm__(".text\n"
+	".globl vfork\n"
+	".type vfork, %function\n"
+	".globl __vfork\n"
+	".type __vfork, %function\n"
+	".p2align 2\n"
+	"vfork:\n"
+	"__vfork:\n"
+	".cfi_startproc\n"
+	"	hint 34\n"	/* bti c */
+	"	mrs x9, tpidr_el0\n"
+	"	adrp x10, :gottprel:nsb_vfork_tid\n"
+	"	ldr x10, [x10, #:gottprel_lo12:nsb_vfork_tid]\n"
+	"	add x4, x9, x10\n"	/* &nsb_vfork_tid: clone's child_tid */
+	"	ldr w11, [x4]\n"
+	"	cbnz w11, 2f\n"
+	"	adrp x10, nsb_exact\n"
+	"	ldrb w11, [x10, #:lo12:nsb_exact]\n"
+	"	cbnz w11, 2f\n"
+	"	mov x0, #(" NSB_STR(VFORK_TID_FLAGS) " & 0xffff)\n"
+	"	movk x0, #(" NSB_STR(VFORK_TID_FLAGS) " >> 16), lsl #16\n"
+	"	mov x1, #0\n"
+	"	mov x2, #0\n"
+	"	mov x3, #0\n"
+	"	mov x8, #" NSB_STR(SYS_clone) "\n"
+	"	svc #0\n"
+	"	cbz x0, 1f\n"	/* the child */
+	"	str wzr, [x4]\n"
+	"	cmn x0, #4095\n"
+	"	b.cs 3f\n"
+	"1:	ret\n"
+	"3:	cmn x0, #" NSB_STR(EPERM) "\n"
+	"	b.eq 4f\n"
+	"	cmn x0, #" NSB_STR(ENOSYS) "\n"
+	"	b.ne 5f\n"
+	"4:	stp x29, x30, [sp, #-16]!\n"
+	".cfi_def_cfa_offset 16\n"
+	".cfi_offset 29, -16\n"
+	".cfi_offset 30, -8\n"
+	"	mov x29, sp\n"
+	"	bl nsb_vfork_refused\n"
+	"	ldp x29, x30, [sp], #16\n"
+	".cfi_def_cfa_offset 0\n"
+	".cfi_restore 29\n"
+	".cfi_restore 30\n"
+	"2:	mov x0, #" NSB_STR(VFORK_FLAGS) "\n"
+	"	mov x1, #0\n"
+	"	mov x2, #0\n"
+	"	mov x3, #0\n"
+	"	mov x4, #0\n"
+	"	mov x8, #" NSB_STR(SYS_clone) "\n"
+	"	svc #0\n"
+	"	cmn x0, #4095\n"
+	"	b.cs 5f\n"
+	"	ret\n"
+	"5:	b nsb_syscall_failed\n"
+	".cfi_endproc\n"
+	".size vfork, .-vfork\n"
+	".size __vfork, .-__vfork\n");
+#endif
+
+/* The clone that marks a vfork child was refused: exact mode, then the
+ * vfork system call. */
+__attribute__((used)) void
+nsb_vfork_refused(void)
+{
+	nsb_process_clone_coming();
 }
 
 /*
@@ -194,6 +484,13 @@ nsb_in_vfork_child(void)
 static void
 before_fork(void)
 {
+	forking = true;
+	/* One thread (never more since it started, nor any made behind
+	 * glibc's back): no lock is held, and none can be taken while we
+	 * fork. */
+	fork_locked = !__libc_single_threaded || atomic_load(&nsb_exact);
+	if (!fork_locked)
+		return;
 	nsb_lock(&nsb_timers_lock);
 	nsb_lock(&nsb_table_lock);
 	nsb_lock(&nsb_disp_lock);
@@ -202,17 +499,26 @@ before_fork(void)
 static void
 after_fork_parent(void)
 {
-	nsb_unlock(&nsb_disp_lock);
-	nsb_unlock(&nsb_table_lock);
-	nsb_unlock(&nsb_timers_lock);
+	if (fork_locked) {
+		nsb_unlock(&nsb_disp_lock);
+		nsb_unlock(&nsb_table_lock);
+		nsb_unlock(&nsb_timers_lock);
+	}
+	forking = false;
 }
 
+/* The child's reset; the locks' saved mask is the caller's business. */
 static void
-after_fork_child(void)
+reset_child(void)
 {
-	sigset_t mask = nsb_timers_lock.saved;
-
-	owner_pid = getpid();
+	/* A new pid and tid, learnt again when asked (the resets below may);
+	 * a vfork child's word, if a vfork child forked, is its memory's. */
+	atomic_store(&cached_pid, 0);
+	cached_tid = 0;
+	nsb_vfork_tid = 0;
+	forking = false;
+	if (atomic_load(&nsb_exact))
+		owner_pid = getpid();
 	/* The locks are new, and this thread holds none of them. */
 	outer_mask = NULL;
 	/* Threads that waited for the lock without the mask are not here. */
@@ -225,7 +531,31 @@ after_fork_child(void)
 	nsb_rescue_after_fork_child();
 	nsb_disp_after_fork_child();
 	nsb_log_after_fork_child();
-	nsb_sys_sigmask(SIG_SETMASK, &mask, NULL);
+}
+
+static void
+after_fork_child(void)
+{
+	sigset_t mask = nsb_timers_lock.saved;
+
+	reset_child();
+	if (fork_locked)
+		nsb_sys_sigmask(SIG_SETMASK, &mask, NULL);
+}
+
+/* Around _Fork, which runs no atfork handler (threads.c): the caller's
+ * caches are the parent's until the child's reset. */
+void
+nsb_process_Fork_window(bool open)
+{
+	forking = open;
+}
+
+/* The child of _Fork, which runs no atfork handler (threads.c). */
+void
+nsb_process_after_Fork_child(void)
+{
+	reset_child();
 }
 
 /*
@@ -235,19 +565,17 @@ after_fork_child(void)
  * after every handler of the program's has run, and give them back (or
  * reset them, in the child) before any runs: a program's handler may map,
  * unmap, mprotect and change signals like any code.  The C library keeps
- * its first handlers in static storage; the one system call is getpid.
- * (Loaded later with dlopen, the library's handlers come after those
- * registered before: such a program's handlers must not call the
- * interposed functions.)
+ * its first handlers in static storage; no system call.  (Loaded later
+ * with dlopen, the library's handlers come after those registered before:
+ * such a program's handlers must not call the interposed functions.)
+ *
+ * The owner's pid is not asked here: the thread that makes a child that
+ * shares our memory without being a vfork child (clone(CLONE_VM), as
+ * LTP's clone tests make) learns it before the child exists
+ * (nsb_process_clone_coming), so the child is never taken for the owner.
  */
 void
 nsb_process_start(void)
 {
-	/* Learnt here, not when it first matters: the first process to
-	 * need it might be a child that shares our memory without being a
-	 * thread (clone(CLONE_VM) without CLONE_THREAD, as LTP's clone tests
-	 * make), and the owner would then be taken for a vfork child for
-	 * good: its handler never installed, its mask changes never seen. */
-	owner_pid = getpid();
 	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }

@@ -65,10 +65,10 @@ struct slot {
 	uintptr_t start;
 	uint64_t off_file;	/* file offset in pages << 16 | file */
 	uint32_t pages;
-	uint32_t meta_gen;	/* meta (27 bits) | gen << 27 */
+	uint32_t meta_gen;	/* meta (28 bits) | gen << 28 */
 	struct nsb_account *acct;
 };
-#define META_BITS	27
+#define META_BITS	28
 #define META_MASK	((1u << META_BITS) - 1)
 #define MAX_PAGES	UINT32_MAX
 
@@ -132,6 +132,8 @@ struct table {
 				 * through their first word */
 	uint32_t nspare;
 	uint32_t made;		/* chunks made in this copy's home */
+	size_t roomy;		/* room() found room for this many more
+				 * records, and nothing changed since */
 };
 
 /* Where a record is: chunk j, slot i; j == nc for "past the last". */
@@ -203,6 +205,54 @@ first_at_or_below(const struct table *t, uintptr_t addr)
 			lo = mid + 1;
 	}
 	p.i = lo < CHUNK ? lo : CHUNK - 1;
+	return p;
+}
+
+/* first_at_or_below() for a writer, who holds the table lock: the copy
+ * is not changing under it, and every chunk of it has records. */
+static struct pos
+find_pos(const struct table *t, uintptr_t addr)
+{
+	size_t nc = t->nc, lo = 0, hi;
+	struct pos p = { nc, 0 };
+	const struct run *r;
+	const struct slot *s;
+
+	if (nc == 0)
+		return p;
+	r = t->c->r;
+	if (nc == 1) {
+		/* The usual table: one chunk. */
+		if (r[0].s[r[0].n - 1].start > addr)
+			return p;
+	} else {
+		/* The first chunk whose last (lowest) record starts at or
+		 * below addr. */
+		hi = nc;
+		while (lo < hi) {
+			size_t mid = (lo + hi) / 2;
+
+			if (r[mid].s[r[mid].n - 1].start <= addr)
+				hi = mid;
+			else
+				lo = mid + 1;
+		}
+		if (lo == nc)
+			return p;
+	}
+	p.j = lo;
+	s = r[lo].s;
+	hi = r[lo].n;
+	lo = 0;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (s[mid].start <= addr)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	p.i = lo;
 	return p;
 }
 
@@ -514,8 +564,10 @@ spares_needed(const struct table *t, size_t extra)
 static int
 room(struct table *t, size_t extra)
 {
-	size_t cap = t->c ? t->c->cap : 0;
+	size_t cap = t->c ? t->c->cap : 0, asked = extra;
 
+	if (extra <= t->roomy)
+		return 0;
 	if (t->nspare < extra || cap < t->nc + extra)
 		extra = spares_needed(t, extra);
 	if (t->nspare < extra || cap < t->nc + extra) {
@@ -551,6 +603,7 @@ room(struct table *t, size_t extra)
 		atomic_thread_fence(memory_order_release);
 		t->c = r;
 	}
+	t->roomy = asked;
 	return 0;
 }
 
@@ -558,6 +611,8 @@ room(struct table *t, size_t extra)
 int
 nsb_ranges_reserve(size_t extra)
 {
+	if (extra <= copies[0].roomy && extra <= copies[1].roomy)
+		return 0;
 	if (room(&copies[0], extra) < 0 || room(&copies[1], extra) < 0)
 		return -1;
 	return 0;
@@ -569,7 +624,8 @@ run_insert(struct table *t, size_t j)
 {
 	struct run *r = t->c->r;
 
-	memmove(&r[j + 1], &r[j], (t->nc - j) * sizeof(r[0]));
+	if (t->nc > j)
+		memmove(&r[j + 1], &r[j], (t->nc - j) * sizeof(r[0]));
 	r[j].s = chunk_new(t);
 	r[j].n = 0;
 	t->nc++;
@@ -582,7 +638,8 @@ run_remove(struct table *t, size_t j)
 	struct run *r = t->c->r;
 
 	chunk_free(t, r[j].s);
-	memmove(&r[j], &r[j + 1], (t->nc - j - 1) * sizeof(r[0]));
+	if (t->nc > j + 1)
+		memmove(&r[j], &r[j + 1], (t->nc - j - 1) * sizeof(r[0]));
 	t->nc--;
 }
 
@@ -628,10 +685,12 @@ insert_at(struct table *t, struct pos p, const struct slot *s)
 			}
 		}
 	}
-	memmove(&r->s[p.i + 1], &r->s[p.i], (r->n - p.i) * sizeof(*s));
+	if (r->n > p.i)
+		memmove(&r->s[p.i + 1], &r->s[p.i], (r->n - p.i) * sizeof(*s));
 	r->s[p.i] = *s;
 	r->n++;
 	t->n++;
+	t->roomy = 0;
 }
 
 /* Chunks j and j + 1 become one where that fills at most half a chunk. */
@@ -653,12 +712,15 @@ remove_at(struct table *t, struct pos p, size_t k)
 {
 	size_t first = p.j;
 
+	t->roomy = 0;
 	t->n -= k;
 	while (k) {
 		struct run *r = &t->c->r[p.j];
 		size_t take = r->n - p.i < k ? r->n - p.i : k;
 
-		memmove(&r->s[p.i], &r->s[p.i + take], (r->n - p.i - take) * sizeof(r->s[0]));
+		if (r->n > p.i + take)
+			memmove(&r->s[p.i], &r->s[p.i + take],
+				(r->n - p.i - take) * sizeof(r->s[0]));
 		r->n -= take;
 		k -= take;
 		if (r->n == 0) {
@@ -680,7 +742,7 @@ remove_at(struct table *t, struct pos p, size_t k)
 static void
 split_at(struct table *t, uintptr_t addr, bool count)
 {
-	struct pos p = first_at_or_below(t, addr);
+	struct pos p = find_pos(t, addr);
 	struct slot *lower, upper;
 	uint64_t below;
 
@@ -707,7 +769,7 @@ split_at(struct table *t, uintptr_t addr, bool count)
 static struct pos
 span(const struct table *t, uintptr_t start, uintptr_t end, size_t *k)
 {
-	struct pos p = first_at_or_below(t, end - 1), q = p;
+	struct pos p = find_pos(t, end - 1), q = p;
 
 	*k = 0;
 	while (!at_end(t, q) && at(t, q)->start >= start) {
@@ -717,8 +779,54 @@ span(const struct table *t, uintptr_t start, uintptr_t end, size_t *k)
 	return p;
 }
 
+/* The two records that meet at addr, the upper at *hi and the lower at
+ * *lo, if they are one mapping's contiguous pieces with the same
+ * attributes (as the kernel would merge the VMAs). */
+static bool
+joinable_at(const struct table *t, uintptr_t addr, struct pos *hi, struct pos *lo)
+{
+	const struct slot *u, *l;
+
+	*hi = find_pos(t, addr);
+	if (at_end(t, *hi) || at(t, *hi)->start != addr)
+		return false;
+	*lo = next_pos(t, *hi);
+	if (at_end(t, *lo))
+		return false;
+	u = at(t, *hi);
+	l = at(t, *lo);
+	return slot_end(l) == addr && l->meta_gen == u->meta_gen && l->acct == u->acct &&
+	       slot_file(l) == slot_file(u) &&
+	       (l->off_file >> 16) + l->pages == (u->off_file >> 16) &&
+	       (uint64_t)l->pages + u->pages <= MAX_PAGES;
+}
+
+/* Do the records overlapping [start, end) all lie inside it?  Then the
+ * first of them (highest) in *p, and how many in *k (0: none there). */
+static bool
+whole_records(const struct table *t, uintptr_t start, uintptr_t end, struct pos *p, size_t *k)
+{
+	struct pos q = find_pos(t, end - 1);
+	const struct slot *s;
+
+	*p = q;
+	*k = 0;
+	if (at_end(t, q) || slot_end(s = at(t, q)) <= start)
+		return true;
+	if (slot_end(s) > end)
+		return false;
+	for (;;) {
+		if (s->start < start)
+			return false;
+		(*k)++;
+		q = next_pos(t, q);
+		if (at_end(t, q) || slot_end(s = at(t, q)) <= start)
+			return true;
+	}
+}
+
 struct op {
-	enum { OP_INSERT, OP_CUT, OP_PROT, OP_FLAGS } kind;
+	enum { OP_INSERT, OP_CUT, OP_PROT, OP_FLAGS, OP_JOIN } kind;
 	struct nsb_range r;
 	struct slot s;		/* OP_INSERT: r packed */
 	int prot;
@@ -733,8 +841,21 @@ apply(struct table *t, const struct op *op, bool count)
 	size_t k;
 
 	switch (op->kind) {
+	case OP_JOIN: {
+		struct pos hi, lo_pos;
+
+		if (!joinable_at(t, op->r.start, &hi, &lo_pos))
+			return;
+		at(t, lo_pos)->pages += at(t, hi)->pages;
+		if (count) {
+			nsb_files_ref(slot_file(at(t, hi)), -1);
+			nsb_account_ref(at(t, hi)->acct, -1);
+		}
+		remove_at(t, hi, 1);
+		return;
+	}
 	case OP_INSERT:
-		insert_at(t, first_at_or_below(t, op->s.start), &op->s);
+		insert_at(t, find_pos(t, op->s.start), &op->s);
 		if (count) {
 			nsb_files_ref(slot_file(&op->s), 1);
 			nsb_account_ref(op->s.acct, 1);
@@ -743,9 +864,13 @@ apply(struct table *t, const struct op *op, bool count)
 	case OP_CUT:
 	case OP_PROT:
 	case OP_FLAGS:
-		split_at(t, op->r.start, count);
-		split_at(t, op->r.end, count);
-		lo = span(t, op->r.start, op->r.end, &k);
+		/* Usually the span holds whole records (a mapping unmapped
+		 * whole): one search finds them, and nothing is split. */
+		if (!whole_records(t, op->r.start, op->r.end, &lo, &k)) {
+			split_at(t, op->r.start, count);
+			split_at(t, op->r.end, count);
+			lo = span(t, op->r.start, op->r.end, &k);
+		}
 		q = lo;
 		for (size_t i = 0; i < k; i++, q = next_pos(t, q)) {
 			struct slot *r = at(t, q);
@@ -848,9 +973,9 @@ overlap_locked(uintptr_t start, uintptr_t end)
 	const struct table *t = &copies[atomic_load(&active)];
 	struct pos p;
 
-	if (end <= start)
+	if (end <= start || t->n == 0)
 		return false;
-	p = first_at_or_below(t, end - 1);
+	p = find_pos(t, end - 1);
 	return !at_end(t, p) && slot_end(at(t, p)) > start;
 }
 
@@ -860,6 +985,17 @@ nsb_ranges_cut(uintptr_t start, uintptr_t end)
 	struct op op = { .kind = OP_CUT, .r = { .start = start, .end = end } };
 
 	if (!overlap_locked(start, end))
+		return 0;
+	return update(&op);
+}
+
+int
+nsb_ranges_join(uintptr_t addr)
+{
+	struct op op = { .kind = OP_JOIN, .r = { .start = addr } };
+	struct pos hi, lo;
+
+	if (!joinable_at(&copies[atomic_load(&active)], addr, &hi, &lo))
 		return 0;
 	return update(&op);
 }
@@ -955,6 +1091,26 @@ nsb_saved_push(struct nsb_saved *s, const struct nsb_range *r)
 	return 0;
 }
 
+size_t
+nsb_ranges_unit(uintptr_t start, uintptr_t end, size_t *n)
+{
+	const struct table *t = &copies[atomic_load(&active)];
+	size_t unit = nsb_config.page_size;
+
+	*n = 0;
+	if (end <= start)
+		return unit;
+	for (struct pos p = find_pos(t, end - 1);
+	     !at_end(t, p) && slot_end(at(t, p)) > start; p = next_pos(t, p)) {
+		size_t u = (size_t)1 << NSB_META_SHIFT(at(t, p)->meta_gen & META_MASK);
+
+		if (u > unit)
+			unit = u;
+		(*n)++;
+	}
+	return unit;
+}
+
 int
 nsb_ranges_collect(uintptr_t start, uintptr_t end, struct nsb_saved *saved)
 {
@@ -964,7 +1120,7 @@ nsb_ranges_collect(uintptr_t start, uintptr_t end, struct nsb_saved *saved)
 	if (end <= start)
 		return 0;
 	/* Highest first, as the table keeps them; then turned around. */
-	for (struct pos p = first_at_or_below(t, end - 1);
+	for (struct pos p = find_pos(t, end - 1);
 	     !at_end(t, p) && slot_end(at(t, p)) > start; p = next_pos(t, p)) {
 		struct nsb_range r;
 
@@ -997,6 +1153,7 @@ nsb_ranges_fail_next_alloc(void)
 	for (int k = 0; k < 2; k++) {
 		copies[k].spare = NULL;
 		copies[k].nspare = 0;
+		copies[k].roomy = 0;
 	}
 }
 
@@ -1006,6 +1163,7 @@ void
 nsb_ranges_test_chunk(size_t n)
 {
 	full = (uint8_t)(n >= 4 && n <= CHUNK ? n : CHUNK);
+	copies[0].roomy = copies[1].roomy = 0;
 }
 
 /* The child has one thread: rescues in flight elsewhere are gone with
@@ -1032,7 +1190,7 @@ nsb_ranges_after_fork_child(void)
 			t = &copies[atomic_load(&active)];
 			if (r.start == 0)
 				break;
-			p = first_at_or_below(t, r.start - 1);
+			p = find_pos(t, r.start - 1);
 			continue;
 		}
 		if (r.meta & NSB_META_WIPEONFORK)

@@ -40,6 +40,7 @@
  * Threads may race to look up the same function: each gets the same
  * answer, and stores it.
  */
+#include <gnu/libc-version.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
@@ -119,6 +120,11 @@ static const struct {
 	[NSB_REAL_FREOPEN] = { "freopen", true, false },
 	[NSB_REAL_FREOPEN64] = { "freopen64", true, false },
 	[NSB_REAL_PTHREAD_SIGQUEUE] = { "pthread_sigqueue", true, true },
+	[NSB_REAL_SIGTIMEDWAIT] = { "sigtimedwait", true, false },
+	[NSB_REAL_SIGWAIT] = { "sigwait", true, false },
+	[NSB_REAL_GETCONTEXT] = { "getcontext", true, true },
+	[NSB_REAL_CLONE] = { "clone", true, false },
+	[NSB_REAL__FORK] = { "_Fork", false, true },
 };
 
 /*
@@ -245,6 +251,24 @@ known_fn(enum nsb_real_fn fn)
 	if (!atomic_load_explicit(&started, memory_order_acquire) || looking_up)
 		return NULL;
 	return nsb_real_find(fn);
+}
+
+/* Is the running C library glibc MAJOR.MINOR or later?  (For
+ * NSB_EXPORT_SINCE's resolvers: gnu_get_libc_version returns a constant
+ * string, no system call.) */
+bool
+nsb_libc_at_least(unsigned major, unsigned minor)
+{
+	const char *v = gnu_get_libc_version();
+	unsigned long ma = 0, mi = 0;
+
+	for (; *v >= '0' && *v <= '9'; v++)
+		ma = ma * 10 + (unsigned long)(*v - '0');
+	if (*v++ != '.')
+		return false;
+	for (; *v >= '0' && *v <= '9'; v++)
+		mi = mi * 10 + (unsigned long)(*v - '0');
+	return ma > major || (ma == major && mi >= minor);
 }
 
 /* The raw fallbacks return like libc: -1/MAP_FAILED with errno. */

@@ -79,6 +79,60 @@ static _Atomic(struct received *) table_p;
 static atomic_uint next_slot;
 static atomic_uint written;	/* entries ever written: 0, nothing received */
 
+/*
+ * The numbers regular files arrived at lately (number + 1, 0: free), until
+ * the program maps them, or closes or replaces them through a call the
+ * library sees.  Only a hint, for cost: a compositor closes a pool it has
+ * mapped at once, so policy.c keeps the library's descriptor at the
+ * mapping, from an O_PATH descriptor it decides on (one call fewer than
+ * at the close, which must check the number again).  A number closed and
+ * reused behind the library's back (a raw close, io_uring) costs only
+ * that: the decision is made on the file the number names at mmap time,
+ * never on what the hint says.
+ */
+#define HINTS 8
+static atomic_int hint_fd[HINTS];
+static atomic_uint hint_next;
+static atomic_uint hints;	/* ever given: 0, nothing to look at */
+
+/* [signal-safe] */
+static void
+hint_give(int fd)
+{
+	atomic_store_explicit(&hint_fd[atomic_fetch_add(&hint_next, 1) % HINTS], fd + 1,
+			      memory_order_relaxed);
+	atomic_store_explicit(&hints, 1, memory_order_relaxed);
+}
+
+bool
+nsb_received_hint_take(int fd)
+{
+	if (fd < 0 || !atomic_load_explicit(&hints, memory_order_relaxed))
+		return false;
+	for (int i = 0; i < HINTS; i++) {
+		int expected = fd + 1;
+
+		if (atomic_load_explicit(&hint_fd[i], memory_order_relaxed) == fd + 1 &&
+		    atomic_compare_exchange_strong(&hint_fd[i], &expected, 0))
+			return true;
+	}
+	return false;
+}
+
+/* [signal-safe] */
+void
+nsb_received_hint_drop(unsigned first, unsigned last)
+{
+	if (!atomic_load_explicit(&hints, memory_order_relaxed))
+		return;
+	for (int i = 0; i < HINTS; i++) {
+		int v = atomic_load_explicit(&hint_fd[i], memory_order_relaxed) - 1;
+
+		if (v >= 0 && (unsigned)v >= first && (unsigned)v <= last)
+			atomic_compare_exchange_strong(&hint_fd[i], &(int){ v + 1 }, 0);
+	}
+}
+
 bool
 nsb_received_any(void)
 {
@@ -244,7 +298,7 @@ nsb_identity_of(int fd, struct nsb_identity *id)
 	if (!nsb_unfiltered()) {
 		struct stat st;
 
-		if (syscall(SYS_fstat, fd, &st) < 0 || !S_ISREG(st.st_mode))
+		if (nsb_fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 			return false;
 		*id = (struct nsb_identity){ .dev = (uint64_t)st.st_dev,
 					     .ino = (uint64_t)st.st_ino };
@@ -291,6 +345,7 @@ note_message(int sock, const struct msghdr *msg)
 			memcpy(&fd, CMSG_DATA(c) + k * sizeof(int), sizeof(fd));
 			if (!nsb_identity_of(fd, &id))
 				continue;
+			hint_give(fd);
 			/* The sender is only ever named in the log. */
 			/* (SO_PEERCRED and /proc/PID/comm: not under a filter.) */
 			if (pid < 0 && (!nsb_config.log || !nsb_unfiltered())) {

@@ -11,8 +11,10 @@
  * resizes a protected shared mapping (a move alone changes nothing the
  * program sees), and on nosigbus_refresh(), every replaced
  * unit of a shared file mapping that the file now covers is mapped from
- * the file anew (MAP_FIXED, at its offset and protection, its pkey and
- * MADV_DONTFORK re-applied) and is no longer counted as replaced.
+ * the file anew (MAP_FIXED, at its offset and protection, with what a new
+ * VMA does not inherit given again as a rescue gives it: key, fork and
+ * other advice, memory policy, locks) and is no longer counted as
+ * replaced.
  * Private mappings keep their units (the program may have written them,
  * and in a private mapping what it wrote is its own), except the part an
  * mremap grows over a replaced last unit, which nothing wrote yet.  (What
@@ -61,6 +63,8 @@
 struct run {
 	uintptr_t start, end;
 	uint64_t off;
+	int policy;		/* the replacement's mbind policy, kept */
+	unsigned long nodes[2];
 };
 
 /* Runs are mapped a batch at a time: bounded scratch memory, whatever
@@ -127,7 +131,10 @@ map_in_child(struct job *j, int fd)
 	j->mapped = 0;
 	sigfillset(&all);
 	nsb_sys_sigmask(SIG_BLOCK, &all, &old);
-	pid = clone(child_main, j->stack + CHILD_STACK, CLONE_VM | CLONE_VFORK, j);
+	/* The C library's clone: ours would make the process ask the kernel
+	 * who it is from now on (process.c), and this child calls nothing. */
+	pid = real_clone(child_main, j->stack + CHILD_STACK, CLONE_VM | CLONE_VFORK, j, NULL,
+			 NULL, NULL);
 	if (pid > 0)
 		while (syscall(SYS_wait4, pid, &status, __WALL, NULL) < 0 && errno == EINTR)
 			;
@@ -173,10 +180,12 @@ map_batch(struct job *j)
 {
 	const struct nsb_range *r = j->r;
 	size_t unit = (size_t)1 << NSB_META_SHIFT(r->meta), done, pages = 0;
-	int pkey = NSB_META_PKEY(r->meta);
 
-	for (size_t i = 0; i < j->n; i++)
+	for (size_t i = 0; i < j->n; i++) {
 		nsb_account_clear(r->acct, j->runs[i].off, j->runs[i].end - j->runs[i].start);
+		j->runs[i].policy = nsb_rescue_policy((const void *)j->runs[i].start, r->meta,
+						      j->runs[i].nodes);
+	}
 	done = map_from_file(j);
 	for (size_t i = 0; i < j->n; i++) {
 		size_t len = j->runs[i].end - j->runs[i].start;
@@ -185,11 +194,9 @@ map_batch(struct job *j)
 			(void)nsb_account_claim_run(r->acct, j->runs[i].off, len / unit);
 			continue;
 		}
-		if (pkey >= 0)
-			(void)nsb_sys_pkey_mprotect((void *)j->runs[i].start, len,
-						    (int)(r->meta & NSB_META_PROT), pkey);
-		if (r->meta & NSB_META_DONTFORK)
-			(void)nsb_sys_madvise((void *)j->runs[i].start, len, MADV_DONTFORK);
+		/* What the replacement had, and a new VMA does not. */
+		nsb_rescue_reapply((void *)j->runs[i].start, len, r->meta, j->runs[i].policy,
+				   j->runs[i].nodes);
 		pages += len / nsb_config.page_size;
 	}
 	j->n = 0;

@@ -2,11 +2,12 @@
 /*
  * rescue.c - the SIGBUS handler.
  *
- * Everything in this file runs in signal context but nsb_rescue_prepare
- * and nsb_rescue_after_fork_child.  The handler finds the record,
- * decides whether the fault is one to rescue (a page at or past the end
- * of its file, SPEC §5), maps zero-filled private memory over the
- * faulting page (or more, by NOSIGBUS_FILL), and returns so that the
+ * Everything in this file runs in signal context but nsb_rescue_prepare,
+ * nsb_rescue_arm, nsb_rescue_regrown and nsb_rescue_after_fork_child.
+ * The handler finds the record, decides whether the fault is one to
+ * rescue (a page at or past the end of its file, SPEC §5), maps
+ * zero-filled private memory over the faulting page (or more, by
+ * NOSIGBUS_FILL: anonymous, or the zero file below), and returns so that the
  * instruction runs again.  No locks, no malloc, no stdio; errno is
  * preserved.  What is not rescued goes to nsb_disp_chain(), which behaves
  * as if the library were absent.
@@ -21,18 +22,25 @@
  * there (flux), another thread is replacing the unit (its bit is set and
  * the rescue is under way), or the unit no longer faults (it was replaced
  * while this fault's signal was on its way, or the file grew back).
+ * Where another thread is the reason (a call, a replacement), the fault
+ * gives up its CPU first (sched_yield): a thread of real-time priority
+ * faulting again and again would otherwise keep that thread, if it is of
+ * the same priority on the same CPU, from ever running (a livelock).
  *
  * Stack: the handler may run on a small alternate stack (Rust gives each
  * thread 8 KiB); no buffer here is bigger than a few words.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <ucontext.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -64,82 +72,192 @@ static struct busy *busy;
 static char *signal_space;	/* nsb_signal_space() */
 
 /*
- * A fill of many units is populated with the shared zero page at once
- * (MADV_POPULATE_READ, Linux 5.14): the file's pages are read with the
- * kernel's fault-around, 16 a fault, while fresh anonymous memory faults
- * once a page, so a compositor reading a truncated buffer's replaced tail
- * paid one fault a page where the same buffer untruncated costs a
- * sixteenth of that (issue 24's hostile frame, 1.55-1.75x; populated,
- * about 1x).  At most POPULATE_MAX bytes a rescue: populating costs
- * about a tenth of a fault a page, and a pool may be far bigger than the
- * buffer read from it (a hostile client may make it so): 64 MiB covers a
- * 5K buffer.
+ * The zero file.  A rescued tail is read, by a compositor, as often as
+ * not: a client's buffer is read with the kernel's fault-around (16 pages
+ * a fault, the file's pages being in its page cache), fresh anonymous
+ * memory one fault a page, so a frame read from a truncated pool's
+ * replaced tail cost 1.55-1.77x the same frame untruncated.  Populating
+ * the fill with the shared zero page at once (MADV_POPULATE_READ) made
+ * that frame cheap where the kernel maps the zero page, at a price for
+ * writers: every page then took a second, copy-on-write fault (a
+ * write-first pass 1.46-1.49x fresh memory), and where the kernel maps
+ * no zero page (some paravirtualised guests) it could not be done at all.
  *
- * Only where a read of anonymous memory maps the zero page: populating
- * must cost time, never memory (else a client could make a compositor
- * allocate 64 MiB a pool).  Some kernels never map it (a paravirtualised
- * guest booted with pvm_no_zero_page=1; s390 under KVM), and transparent
- * huge pages map a huge zero page only with use_zero_page set.  Asked
- * once, when the handler is installed: one anonymous page populated, and
- * /proc/self/pagemap says whether what got mapped there is this
- * process's own page (bit 56, "exclusively mapped", which unprivileged
- * readers see too) or the shared zero page.  NSB_TEST_POPULATE=on or off
- * decides instead (tests).
+ * So a fill whose faulting access is a read is mapped private from one
+ * memfd of the library's own, zero-filled and sealed (its size, its
+ * contents: nothing can ever write it or make it shorter): its pages, once
+ * read, stay in its page cache, and the next tail mapped from it is read
+ * with fault-around, on every kernel.  A fill whose faulting access is a
+ * write is fresh anonymous memory (one fault a page, as any new memory),
+ * as is a single page, a fill of huge pages, and every unit when the zero
+ * file cannot be had.  A write into a tail mapped from the zero file
+ * copies the page (one fault, as a write to fresh memory, but a copy
+ * from the page cache costs a little more than a fresh page: a tail read
+ * and then written pays that).
+ *
+ * Memory: the zero file is ZERO_FILE_SIZE bytes, and a unit of file
+ * offset off is mapped from its offset off % ZERO_FILE_SIZE (pieces split
+ * where that wraps: VMAs of one fill stay few, and the tails a client
+ * makes, wherever their offsets, share the same pages): whatever the
+ * pools, the library holds at most ZERO_FILE_SIZE of memory for it (only
+ * the pages ever read), never a page per truncated pool.  At most
+ * ZERO_SPAN_MAX bytes of a fill are mapped from it, the rest anonymous.
+ *
+ * Made the first time a read-first fill needs it, in the handler (a
+ * process never rescued never has it): memfd_create, ftruncate and
+ * F_ADD_SEALS, moved to a high number (close-on-exec), never under a
+ * seccomp filter (memfd_create is a call some filters kill on:
+ * sandbox.c), nor in a vfork child (its descriptor table is not ours).
+ * It is checked with fstat against the inode it was made with before and
+ * after every use: a program that closes the number (closefrom) or reuses
+ * it only makes the library make another.  NSB_TEST_ZERO_FILE=off makes
+ * every fill anonymous (tests, and the benchmark's comparison).
  */
-#define POPULATE_MAX	((size_t)64 << 20)
+#define ZERO_FILE_SIZE	((size_t)64 << 20)
+#define ZERO_SPAN_MAX	((size_t)256 << 20)
 #ifndef MLOCK_ONFAULT
 #define MLOCK_ONFAULT 1
 #endif
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22
+#ifndef MPOL_F_ADDR
+#define MPOL_F_ADDR (1 << 1)
 #endif
-static bool populate;
+#ifndef MFD_CLOEXEC
+#define MFD_CLOEXEC 0x0001U
+#endif
+#ifndef MFD_ALLOW_SEALING
+#define MFD_ALLOW_SEALING 0x0002U
+#endif
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U
+#endif
+#ifndef F_ADD_SEALS
+#define F_ADD_SEALS 1033
+#define F_SEAL_SEAL 0x0001
+#define F_SEAL_SHRINK 0x0002
+#define F_SEAL_GROW 0x0004
+#define F_SEAL_WRITE 0x0008
+#endif
+#ifndef SYS_memfd_create
+#error "SYS_memfd_create"
+#endif
 
-/* The first byte of a small file, or 0. */
-static char
-first_byte(const char *path)
+/* -1: not made (yet); -2: never (the kernel or NSB_TEST_ZERO_FILE says
+ * no). */
+static atomic_int zero_fd = -1;
+static _Atomic uint64_t zero_dev, zero_ino;	/* written before zero_fd */
+static atomic_bool zero_off;
+
+/* [signal-safe] Is fd the zero file?  Keeps errno. */
+static bool
+zero_file_is(int fd)
 {
-	char c = 0;
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	int saved_errno = errno;
+	struct stat st;
+	bool ours = fd >= 0 && nsb_fstat(fd, &st) == 0 &&
+		    (uint64_t)st.st_ino == atomic_load(&zero_ino) &&
+		    (uint64_t)st.st_dev == atomic_load(&zero_dev);
 
-	if (fd < 0)
-		return 0;
-	if (syscall(SYS_read, fd, &c, 1) != 1)
-		c = 0;
-	(void)syscall(SYS_close, fd);
-	return c;
+	errno = saved_errno;
+	return ours;
 }
 
-static bool
-zero_page_used(void)
+/* [signal-safe] */
+bool
+nsb_rescue_zero_file(uint64_t dev, uint64_t ino)
 {
-	const char *force = nsb_config.secure ? NULL : getenv("NSB_TEST_POPULATE");
-	size_t ps = nsb_config.page_size;
-	uint64_t entry = 0;
-	bool zero = false;
-	void *p;
-	int fd;
+	return atomic_load_explicit(&zero_fd, memory_order_acquire) >= 0 &&
+	       ino == atomic_load(&zero_ino) && dev == atomic_load(&zero_dev);
+}
 
-	if (force && (!strcmp(force, "on") || !strcmp(force, "off")))
-		return !strcmp(force, "on");
-	if (first_byte("/sys/kernel/mm/transparent_hugepage/enabled") &&
-	    first_byte("/sys/kernel/mm/transparent_hugepage/use_zero_page") != '1')
-		return false;
-	/* A page of the library's own memory, never touched yet (a mapping
-	 * wherever the kernel would put it could be an address another
-	 * thread is taking back with MAP_FIXED, which our munmap would
-	 * undo: memory.c).  Kept: one page of address space. */
-	p = nsb_memory(ps);
-	if (!p)
-		return false;
-	fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	if (fd >= 0 && nsb_sys_madvise(p, ps, MADV_POPULATE_READ) == 0 &&
-	    syscall(SYS_pread64, fd, &entry, sizeof(entry), (off_t)((uintptr_t)p / ps * sizeof(entry))) ==
-		    (ssize_t)sizeof(entry))
-		zero = (entry >> 63 & 1) && !(entry >> 56 & 1);
-	if (fd >= 0)
+/* [signal-safe] A new zero file, numbered high; -1, or -2 if the kernel
+ * has none to give.  Out of line: its frame (a struct stat) is on the
+ * handler's stack only while the file is made (SPEC §5's budget). */
+__attribute__((noinline)) static int
+zero_file_make(void)
+{
+	const int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL;
+	struct rlimit rl;
+	struct stat st;
+	int fd, high;
+
+	fd = (int)syscall(SYS_memfd_create, "nosigbus-zero",
+			  MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);
+	if (fd < 0 && errno == EINVAL)	/* before Linux 6.3 */
+		fd = (int)syscall(SYS_memfd_create, "nosigbus-zero",
+				  MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return errno == ENOSYS || errno == EPERM || errno == EACCES || errno == EINVAL
+			       ? -2 : -1;
+	if (syscall(SYS_ftruncate, fd, (off_t)ZERO_FILE_SIZE) != 0 ||
+	    syscall(SYS_fcntl, fd, F_ADD_SEALS, seals) != 0 || nsb_fstat(fd, &st) != 0) {
 		(void)syscall(SYS_close, fd);
-	return zero;
+		return -1;
+	}
+	/* Out of the numbers a program counts on being free, below the
+	 * library's kept descriptors (files.c). */
+	if (syscall(SYS_getrlimit, RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur >= 64) {
+		high = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC,
+				    (rl.rlim_cur > 1024 ? 1024 : (int)rl.rlim_cur) - 32);
+		if (high >= 0) {
+			(void)syscall(SYS_close, fd);
+			fd = high;
+		}
+	}
+	atomic_store(&zero_dev, (uint64_t)st.st_dev);
+	atomic_store(&zero_ino, (uint64_t)st.st_ino);
+	return fd;
+}
+
+/* [signal-safe] The zero file's descriptor, made if need be, or -1. */
+static int
+zero_file(void)
+{
+	int fd = atomic_load_explicit(&zero_fd, memory_order_acquire), made;
+
+	if (fd >= 0 && zero_file_is(fd))
+		return fd;
+	if (fd == -2 || atomic_load_explicit(&zero_off, memory_order_relaxed) ||
+	    nsb_in_vfork_child() || !nsb_unfiltered())
+		return -1;
+	/* Not made, or the program closed or reused its number: another.
+	 * Two threads may make one each: the second closes its own. */
+	made = zero_file_make();
+	if (made == -2) {
+		atomic_compare_exchange_strong(&zero_fd, &fd, -2);
+		return -1;
+	}
+	if (made < 0)
+		return -1;
+	if (!atomic_compare_exchange_strong(&zero_fd, &fd, made)) {
+		(void)syscall(SYS_close, made);
+		return fd >= 0 && zero_file_is(fd) ? fd : -1;
+	}
+	return made;
+}
+
+/* [signal-safe] Maps [start, end) (file offset off) from the zero file
+ * at offset off % ZERO_FILE_SIZE, piece by piece where that wraps, at
+ * most ZERO_SPAN_MAX bytes.  Where it mapped up to (start: nothing). */
+static uintptr_t
+zero_map(uintptr_t start, uintptr_t end, uint64_t off, int prot)
+{
+	int fd = zero_file();
+	uintptr_t at = start, lim = end - start > ZERO_SPAN_MAX ? start + ZERO_SPAN_MAX : end;
+
+	while (fd >= 0 && at < lim) {
+		uint64_t zoff = (off + (at - start)) % ZERO_FILE_SIZE;
+		size_t len = ZERO_FILE_SIZE - zoff < lim - at ? ZERO_FILE_SIZE - zoff : lim - at;
+
+		if (nsb_sys_mmap((void *)at, len, prot, MAP_FIXED | MAP_PRIVATE, fd, (off_t)zoff) ==
+		    MAP_FAILED)
+			break;
+		at += len;
+	}
+	/* The number named the zero file all along (see above); if not, what
+	 * was mapped from it is made anonymous by the caller. */
+	if (at > start && !zero_file_is(fd))
+		return start;
+	return at;
 }
 
 /* [signal-safe] */
@@ -164,23 +282,21 @@ nsb_rescue_prepare(void)
 }
 
 /*
- * Whether fills are populated: asked the first time a protected mapping
- * is recorded (policy.c), never when the handler is only installed (a
- * program that blocks every signal and protects nothing makes none of
- * these calls), and never under a seccomp filter: reading pagemap and
- * MADV_POPULATE_READ are calls some filters kill on (sandbox.c).
+ * At the first protected record (policy.c): NSB_TEST_ZERO_FILE=off read
+ * here, where getenv may be called.  The zero file itself is made by the
+ * first rescue that needs it.
  */
 void
 nsb_rescue_arm(void)
 {
 	static atomic_bool asked;
-	int saved_errno;
+	const char *v;
 
 	if (atomic_load_explicit(&asked, memory_order_acquire) || atomic_exchange(&asked, true))
 		return;
-	saved_errno = errno;
-	populate = nsb_unfiltered() && zero_page_used();
-	errno = saved_errno;
+	v = nsb_config.secure ? NULL : getenv("NSB_TEST_ZERO_FILE");
+	if (v && !strcmp(v, "off"))
+		atomic_store(&zero_off, true);
 }
 
 /* [signal-safe] A slot for a rescue in acct of [start, end), or -1. */
@@ -276,44 +392,93 @@ nsb_rescue_after_fork_child(void)
 	}
 }
 
+/* [signal-safe] The memory policy at p if the record says the program
+ * set one (mbind), read while the page is still the mapping's; -1 if none. */
+int
+nsb_rescue_policy(const void *p, uint32_t meta, unsigned long nodes[2])
+{
+	int policy = -1;
+
+	nodes[0] = nodes[1] = 0;	/* 64 or 128 nodes; more: not kept */
+	if ((meta & NSB_META_MBIND) &&
+	    syscall(SYS_get_mempolicy, &policy, nodes, NSB_POLICY_BITS, p, MPOL_F_ADDR) != 0)
+		policy = -1;
+	return policy;
+}
+
+/* [signal-safe] What a new VMA over [p, p + len) does not inherit from the
+ * one it replaced, given again from the record's meta: its key, fork
+ * advice, dump and huge page advice, merging, memory policy (from
+ * nsb_rescue_policy) and locks.  For a rescue, and for a refresh's
+ * mapping of the file (refresh.c). */
+void
+nsb_rescue_reapply(void *p, size_t len, uint32_t meta, int policy, const unsigned long nodes[2])
+{
+	int prot = (int)(meta & NSB_META_PROT);
+	int pkey = NSB_META_PKEY(meta);
+
+	if (pkey >= 0)
+		(void)nsb_sys_pkey_mprotect(p, len, prot, pkey);
+	/* The new VMA does not inherit the madvise() of the one it replaced. */
+	if (meta & NSB_META_DONTFORK)
+		(void)nsb_sys_madvise(p, len, MADV_DONTFORK);
+	if (meta & NSB_META_WIPEONFORK)
+		(void)nsb_sys_madvise(p, len, MADV_WIPEONFORK);
+	/* Nor its advice and locks (the program gave them: its own calls). */
+	if (meta & NSB_META_DONTDUMP)
+		(void)nsb_sys_madvise(p, len, MADV_DONTDUMP);
+	if (meta & NSB_META_HUGEPAGE)
+		(void)nsb_sys_madvise(p, len, MADV_HUGEPAGE);
+	if (meta & NSB_META_NOHUGEPAGE)
+		(void)nsb_sys_madvise(p, len, MADV_NOHUGEPAGE);
+	if (meta & NSB_META_MERGEABLE)
+		(void)nsb_sys_madvise(p, len, MADV_MERGEABLE);
+	if (policy > 0)
+		(void)syscall(SYS_mbind, p, len, policy, nodes, NSB_POLICY_BITS, 0);
+	if ((meta & (NSB_META_LOCKED | NSB_META_ONFAULT)) == NSB_META_LOCKED)
+		(void)syscall(SYS_mlock, p, len);
+	else if (meta & NSB_META_LOCKED)
+		(void)syscall(SYS_mlock2, p, len, MLOCK_ONFAULT);
+}
+
 /* [signal-safe] Replaces [start, end) with zero pages at the recorded
- * protection, key and fork behaviour. */
-static bool
-replace(uintptr_t start, uintptr_t end, const struct nsb_range *r)
+ * protection, key, fork behaviour, advice, policy and locks: a fill whose
+ * fault was a read from the zero file (above) as far as it goes, the rest
+ * anonymous memory.  Where it replaced up to: end, or less when a part
+ * from the zero file was mapped and the rest could not be (start:
+ * nothing, errno set). */
+static uintptr_t
+replace(uintptr_t start, uintptr_t end, const struct nsb_range *r, bool read)
 {
 	int prot = (int)(r->meta & NSB_META_PROT);
-	int pkey = NSB_META_PKEY(r->meta);
-	void *p;
+	unsigned long nodes[2];
+	int policy = nsb_rescue_policy((const void *)start, r->meta, nodes);
+	uintptr_t from = start;
 
-	p = nsb_sys_mmap((void *)start, end - start, prot,
-			 MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return false;
-	if (pkey >= 0)
-		(void)nsb_sys_pkey_mprotect(p, end - start, prot, pkey);
-	/* The new VMA does not inherit the madvise() of the one it replaced. */
-	if (r->meta & NSB_META_DONTFORK)
-		(void)nsb_sys_madvise(p, end - start, MADV_DONTFORK);
-	if (r->meta & NSB_META_WIPEONFORK)
-		(void)nsb_sys_madvise(p, end - start, MADV_WIPEONFORK);
-	/* Nor its advice and locks (the program gave them: its own calls). */
-	if (r->meta & NSB_META_DONTDUMP)
-		(void)nsb_sys_madvise(p, end - start, MADV_DONTDUMP);
-	if (r->meta & NSB_META_HUGEPAGE)
-		(void)nsb_sys_madvise(p, end - start, MADV_HUGEPAGE);
-	if (r->meta & NSB_META_NOHUGEPAGE)
-		(void)nsb_sys_madvise(p, end - start, MADV_NOHUGEPAGE);
-	if (r->meta & NSB_META_MERGEABLE)
-		(void)nsb_sys_madvise(p, end - start, MADV_MERGEABLE);
-	if ((r->meta & (NSB_META_LOCKED | NSB_META_ONFAULT)) == NSB_META_LOCKED)
-		(void)syscall(SYS_mlock, p, end - start);
-	else if (r->meta & NSB_META_LOCKED)
-		(void)syscall(SYS_mlock2, p, end - start, MLOCK_ONFAULT);
-	/* A fill: its zero pages at once, read-only ones too (see above). */
-	if (populate && (prot & PROT_READ) && end - start > nsb_config.page_size)
-		(void)nsb_sys_madvise(p, end - start < POPULATE_MAX ? end - start : POPULATE_MAX,
-				      MADV_POPULATE_READ);
-	return true;
+	/* Small pages of a file, readable, not executable, and no advice a
+	 * file's VMA refuses (MADV_WIPEONFORK, MADV_MERGEABLE). */
+	if (read && end - start > nsb_config.page_size && (prot & PROT_READ) && !(prot & PROT_EXEC) &&
+	    ((size_t)1 << NSB_META_SHIFT(r->meta)) == nsb_config.page_size &&
+	    !(r->meta & (NSB_META_ANON | NSB_META_WIPEONFORK | NSB_META_MERGEABLE)))
+		from = zero_map(start, end, r->off + (start - r->start), prot);
+	if (from < end && nsb_sys_mmap((void *)from, end - from, prot,
+				       MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED) {
+		if (from == start)
+			return start;
+		end = from;	/* what the zero file took is replaced */
+	}
+	nsb_rescue_reapply((void *)start, end - start, r->meta, policy, nodes);
+	return end;
+}
+
+void
+nsb_rescue_regrown(const struct nsb_range *r)
+{
+	int saved_errno = errno;
+
+	if (atomic_load(&zero_fd) >= 0)
+		(void)replace(r->start, r->end, r, false);
+	errno = saved_errno;
 }
 
 /* The unit this thread was last sent back to fault on again although it
@@ -355,10 +520,11 @@ enum check { PAST_EOF, INSIDE, UNKNOWN };
  * every file system: a fault inside the size is the file system's (an I/O
  * error, a full tmpfs, a userfaultfd in SIGBUS mode), and goes to the
  * program as without the library - unless NOSIGBUS_ERRORS=zero asks for
- * zeros there, or the file is a peer's (peers_error).  Anonymous memory has no size (only its huge pages fault).
- * Where the size cannot be learnt, the unit is rescued and counted as
- * unverified.  Every unit after one past the end is past it too, so a
- * fill goes on only from a unit known to be past the end.
+ * zeros there, or the file is a peer's (peers_error).  Anonymous memory
+ * has no size (only its huge pages fault).  Where the size cannot be
+ * learnt, the unit is rescued and counted as unverified.  Every unit
+ * after one past the end is past it too, so a fill goes on only from a
+ * unit known to be past the end.
  */
 static enum check
 check(const struct nsb_range *r, uintptr_t page, size_t unit, struct seen *seen)
@@ -451,9 +617,18 @@ inside_again(uintptr_t start, const struct nsb_range *r, const struct seen *seen
 {
 	uint64_t id = nsb_account_id(r->acct);
 
-	if (again_page == start && again_acct == id && again_inside && again_seen.sure &&
-	    again_seen.size == seen->size && again_seen.ctime.tv_sec == seen->ctime.tv_sec &&
-	    again_seen.ctime.tv_nsec == seen->ctime.tv_nsec) {
+	/* The change time only for memory-backed files: a disk file
+	 * system stamps it in the fault itself (ext4_page_mkwrite calls
+	 * file_update_time before the allocation that fails with ENOSPC,
+	 * with a fresh fine-grained stamp after our fstat since Linux 6.13),
+	 * so there every retry would see a change and a full disk would
+	 * never get its SIGBUS (fs-ext4-write hung).  shmem's faults stamp
+	 * nothing: only a resize does. */
+	bool memfs = (r->meta & NSB_META_MEMFS) != 0;
+
+	if (again_page == start && again_acct == id && again_inside && again_seen.size == seen->size &&
+	    (!memfs || (again_seen.sure && again_seen.ctime.tv_sec == seen->ctime.tv_sec &&
+			again_seen.ctime.tv_nsec == seen->ctime.tv_nsec))) {
 		again_page = 0;
 		return false;
 	}
@@ -471,10 +646,10 @@ inside_again(uintptr_t start, const struct nsb_range *r, const struct seen *seen
  * most 512 bytes of stack may be used before that).
  */
 __attribute__((noinline)) static enum verdict
-rescue(uintptr_t addr)
+rescue(uintptr_t addr, bool read)
 {
 	struct nsb_range r;
-	uintptr_t start, end;
+	uintptr_t start, end, got;
 	enum check c;
 	struct seen seen = { 0 };
 	size_t unit, units;
@@ -486,6 +661,7 @@ rescue(uintptr_t addr)
 	case NSB_LOOKUP_NONE:
 		return NOT_OURS;
 	case NSB_LOOKUP_BUSY:
+		sched_yield();	/* let the call's thread run (below) */
 		return AGAIN;	/* a call is changing the records here */
 	case NSB_LOOKUP_FOUND:
 		break;
@@ -502,6 +678,7 @@ rescue(uintptr_t addr)
 	slot = busy_enter(r.acct, start, start + units * unit);
 	if (slot < 0) {
 		nsb_ranges_leave(ticket);
+		sched_yield();	/* let them run (below) */
 		return AGAIN;	/* the owners will be done */
 	}
 	if (!nsb_account_claim(r.acct, off)) {
@@ -512,6 +689,12 @@ rescue(uintptr_t addr)
 
 		busy_leave(slot);
 		nsb_ranges_leave(ticket);
+		/* Another thread replaces it: let it run.  A thread of
+		 * real-time priority that only faulted again would keep a
+		 * replacing one of the same priority off its CPU for good
+		 * (core-lostwrite attack under SCHED_FIFO hung so). */
+		if (wait)
+			sched_yield();
 		return wait || first_again(start, &r) ? AGAIN : NOT_OURS;
 	}
 	/* State: anonymous memory faults with SIGBUS only on huge pages; a
@@ -547,15 +730,22 @@ rescue(uintptr_t addr)
 	/* Replace.  Out of VMAs (vm.max_map_count): one mapping from the
 	 * unit up to the next replaced one (or the record's end) needs none,
 	 * as it merges with what lies above it (SPEC §5). */
-	ok = replace(start, end, &r);
-	if (!ok && errno == ENOMEM && c == PAST_EOF && end < r.end) {
+	got = replace(start, end, &r, read);
+	if (got == start && errno == ENOMEM && c == PAST_EOF && end < r.end) {
 		size_t more = nsb_account_claim_run(r.acct, off + units * unit, (r.end - end) / unit);
 
 		units += more;
 		end += more * unit;
-		ok = more && replace(start, end, &r);
+		got = more ? replace(start, end, &r, false) : start;
 		if (!more)
 			errno = ENOMEM;
+	}
+	ok = got > start;
+	if (ok && got < end) {
+		/* Part of it from the zero file, the rest not replaced. */
+		nsb_account_unclaim(r.acct, off + (got - start), (end - got) / unit);
+		units = (got - start) / unit;
+		end = got;
 	}
 	if (!ok) {
 		nsb_account_unclaim(r.acct, off, units);
@@ -588,6 +778,49 @@ rescue(uintptr_t addr)
 	return RESCUED;
 }
 
+/*
+ * [signal-safe] Was the fault a write?  The kernel says so in the signal
+ * frame: x86's page-fault error code (bit 1), arm64's ESR (a data abort's
+ * WnR bit), in its record of the frame's reserved space.  Unknown: a read.
+ */
+static bool
+fault_was_write(const void *ucv)
+{
+	const ucontext_t *uc = ucv;
+
+	if (!uc)
+		return false;
+#if defined(__x86_64__)
+	return (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+#elif defined(__aarch64__)
+	{
+		const unsigned char *p = (const unsigned char *)uc->uc_mcontext.__reserved;
+		const unsigned char *e = p + sizeof(uc->uc_mcontext.__reserved);
+
+		while (p + 8 <= e) {
+			uint32_t magic, size;
+
+			memcpy(&magic, p, 4);
+			memcpy(&size, p + 4, 4);
+			if (magic == 0 || size < 8 || size > (size_t)(e - p))
+				break;
+			if (magic == 0x45535201 && size >= 16) {	/* ESR_MAGIC */
+				uint64_t esr;
+				unsigned ec;
+
+				memcpy(&esr, p + 8, 8);
+				ec = (unsigned)(esr >> 26) & 0x3f;
+				return (ec == 0x24 || ec == 0x25) && (esr & (1u << 6));
+			}
+			p += size;
+		}
+		return false;
+	}
+#else
+	return false;
+#endif
+}
+
 /* [signal-safe] The SIGBUS handler the library installs. */
 void
 nsb_rescue_handler(int sig, siginfo_t *si, void *uc)
@@ -595,8 +828,11 @@ nsb_rescue_handler(int sig, siginfo_t *si, void *uc)
 	int saved_errno = errno;
 
 	/* Only a fault the kernel raised counts: si_code BUS_ADRERR cannot
-	 * be sent by another process (the kernel refuses si_code >= 0). */
-	if (si && si->si_code == BUS_ADRERR && rescue((uintptr_t)si->si_addr) != NOT_OURS) {
+	 * be sent by another process (the kernel refuses si_code >= 0), but
+	 * the kernel sends it as CLD_KILLED, a child's exit signal, with the
+	 * child's pid and uid where the address would be. */
+	if (si && si->si_code == BUS_ADRERR && nsb_disp_is_fault(si, uc) &&
+	    rescue((uintptr_t)si->si_addr, !fault_was_write(uc)) != NOT_OURS) {
 		errno = saved_errno;
 		return;
 	}

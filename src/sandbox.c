@@ -14,8 +14,9 @@
  *    mremap, the rt_sig* calls, getpid, gettid, tgkill, futex;
  *  - the others, each of which some filter refuses or kills on: statx,
  *    fstatfs, open_tree, mincore, ioctl(PROCMAP_QUERY), openat of /proc
- *    (a browser traps it to its broker), madvise(MADV_POPULATE_READ),
- *    memfd_create, uname, getsockopt, rt_tgsigqueueinfo.
+ *    (a browser traps it to its broker), memfd_create (with the
+ *    ftruncate and F_ADD_SEALS of the zero file: rescue.c), uname,
+ *    getsockopt, rt_tgsigqueueinfo.
  * The library makes one of the second set only where nsb_unfiltered()
  * says no filter is in force: the kernel says so in /proc/self/status
  * ("Seccomp: 0"), read once, on the first call that needs to know (a
@@ -23,8 +24,10 @@
  * filter was installed since through a call the library sees: prctl
  * (PR_SET_SECCOMP) and syscall(SYS_seccomp) - libseccomp, systemd,
  * Chromium, Firefox, bubblewrap and sshd install theirs through one of
- * the two.  A filter only ever stays (it is inherited across fork and
- * exec, and never removed), so once filtered, always filtered.  An
+ * the two (libseccomp's probes, which the kernel refuses on their
+ * arguments, do not count: nsb_seccomp_coming).  A filter only ever
+ * stays (it is inherited across fork and exec, and never removed), so
+ * once filtered, always filtered.  An
  * unreadable status counts as filtered.  A filter installed later by a
  * raw system call instruction is not seen (libnosigbus(7) says so).
  *
@@ -35,7 +38,9 @@
  * nosigbus_get_stats' `unchecked` and, with NOSIGBUS_LOG=1, logged once.
  *
  * The interposed syscall() goes to the kernel itself (the instruction,
- * as glibc's syscall() does, in the same assembly): the library's own
+ * as glibc's syscall() does, in the same assembly; only the seccomp
+ * operations that install, SECCOMP_SET_MODE_STRICT and _FILTER, count):
+ * the library's own
  * syscall() calls bind to it (-Bsymbolic-functions), and a handler may
  * make them.
  *
@@ -44,8 +49,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -57,6 +64,7 @@
 #endif
 
 void nsb_filter_coming(void);
+void nsb_seccomp_coming(long nr, long a, long b, long c);
 long nsb_syscall_failed(long ret);
 
 /* 0: not asked yet; 1: no filter; 2: a filter is (or may be) in force. */
@@ -104,6 +112,30 @@ raw_syscall(long n, long a, long b, long c, long d, long e, long f)
 }
 
 /*
+ * [signal-safe] openat with SIGSYS unblocked in this thread for the call
+ * alone: a filter that traps openat to a broker (a browser's) delivers
+ * SIGSYS, which the library's locks and handler otherwise block, and a
+ * trapped call with SIGSYS blocked is a kill.  The broker refuses /proc:
+ * -1, as where it is not mounted.
+ */
+static int
+open_trapped(const char *path, int flags)
+{
+	sigset_t sys, old;
+	int fd, err;
+
+	sigemptyset(&sys);
+	sigaddset(&sys, SIGSYS);
+	if (raw_syscall(SYS_rt_sigprocmask, SIG_UNBLOCK, (long)&sys, (long)&old, _NSIG / 8, 0, 0) < 0)
+		return -1;
+	fd = (int)raw_syscall(SYS_openat, AT_FDCWD, (long)path, flags, 0, 0, 0);
+	err = errno;
+	raw_syscall(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, _NSIG / 8, 0, 0);
+	errno = err;
+	return fd;
+}
+
+/*
  * [signal-safe] The value of "Seccomp:" in /proc/self/status: 0 none,
  * 1 strict, 2 filter; -1 if it cannot be read.  Read a chunk at a time
  * and matched across chunks: the file is as long as the process's groups
@@ -119,8 +151,9 @@ seccomp_mode(void)
 	int fd, mode = -1;
 	ssize_t n;
 
-	fd = (int)raw_syscall(SYS_openat, AT_FDCWD, (long)"/proc/self/status",
-			      O_RDONLY | O_CLOEXEC, 0, 0, 0);
+	/* Not known yet whether a filter traps openat: SIGSYS unblocked
+	 * for the call, as under one (nsb_proc_open). */
+	fd = open_trapped("/proc/self/status", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	while (mode < 0 && (n = raw_syscall(SYS_read, fd, (long)buf, sizeof(buf), 0, 0, 0)) != 0) {
@@ -155,10 +188,10 @@ nsb_unfiltered(void)
 	int state = atomic_load_explicit(&filter_state, memory_order_acquire);
 
 	if (state == 0) {
-		int saved_errno = errno, mode = seccomp_mode();
+		/* NSB_TEST_SECCOMP=filtered (tests): as under a filter,
+		 * without reading the status. */
+		int saved_errno = errno, mode = nsb_config.test_filtered ? 2 : seccomp_mode();
 
-		if (nsb_config.test_filtered)
-			mode = 2;	/* NSB_TEST_SECCOMP=filtered: tests */
 		state = mode == 0 ? 1 : 2;
 		/* A filter seen meanwhile wins: only ever 0 -> 1 -> 2. */
 		int expected = 0;
@@ -176,6 +209,25 @@ __attribute__((used)) void
 nsb_filter_coming(void)
 {
 	atomic_store_explicit(&filter_state, 2, memory_order_release);
+	/* vfork from now on as the C library's (process.c). */
+	nsb_process_clone_coming();
+}
+
+/*
+ * [signal-safe] openat of a file of /proc, as every filter can take it.
+ * Kill filters that list it (systemd's, chrony's, flatpak's) let it
+ * through; a browser traps it to its broker through SIGSYS, which must
+ * then be deliverable: the library's locks and its handler block every
+ * signal, and a trapped call with SIGSYS blocked is a kill.  So under a
+ * filter SIGSYS is unblocked in this thread for the call alone (the
+ * broker refuses /proc: -1, as where it is not mounted).
+ */
+int
+nsb_proc_open(const char *path, int flags)
+{
+	if (nsb_unfiltered())
+		return (int)raw_syscall(SYS_openat, AT_FDCWD, (long)path, flags, 0, 0, 0);
+	return open_trapped(path, flags);
 }
 
 /* [signal-safe] Mappings left unprotected for want of an allowed call. */
@@ -196,8 +248,10 @@ nsb_sandbox_unchecked(void)
  * glibc's (sysdeps/unix/sysv/linux/{x86_64,aarch64}/syscall.S), no frame
  * of its own, so that what programs do through it with the stack - a
  * vfork, a clone onto a stack of their own - behaves exactly as with
- * glibc's; only a seccomp install first calls filter_coming(), with the
- * arguments saved around it.  A failure goes to nsb_syscall_failed (errno).
+ * glibc's; only a seccomp install first calls nsb_seccomp_coming(), and a
+ * clone, clone3, fork or vfork too (nsb_process_clone_coming: the child
+ * runs no fork handler, and may share our memory), with the arguments
+ * saved around it.  A failure goes to nsb_syscall_failed (errno).
  */
 #define NSB_STR2(x) #x
 #define NSB_STR(x) NSB_STR2(x)
@@ -209,10 +263,23 @@ __asm__(".text\n"
 	"syscall:\n"
 	".cfi_startproc\n"
 	"	cmpq $" NSB_STR(SYS_seccomp) ", %rdi\n"
-	"	je 1f\n"
+	"	jne 0f\n"
+	"	cmpq $1, %rsi\n"	/* SECCOMP_SET_MODE_STRICT or _FILTER */
+	"	jbe 1f\n"
+	"	jmp 2f\n"
+	"0:\n"
 	"	cmpq $" NSB_STR(SYS_prctl) ", %rdi\n"
-	"	jne 2f\n"
+	"	jne 6f\n"
 	"	cmpq $" NSB_STR(PR_SET_SECCOMP) ", %rsi\n"
+	"	jne 2f\n"
+	"	jmp 1f\n"
+	"6:	cmpq $" NSB_STR(SYS_clone) ", %rdi\n"
+	"	je 1f\n"
+	"	cmpq $" NSB_STR(SYS_clone3) ", %rdi\n"
+	"	je 1f\n"
+	"	cmpq $" NSB_STR(SYS_fork) ", %rdi\n"
+	"	je 1f\n"
+	"	cmpq $" NSB_STR(SYS_vfork) ", %rdi\n"
 	"	jne 2f\n"
 	"1:	pushq %rdi\n"
 	".cfi_adjust_cfa_offset 8\n"
@@ -228,7 +295,7 @@ __asm__(".text\n"
 	".cfi_adjust_cfa_offset 8\n"
 	"	subq $8, %rsp\n"	/* 16-byte aligned at the call */
 	".cfi_adjust_cfa_offset 8\n"
-	"	call nsb_filter_coming\n"
+	"	call nsb_seccomp_coming\n"
 	"	addq $8, %rsp\n"
 	".cfi_adjust_cfa_offset -8\n"
 	"	popq %r9\n"
@@ -267,10 +334,19 @@ __asm__(".text\n"
 	".cfi_startproc\n"
 	"	hint 34\n"	/* bti c */
 	"	cmp x0, #" NSB_STR(SYS_seccomp) "\n"
-	"	b.eq 1f\n"
+	"	b.ne 0f\n"
+	"	cmp x1, #1\n"	/* SECCOMP_SET_MODE_STRICT or _FILTER */
+	"	b.ls 1f\n"
+	"	b 2f\n"
+	"0:\n"
 	"	cmp x0, #" NSB_STR(SYS_prctl) "\n"
-	"	b.ne 2f\n"
+	"	b.ne 6f\n"
 	"	cmp x1, #" NSB_STR(PR_SET_SECCOMP) "\n"
+	"	b.ne 2f\n"
+	"	b 1f\n"
+	"6:	cmp x0, #" NSB_STR(SYS_clone) "\n"
+	"	b.eq 1f\n"
+	"	cmp x0, #" NSB_STR(SYS_clone3) "\n"
 	"	b.ne 2f\n"
 	"1:	stp x29, x30, [sp, #-80]!\n"
 	".cfi_def_cfa_offset 80\n"
@@ -281,7 +357,7 @@ __asm__(".text\n"
 	"	stp x2, x3, [sp, #32]\n"
 	"	stp x4, x5, [sp, #48]\n"
 	"	str x6, [sp, #64]\n"
-	"	bl nsb_filter_coming\n"
+	"	bl nsb_seccomp_coming\n"
 	"	ldp x0, x1, [sp, #16]\n"
 	"	ldp x2, x3, [sp, #32]\n"
 	"	ldp x4, x5, [sp, #48]\n"
@@ -306,6 +382,33 @@ __asm__(".text\n"
 	".size syscall, .-syscall\n");
 #endif
 
+/*
+ * [signal-safe] syscall(nr, a, b, c, ...) is about to be made, for nr
+ * seccomp with a <= 1 or prctl with a == PR_SET_SECCOMP (the assembly
+ * above tells those apart; the arguments are where this function's are),
+ * or for clone, clone3, fork and vfork (process.c).
+ * Calls the kernel refuses on their arguments alone install nothing:
+ * libseccomp probes the kernel with seccomp(SET_MODE_STRICT, 1, NULL)
+ * and seccomp(SET_MODE_FILTER, flag, NULL) in every process that uses it
+ * (seccomp_api_get), and a process that probes and never installs keeps
+ * its protection.  Kernel: do_seccomp() and prctl_set_seccomp().
+ */
+__attribute__((used)) void
+nsb_seccomp_coming(long nr, long a, long b, long c)
+{
+	if (nr != SYS_seccomp && nr != SYS_prctl) {
+		nsb_process_clone_coming();
+		return;
+	}
+	if (nr == SYS_seccomp) {
+		if (a == SECCOMP_SET_MODE_STRICT ? b != 0 || c != 0 : c == 0)
+			return;	/* EINVAL; EFAULT */
+	} else if (b == SECCOMP_MODE_FILTER ? c == 0 : b != SECCOMP_MODE_STRICT) {
+		return;	/* EFAULT; EINVAL */
+	}
+	nsb_filter_coming();
+}
+
 /* [signal-safe] The error path of syscall() above: errno, and -1. */
 __attribute__((used)) long
 nsb_syscall_failed(long ret)
@@ -328,6 +431,6 @@ prctl(int option, ...)
 	d = va_arg(ap, unsigned long);
 	va_end(ap);
 	if (option == PR_SET_SECCOMP)
-		nsb_filter_coming();
+		nsb_seccomp_coming(SYS_prctl, option, (long)a, (long)b);
 	return (int)raw_syscall(SYS_prctl, option, (long)a, (long)b, (long)c, (long)d, 0);
 }

@@ -7,9 +7,14 @@
  * have every signal blocked - SIGBUS too, so that a fault there would kill
  * the process.  Their functions run through a thunk that makes SIGBUS
  * deliverable and keeps it blocked in the program's view, as it is
- * without the library (dispositions.c).
+ * without the library (dispositions.c).  A thunk that finds SIGBUS
+ * blocked installs the handler first, as blocking it does.
  *
- * Signal context: none (the thunks run in ordinary threads).
+ * And _Fork, whose child, started without the atfork handlers, gets the
+ * library's reset of a fork child here.
+ *
+ * Signal context: none (the thunks run in ordinary threads; _Fork's
+ * child reset is async-signal-safe, as fork's is).
  */
 #include <errno.h>
 #include <mqueue.h>
@@ -152,9 +157,22 @@ thunk(union sigval v)
 {
 	struct notify *n = v.sival_ptr;
 	struct notify copy = *n;
+	sigset_t cur;
 
 	if (copy.once)
 		free(n);
+	/* Started with SIGBUS blocked (glibc 2.36's timer threads block
+	 * every signal but its own): that is the program blocking SIGBUS,
+	 * which installs the handler, as pthread_attr_setsigmask_np does.
+	 * Installed later by another thread, the handler would leave this
+	 * one to die of its next fault (sigev_thread_before_install). */
+	if (!nsb_disp_installed() && nsb_sys_sigmask(SIG_BLOCK, NULL, &cur) == 0 &&
+	    sigismember(&cur, SIGBUS) == 1) {
+		int saved_errno = errno;
+
+		(void)nsb_disp_install();
+		errno = saved_errno;
+	}
 	nsb_disp_thread_start_kernel();
 	copy.fn(copy.value);
 }
@@ -301,3 +319,30 @@ mq_notify(mqd_t mqd, const struct sigevent *sev)
 	}
 	return ret;
 }
+
+/* ---- _Fork ------------------------------------------------------------- */
+
+/*
+ * glibc 2.34's _Fork is fork without the atfork handlers, ours among
+ * them: its child kept the parent's pid as the library's owner and was
+ * taken for a vfork child (its faults not rescued, its sigaction the
+ * kernel's only; issue 38, fork_underscore).  Its child gets the reset
+ * of fork's child here; no lock of the library's was taken for it, and
+ * the child has the mask of the thread that called.  (In a process of
+ * several threads, POSIX allows the child only async-signal-safe calls.)
+ */
+static pid_t
+our_Fork(void)
+{
+	pid_t pid;
+
+	nsb_process_Fork_window(true);
+	pid = ((pid_t (*)(void))nsb_real(NSB_REAL__FORK))();
+	if (pid == 0)
+		nsb_process_after_Fork_child();
+	else
+		nsb_process_Fork_window(false);
+	return pid;
+}
+
+NSB_EXPORT_SINCE(2, 34, _Fork, our_Fork);

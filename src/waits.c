@@ -12,7 +12,10 @@
  *    ran too;
  *  - a wait with a mask of its own (sigsuspend, ppoll, pselect,
  *    epoll_pwait) must not really block SIGBUS: a fault in a handler run
- *    during it would kill the process.  Its SIGBUS bit goes to the view.
+ *    during it would kill the process.  Its SIGBUS bit goes to the view;
+ *  - a wait that consumes a signal (sigwait, sigwaitinfo, sigtimedwait)
+ *    takes a SIGBUS the library held while the program blocked it: the
+ *    kernel never had it pending.
  * Before the handler is installed each is the C library's own call.
  *
  * glibc's other entry points to the same waits call its own functions
@@ -437,9 +440,9 @@ sys_epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec 
 	return (int)syscall(SYS_epoll_pwait2, ep, ev, max, tmo, mask, _NSIG / 8);
 }
 
-NSB_EXPORT int
-epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec *tmo,
-	     const sigset_t *mask)
+static int
+our_epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec *tmo,
+		 const sigset_t *mask)
 {
 	struct timespec start = now(), left;
 	const struct timespec *t = tmo;
@@ -448,4 +451,78 @@ epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec *tmo
 	WAIT(mask, ret, ret = sys_epoll_pwait2(ep, ev, max, t, w_.kmask),
 	     (t = tmo ? (left = ts_left(tmo, start), &left) : NULL));
 	return ret;
+}
+
+/* glibc 2.35 and later (SPEC §12 "Names"). */
+NSB_EXPORT_SINCE(2, 35, epoll_pwait2, our_epoll_pwait2);
+
+/* ---- sigwait, sigwaitinfo, sigtimedwait -------------------------------- */
+
+/*
+ * A SIGBUS the program blocked and was sent is held by the library, not
+ * pending in the kernel: these waits take it from there (dispositions.c,
+ * nsb_disp_sigwait_begin).  Without SIGBUS in the set, or before the
+ * handler is installed, the C library's call alone.
+ */
+static int
+took_held(const siginfo_t *got, siginfo_t *info)
+{
+	if (info) {
+		*info = *got;
+		/* As the C library folds the kernel's answer (2.36 and now). */
+		if (info->si_code == SI_TKILL)
+			info->si_code = SI_USER;
+	}
+	return SIGBUS;
+}
+
+/* tmo NULL: no timeout (glibc's sigwaitinfo is its sigtimedwait so). */
+static int
+our_sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *tmo)
+{
+	struct nsb_sigwait w;
+	siginfo_t got;
+	int ret, saved_errno = errno;
+
+	if (nsb_disp_sigwait_begin(&w, set, &got)) {
+		nsb_disp_sigwait_end(&w);
+		return took_held(&got, info);
+	}
+	ret = real_sigtimedwait(set, info, tmo);
+	/* Held by our handler here just before the wait began. */
+	if (ret < 0 && (errno == EAGAIN || errno == EINTR) && nsb_disp_sigwait_take(&w, &got)) {
+		errno = saved_errno;
+		ret = took_held(&got, info);
+	}
+	nsb_disp_sigwait_end(&w);
+	return ret;
+}
+
+NSB_EXPORT int
+sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *tmo)
+{
+	return our_sigtimedwait(set, info, tmo);
+}
+
+NSB_EXPORT int
+sigwaitinfo(const sigset_t *set, siginfo_t *info)
+{
+	return our_sigtimedwait(set, info, NULL);
+}
+
+/* glibc's: sigwaitinfo until it is not interrupted. */
+NSB_EXPORT int
+sigwait(const sigset_t *set, int *sig)
+{
+	int ret;
+
+	if (!nsb_disp_installed())
+		return real_sigwait(set, sig);
+	do
+		ret = our_sigtimedwait(set, NULL, NULL);
+	while (ret < 0 && errno == EINTR);
+	if (ret < 0)
+		return errno;
+	*sig = ret;
+	return 0;
 }

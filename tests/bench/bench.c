@@ -21,6 +21,11 @@
  * child's stderr and said in the table, whose rows then measure what the
  * library did instead.
  *
+ * report.c adds the rows against their exact floors (exact.c's children:
+ * bare calls, floor and library in one process), system calls per child
+ * process under strace, passes after a fill, the hostile frame's memory and
+ * whole workloads, after the header.
+ *
  * Timing never fails the run: targets are printed as pass/MISS for
  * information, and a nosigbus_protect() call still running after its time
  * limit is killed and printed as a MISS.  The exit status is 1 only when a
@@ -100,7 +105,7 @@ static const struct child_spec {
 	[C_OPS_MANY_NOLIB] = { "ops", false, NULL, NULL, { "NSB_BENCH_OPS=files" } },
 	/* Hostile frames with the rescued tail populated as on a kernel that
 	 * maps the zero page (rescue.c asks; some guests never map it). */
-	[C_OPS_POPULATE] = { "ops", true, NULL, NULL, { "NSB_TEST_POPULATE=on", "NSB_BENCH_OPS=frame" } },
+	[C_OPS_POPULATE] = { "ops", true, NULL, NULL, { "NSB_TEST_ZERO_FILE=off", "NSB_BENCH_OPS=frame" } },
 };
 
 /* A measuring child gets this long; then it is killed (a failure, but for
@@ -112,10 +117,7 @@ struct result {
 	bool ok;
 	bool timed_out;
 	int n;
-	struct {
-		char key[48];
-		double v;
-	} kv[MAX_KEYS];
+	struct bench_kv kv[MAX_KEYS];
 	char ignored[160];	/* the library's "ignoring NOSIGBUS_..." warning */
 };
 
@@ -194,19 +196,22 @@ pass_stderr(struct result *res, int fd)
 	}
 }
 
-static void
-parse_output(struct result *res, char *text)
+int
+bench_parse(char *text, struct bench_kv *kv, int max)
 {
+	int n = 0;
+
 	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
 		char *sp = strchr(line, ' ');
 
-		if (!sp || res->n == MAX_KEYS || (size_t)(sp - line) >= sizeof(res->kv[0].key))
+		if (!sp || n == max || (size_t)(sp - line) >= sizeof(kv[0].key))
 			continue;
-		memcpy(res->kv[res->n].key, line, (size_t)(sp - line));
-		res->kv[res->n].key[sp - line] = '\0';
-		res->kv[res->n].v = strtod(sp + 1, NULL);
-		res->n++;
+		memcpy(kv[n].key, line, (size_t)(sp - line));
+		kv[n].key[sp - line] = '\0';
+		kv[n].v = strtod(sp + 1, NULL);
+		n++;
 	}
+	return n;
 }
 
 static void
@@ -311,7 +316,7 @@ run_child(enum child_id id, int round, const char *self, int limit_s)
 				round + 1, c->kind, c->fill ? " fill=" : "",
 				c->fill ? c->fill : "", WEXITSTATUS(status));
 	}
-	parse_output(res, out);
+	res->n = bench_parse(out, res->kv, MAX_KEYS);
 }
 
 static bool protect_too_slow;
@@ -920,13 +925,13 @@ print_ops(void)
 			 ops_value(C_OPS_NOLIB, base).med);
 		row(labels[i], ops_value(C_OPS_LIB, key).med, "ms", summarise(v), "not truncated",
 		    1.2, extra);
-		/* The same, populated: against its own process's legitimate
-		 * frame in the same round. */
+		/* The same with every fill anonymous (no zero file): against
+		 * its own process's legitimate frame in the same round. */
 		for (int r = 0; r < rounds; r++)
 			v[r] = get(r, C_OPS_POPULATE, key) / get(r, C_OPS_POPULATE, base);
-		snprintf(extra, sizeof(extra), "%.0f signals; NSB_TEST_POPULATE=on",
+		snprintf(extra, sizeof(extra), "%.0f signals; NSB_TEST_ZERO_FILE=off",
 			 ops_value(C_OPS_POPULATE, nkey).med);
-		row("  ... populated (zero-page kernels)", ops_value(C_OPS_POPULATE, key).med, "ms",
+		row("  ... anonymous fill (no zero file)", ops_value(C_OPS_POPULATE, key).med, "ms",
 		    summarise(v), "not truncated", 1.2, extra);
 	}
 }
@@ -1128,7 +1133,7 @@ usage(FILE *f)
 		"                 [--empty PATH] [--true PATH]\n"
 		"Measures libnosigbus against the kernel's own page faults and prints a table.\n"
 		"  --quick         1 round, 1 MiB, small counts (a smoke test, not a measurement)\n"
-		"  --ops           only the mapping-call rows (issue 24: mmap, mprotect, frames)\n"
+		"  --ops           only the mapping-call rows (mmap, mprotect, recvmsg, frames)\n"
 		"  --rounds N      rounds of every measurement (default 7)\n"
 		"  --size MIB      size of each measured mapping (default 64; random page-by-page\n"
 		"                  rescues of more than ~120 MiB reach vm.max_map_count)\n"
@@ -1251,6 +1256,15 @@ main(int argc, char **argv)
 
 	run_rounds(argv[0]);
 	print_header();
+	{
+		/* The rows against their exact floors, and the costs outside
+		 * single calls (report.c): their own children and rounds. */
+		struct bench_exact_args ea = { argv[0], &params, rounds, ops_only, preload,
+					       empty_path, true_path };
+
+		if (bench_exact(&ea, &targets_met, &targets_missed))
+			failed = true;
+	}
 	if (ops_only) {
 		print_ops();
 		goto done;

@@ -44,7 +44,44 @@ void bench_params_init(struct bench_params *p, bool quick);
 /* Runs one child measurement of the given kind; returns the exit status. */
 int bench_child(const char *kind, const struct bench_params *p);
 
+/* exact.c's children: exact, spawn, pass; -1 for another kind, else the
+ * exit status. */
+int bench_exact_child(const char *kind, const struct bench_params *p);
+
+/* What report.c's driver needs to run them. */
+struct bench_exact_args {
+	const char *self;	/* this program */
+	const struct bench_params *params;
+	int rounds;
+	bool ops_only;		/* the mapping-call rows and frames alone */
+	const char *preload;	/* libnosigbus */
+	const char *empty;	/* the empty library */
+	const char *program;	/* the process that does nothing */
+};
+
+/* Runs exact.c's children and prints their rows; adds the targets met and
+ * missed; returns 1 when a child failed, else 0. */
+int bench_exact(const struct bench_exact_args *args, int *met, int *missed);
+
 /* CLOCK_MONOTONIC in nanoseconds. */
 double bench_now(void);
+
+/* children.c: a file of len bytes on a disk file system (not tmpfs), or -1. */
+int bench_disk_file(size_t len);
+
+/* children.c, for every child: a message on stderr, exit 1. */
+void bench_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* children.c: this process's CPU time in nanoseconds. */
+double bench_cpu_ns(void);
+/* children.c: the median of v (sorted in place); NaN for none. */
+double bench_median(double *v, size_t n);
+
+/* A child's figures, "key value" lines of its stdout. */
+struct bench_kv {
+	char key[48];
+	double v;
+};
+/* bench.c: the lines of text (changed) into kv, at most max; how many. */
+int bench_parse(char *text, struct bench_kv *kv, int max);
 
 #endif /* BENCH_H */

@@ -27,10 +27,15 @@
  *                           with a signal handler installed and with many
  *                           distinct files mapped
  *   protect    (library)    nosigbus_protect() over a region of many VMAs
+ * and, in exact.c: exact (bare, exact floor and library in one process),
+ * spawn (children to count system calls of), pass (passes after a fill).
+ * With NSB_BENCH_FRAME_MEM, the frame rows also print the growth of VmRSS,
+ * VmSize and the records over more hostile frames.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -84,8 +89,8 @@ bench_now(void)
 	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
-static void __attribute__((noreturn, format(printf, 1, 2)))
-die(const char *fmt, ...)
+void
+bench_die(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -118,10 +123,10 @@ stats_init(bool want_library)
 	*(void **)&get_stats = dlsym(RTLD_DEFAULT, "nosigbus_get_stats");
 	*(void **)&protect = dlsym(RTLD_DEFAULT, "nosigbus_protect");
 	if (want_library && !get_stats)
-		die("libnosigbus is not loaded (LD_PRELOAD=%s)",
+		bench_die("libnosigbus is not loaded (LD_PRELOAD=%s)",
 		    getenv("LD_PRELOAD") ? getenv("LD_PRELOAD") : "");
 	if (!want_library && get_stats)
-		die("libnosigbus is loaded in a run that must go without it");
+		bench_die("libnosigbus is loaded in a run that must go without it");
 }
 
 static struct nosigbus_stats
@@ -130,7 +135,7 @@ stats(void)
 	struct nosigbus_stats s = { 0 };
 
 	if (get_stats && get_stats(&s, sizeof(s)) < 0)
-		die("nosigbus_get_stats: %s", strerror(errno));
+		bench_die("nosigbus_get_stats: %s", strerror(errno));
 	return s;
 }
 
@@ -142,7 +147,7 @@ permutation(size_t n)
 	uint64_t x = 0x9e3779b97f4a7c15u;
 
 	if (!order)
-		die("out of memory");
+		bench_die("out of memory");
 	for (size_t i = 0; i < n; i++)
 		order[i] = i;
 	for (size_t i = n - 1; i > 0; i--) {
@@ -186,7 +191,7 @@ touch(char *p, size_t n, const size_t *order, bool write)
 			sum += (unsigned char)v[i * page];
 	t1 = bench_now();
 	if (sum != 0)
-		die("read %u from pages that must read as zero", sum);
+		bench_die("read %u from pages that must read as zero", sum);
 	return (t1 - t0) / (double)n;
 }
 
@@ -210,7 +215,7 @@ baseline(size_t size, const size_t *order, bool write)
 	double t;
 
 	if (p == MAP_FAILED)
-		die("mmap %zu bytes: %s", size, strerror(errno));
+		bench_die("mmap %zu bytes: %s", size, strerror(errno));
 	/* A transparent huge page would answer 512 pages with one fault;
 	 * a rescue is paid per page, so the unit must be too. */
 	madvise(p, size, MADV_NOHUGEPAGE);
@@ -244,14 +249,14 @@ truncated_mapping(size_t size, int flags, int *fd)
 
 	*fd = memfd_create("nsb-bench", MFD_CLOEXEC);
 	if (*fd < 0)
-		die("memfd_create: %s", strerror(errno));
+		bench_die("memfd_create: %s", strerror(errno));
 	if (ftruncate(*fd, (off_t)size) < 0)
-		die("ftruncate: %s", strerror(errno));
+		bench_die("ftruncate: %s", strerror(errno));
 	p = mmap(NULL, size, PROT_READ | PROT_WRITE, flags, *fd, 0);
 	if (p == MAP_FAILED)
-		die("mmap of a memfd: %s", strerror(errno));
+		bench_die("mmap of a memfd: %s", strerror(errno));
 	if (ftruncate(*fd, 0) < 0)
-		die("ftruncate: %s", strerror(errno));
+		bench_die("ftruncate: %s", strerror(errno));
 	return p;
 }
 
@@ -375,7 +380,7 @@ live_reserve(size_t n)
 	 * benchmark's own bookkeeping is not counted as the library's. */
 	live = malloc(n * sizeof(*live));
 	if (!live)
-		die("out of memory");
+		bench_die("out of memory");
 	memset(live, 0, n * sizeof(*live));
 }
 
@@ -394,7 +399,7 @@ live_create(size_t n, int flags)
 			       MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
 
 		if (p == MAP_FAILED)
-			die("mmap of live mapping %zu: %s", i, strerror(errno));
+			bench_die("mmap of live mapping %zu: %s", i, strerror(errno));
 		live[live_n++] = p;
 	}
 }
@@ -439,7 +444,7 @@ anon_kib(void)
 		if (at)
 			return strtol(at + strlen(keys[i]), NULL, 10);
 	}
-	die("cannot read anonymous memory from /proc/self");
+	bench_die("cannot read anonymous memory from /proc/self");
 }
 
 static void
@@ -551,7 +556,7 @@ set_handler(void (*fn)(int, siginfo_t *, void *))
 	sa.sa_flags = SA_SIGINFO;
 	sigemptyset(&sa.sa_mask);
 	if (sigaction(SIGBUS, &sa, NULL) < 0)
-		die("sigaction: %s", strerror(errno));
+		bench_die("sigaction: %s", strerror(errno));
 }
 
 static void
@@ -602,7 +607,7 @@ child_floor(const struct bench_params *bp)
 	for (size_t i = 0; i < n; i++)
 		if (mmap(p + i * page, page, PROT_READ | PROT_WRITE,
 			 MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED)
-			die("mmap MAP_FIXED: %s", strerror(errno));
+			bench_die("mmap MAP_FIXED: %s", strerror(errno));
 	emit((bench_now() - t0) / (double)n, "mmap");
 	drop_mapping(p, bp->size, fd);
 	free(perm);
@@ -632,7 +637,7 @@ hole_make(size_t pages)
 	h.base = mmap(NULL, (pages + 2) * page, PROT_NONE,
 		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (h.base == MAP_FAILED || munmap(h.base + page, pages * page) < 0)
-		die("reserving a guarded hole: %s", strerror(errno));
+		bench_die("reserving a guarded hole: %s", strerror(errno));
 	return h;
 }
 
@@ -656,7 +661,7 @@ pairs_mmap(size_t k)
 			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 		if (p != want)
-			die("mmap did not take the free hint: %s", strerror(errno));
+			bench_die("mmap did not take the free hint: %s", strerror(errno));
 		munmap(p, page);
 	}
 	t = (bench_now() - t0) / (double)k;
@@ -671,7 +676,7 @@ hole_fill(struct hole h)
 		       MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	if (p == MAP_FAILED)
-		die("mmap: %s", strerror(errno));
+		bench_die("mmap: %s", strerror(errno));
 	return p;
 }
 
@@ -686,7 +691,7 @@ pairs_mprotect(size_t k)
 	for (size_t i = 0; i < k; i++)
 		if (mprotect(p, page, PROT_READ) < 0 ||
 		    mprotect(p, page, PROT_READ | PROT_WRITE) < 0)
-			die("mprotect: %s", strerror(errno));
+			bench_die("mprotect: %s", strerror(errno));
 	t = (bench_now() - t0) / (double)k;
 	hole_drop(h);
 	return t;
@@ -704,7 +709,7 @@ pairs_mremap(size_t k)
 	for (size_t i = 0; i < k; i++)
 		if (mremap(p, page, 2 * page, 0) != p ||
 		    mremap(p, 2 * page, page, 0) != p)
-			die("mremap in place: %s", strerror(errno));
+			bench_die("mremap in place: %s", strerror(errno));
 	t = (bench_now() - t0) / (double)k;
 	hole_drop(h);
 	return t;
@@ -793,7 +798,7 @@ op_map(void *arg)
 	void *p = mmap(c->want, c->len, PROT_READ | PROT_WRITE, MAP_SHARED, c->fd, 0);
 
 	if (p != c->want)
-		die("mmap did not take the free hint: %s", strerror(errno));
+		bench_die("mmap did not take the free hint: %s", strerror(errno));
 	munmap(p, c->len);
 }
 
@@ -824,10 +829,10 @@ pool_cycle(const struct map_ctx *c, bool closed_first)
 	void *p;
 
 	if (fd < 0 || ftruncate(fd, (off_t)c->len) < 0)
-		die("memfd_create: %s", strerror(errno));
+		bench_die("memfd_create: %s", strerror(errno));
 	p = mmap(c->want, c->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p != c->want)
-		die("mmap did not take the free hint: %s", strerror(errno));
+		bench_die("mmap did not take the free hint: %s", strerror(errno));
 	if (closed_first)
 		close(fd);
 	munmap(p, c->len);
@@ -866,7 +871,7 @@ files_rows(const struct bench_params *bp, int fd)
 	char *region = mmap(NULL, most * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	if (region == MAP_FAILED)
-		die("mmap: %s", strerror(errno));
+		bench_die("mmap: %s", strerror(errno));
 	for (int i = 0; i < 3; i++) {
 		size_t want = bp->quick ? steps[i] / 10 : steps[i];
 
@@ -876,7 +881,7 @@ files_rows(const struct bench_params *bp, int fd)
 			if (f < 0 || ftruncate(f, (off_t)page) < 0 ||
 			    mmap(region + have * page, page, PROT_READ, MAP_SHARED | MAP_FIXED, f,
 				 0) == MAP_FAILED)
-				die("mapping file %zu: %s", have, strerror(errno));
+				bench_die("mapping file %zu: %s", have, strerror(errno));
 			close(f);
 		}
 		emit(best_of(bp, op_map, &c), "ops.files.%d", i);
@@ -905,7 +910,7 @@ handler_rows(const struct bench_params *bp, int fd)
 	sa.sa_handler = on_usr1;
 	sigemptyset(&sa.sa_mask);
 	if (sigaction(SIGUSR1, &sa, NULL) < 0)
-		die("sigaction: %s", strerror(errno));
+		bench_die("sigaction: %s", strerror(errno));
 	emit(best_of(bp, op_map, &c), "ops.handler.memfd");
 	hole_drop(h);
 }
@@ -946,13 +951,13 @@ op_recv(void *arg)
 	}
 	if (sendmsg(c->sock[0], &m, 0) != (ssize_t)sizeof(data) ||
 	    recvmsg(c->sock[1], &r, MSG_CMSG_CLOEXEC) != (ssize_t)sizeof(data))
-		die("sendmsg/recvmsg: %s", strerror(errno));
+		bench_die("sendmsg/recvmsg: %s", strerror(errno));
 	if (c->pass >= 0) {
 		struct cmsghdr *h = CMSG_FIRSTHDR(&r);
 		int got;
 
 		if (!h || h->cmsg_type != SCM_RIGHTS)
-			die("recvmsg: no descriptor arrived");
+			bench_die("recvmsg: no descriptor arrived");
 		memcpy(&got, CMSG_DATA(h), sizeof(got));
 		close(got);
 	}
@@ -964,7 +969,7 @@ recv_rows(const struct bench_params *bp, int fd)
 	struct recv_ctx c;
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, c.sock) < 0)
-		die("socketpair: %s", strerror(errno));
+		bench_die("socketpair: %s", strerror(errno));
 	for (int i = 0; i < 2; i++) {
 		c.pass = i ? fd : -1;
 		emit(best_of(bp, op_recv, &c), "ops.recv.%d", i);
@@ -973,9 +978,10 @@ recv_rows(const struct bench_params *bp, int fd)
 	close(c.sock[1]);
 }
 
-/* A file on a disk file system (not tmpfs) for the policy rows, or -1. */
-static int
-disk_file(size_t len)
+/* A file on a disk file system (not tmpfs) for the policy rows, or -1
+ * (exact.c's rows too). */
+int
+bench_disk_file(size_t len)
 {
 	const char *dirs[] = { getenv("NSB_BUILD_ROOT"), "/var/tmp", "." };
 
@@ -1013,7 +1019,7 @@ op_mprotect(void *arg)
 	int b = mprotect(c->p, c->len, PROT_READ | PROT_WRITE);
 
 	if (c->fails ? (a == 0 || b == 0 || errno != ENOMEM) : (a < 0 || b < 0))
-		die("mprotect %s: %s", c->fails ? "did not fail with ENOMEM" : "failed",
+		bench_die("mprotect %s: %s", c->fails ? "did not fail with ENOMEM" : "failed",
 		    strerror(errno));
 }
 
@@ -1027,7 +1033,7 @@ vmas_below(uintptr_t addr)
 	unsigned long start;
 
 	if (!f)
-		die("/proc/self/maps: %s", strerror(errno));
+		bench_die("/proc/self/maps: %s", strerror(errno));
 	while (fgets(line, sizeof(line), f))
 		if (sscanf(line, "%lx-", &start) == 1 && start < addr)
 			n++;
@@ -1072,7 +1078,7 @@ mprotect_rows(const struct bench_params *bp, int fd)
 		       fd, 0);
 
 	if (p == MAP_FAILED)
-		die("mmap: %s", strerror(errno));
+		bench_die("mmap: %s", strerror(errno));
 	ok = (struct prot_ctx){ p, page, false };
 	bad = (struct prot_ctx){ p, 2 * page, true };
 	below = (struct prot_ctx){ p - page, 2 * page, true };
@@ -1085,10 +1091,10 @@ mprotect_rows(const struct bench_params *bp, int fd)
 		if (extra) {
 			region = mmap(NULL, extra * page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 			if (region == MAP_FAILED)
-				die("mmap: %s", strerror(errno));
+				bench_die("mmap: %s", strerror(errno));
 			for (size_t k = 1; k < extra; k += 2)
 				if (mprotect(region + k * page, page, PROT_NONE) < 0)
-					die("mprotect: %s", strerror(errno));
+					bench_die("mprotect: %s", strerror(errno));
 		}
 		have = vmas_below((uintptr_t)p);
 		emit((double)have, "ops.fail.%d.vmas", i);
@@ -1107,6 +1113,37 @@ mprotect_rows(const struct bench_params *bp, int fd)
 	}
 	munmap(p, page);
 	hole_drop(h);
+}
+
+/* CPU time of this process in nanoseconds: what a call costs, less the
+ * time other processes held the CPU. */
+double
+bench_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* VmRSS and VmSize of this process in KiB. */
+static void
+status_kib(long *rss, long *size)
+{
+	char buf[8192], *at;
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	ssize_t n, len = 0;
+
+	if (fd < 0)
+		bench_die("/proc/self/status: %s", strerror(errno));
+	while ((n = read(fd, buf + len, sizeof(buf) - 1 - (size_t)len)) > 0)
+		len += n;
+	close(fd);
+	buf[len] = '\0';
+	at = strstr(buf, "\nVmRSS:");
+	*rss = at ? strtol(at + 7, NULL, 10) : 0;
+	at = strstr(buf, "\nVmSize:");
+	*size = at ? strtol(at + 8, NULL, 10) : 0;
 }
 
 /* Reads [p, p + len): what a texture upload does with a buffer. */
@@ -1139,28 +1176,30 @@ frame(size_t width, size_t shown, size_t rows, bool hostile, uint64_t *signals)
 	char *p, *draw;
 
 	if (fd < 0 || ftruncate(fd, (off_t)len) < 0)
-		die("memfd_create: %s", strerror(errno));
+		bench_die("memfd_create: %s", strerror(errno));
 	draw = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (draw == MAP_FAILED)
-		die("mmap: %s", strerror(errno));
+		bench_die("mmap: %s", strerror(errno));
 	memset(draw, 0, len);
 	munmap(draw, len);
 	before = stats().rescues;
-	t0 = bench_now();
+	/* CPU time: on a machine other work loads, wall time measured the
+	 * queue for the CPU more than the frame. */
+	t0 = bench_cpu_ns();
 	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
-		die("mmap: %s", strerror(errno));
-	t = bench_now() - t0;
+		bench_die("mmap: %s", strerror(errno));
+	t = bench_cpu_ns() - t0;
 	if (hostile && ftruncate(fd, 0) < 0)
-		die("ftruncate: %s", strerror(errno));
-	t0 = bench_now();
+		bench_die("ftruncate: %s", strerror(errno));
+	t0 = bench_cpu_ns();
 	for (size_t r = 0; r < rows; r++)
 		sum += read_bytes(p + r * width, shown);
 	munmap(p, len);
-	t += bench_now() - t0;
+	t += bench_cpu_ns() - t0;
 	close(fd);
 	if (sum != 0)
-		die("a frame read %llu, not zeros", (unsigned long long)sum);
+		bench_die("a frame read %llu, not zeros", (unsigned long long)sum);
 	*signals = stats().rescues - before;
 	return t;
 }
@@ -1190,6 +1229,26 @@ frame_rows(const struct bench_params *bp, bool library)
 			emit(best / 1e6, "ops.frame.%s.%s", names[i], h ? "hostile" : "legit");
 			emit((double)signals, "n.ops.frame.%s.%s", names[i], h ? "hostile" : "legit");
 		}
+	/* The library's memory after many hostile frames must be bounded,
+	 * not grow with each truncated pool: growth over more frames after
+	 * a warm-up (report.c prints it). */
+	if (library && getenv("NSB_BENCH_FRAME_MEM")) {
+		int more = bp->quick ? 5 : 60;
+		long rss0, size0, rss1, size1;
+		uint64_t signals, rec0;
+
+		for (int f = 0; f < 5; f++)
+			frame(width[0], shown[0], rows, true, &signals);
+		status_kib(&rss0, &size0);
+		rec0 = stats().mappings;
+		for (int f = 0; f < more; f++)
+			frame(width[0], shown[0], rows, true, &signals);
+		status_kib(&rss1, &size1);
+		emit((double)more, "ops.frame.mem.frames");
+		emit((double)(rss1 - rss0), "ops.frame.mem.rss");
+		emit((double)(size1 - size0), "ops.frame.mem.size");
+		emit((double)stats().mappings - (double)rec0, "ops.frame.mem.records");
+	}
 }
 
 static void
@@ -1205,8 +1264,8 @@ child_ops(const struct bench_params *bp)
 	emit(kernel_has_procmap_query(), "ops.procmap_query");
 	mfd = memfd_create("nsb-bench-ops", MFD_CLOEXEC);
 	if (mfd < 0 || ftruncate(mfd, 1 << 20) < 0)
-		die("memfd_create: %s", strerror(errno));
-	dfd = disk_file(1 << 20);
+		bench_die("memfd_create: %s", strerror(errno));
+	dfd = bench_disk_file(1 << 20);
 	if (!only || !strcmp(only, "disk")) {
 		if (dfd >= 0)
 			map_rows(bp, dfd, "disk");
@@ -1224,7 +1283,7 @@ child_ops(const struct bench_params *bp)
 		if (sfd >= 0) {
 			unlink(shm);
 			if (ftruncate(sfd, 1 << 20) < 0)
-				die("ftruncate %s: %s", shm, strerror(errno));
+				bench_die("ftruncate %s: %s", shm, strerror(errno));
 		}
 		map_rows(bp, mfd, "memfd");
 		if (sfd >= 0)
@@ -1275,7 +1334,7 @@ start_env(const char *preload)
 		n++;
 	env = calloc(n + 2, sizeof(*env));
 	if (!env)
-		die("out of memory");
+		bench_die("out of memory");
 	for (size_t i = 0; i < n; i++)
 		if (strncmp(environ[i], "LD_PRELOAD=", 11) && strncmp(environ[i], "NOSIGBUS_", 9))
 			env[k++] = environ[i];
@@ -1284,7 +1343,7 @@ start_env(const char *preload)
 
 		env[k] = malloc(len);
 		if (!env[k])
-			die("out of memory");
+			bench_die("out of memory");
 		snprintf(env[k], len, "LD_PRELOAD=%s", preload);
 	}
 	return env;
@@ -1304,13 +1363,13 @@ start_argv(char **argv, char **env, const char *what, double *wall, double *cpu)
 
 	err = posix_spawn(&pid, program, NULL, NULL, argv, env);
 	if (err)
-		die("posix_spawn %s: %s", program, strerror(err));
+		bench_die("posix_spawn %s: %s", program, strerror(err));
 	while (wait4(pid, &status, 0, &ru) < 0)
 		if (errno != EINTR)
-			die("wait4: %s", strerror(errno));
+			bench_die("wait4: %s", strerror(errno));
 	*wall = bench_now() - t0;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		die("%s with %s: wait status %#x", program, what, status);
+		bench_die("%s with %s: wait status %#x", program, what, status);
 	*cpu = ((double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
 		(double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec)) * 1e3;
 }
@@ -1323,9 +1382,11 @@ start_once(const char *program, char **env, const char *what, double *wall, doub
 	start_argv(argv, env, what, wall, cpu);
 }
 
-static double
-median(double *v, size_t n)
+double
+bench_median(double *v, size_t n)
 {
+	if (n == 0)
+		return NAN;
 	for (size_t i = 1; i < n; i++)
 		for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
 			double t = v[j];
@@ -1362,7 +1423,7 @@ startup_wrapper(const struct bench_params *bp, size_t n)
 		wall[k] = calloc(n, sizeof(double));
 		cpu[k] = calloc(n, sizeof(double));
 		if (!wall[k] || !cpu[k])
-			die("out of memory");
+			bench_die("out of memory");
 		start_argv(argvs[k], env, names[k], &w, &c);	/* warm caches */
 	}
 	for (size_t i = 0; i < n; i++)
@@ -1372,8 +1433,8 @@ startup_wrapper(const struct bench_params *bp, size_t n)
 			start_argv(argvs[k], env, names[k], &wall[k][i], &cpu[k][i]);
 		}
 	for (int k = 0; k < 2; k++) {
-		emit(median(wall[k], n) / 1e3, "startup.%s", names[k]);
-		emit(median(cpu[k], n) / 1e3, "startup.cpu.%s", names[k]);
+		emit(bench_median(wall[k], n) / 1e3, "startup.%s", names[k]);
+		emit(bench_median(cpu[k], n) / 1e3, "startup.cpu.%s", names[k]);
 	}
 }
 
@@ -1392,14 +1453,14 @@ child_startup(const struct bench_params *bp)
 	size_t n = bp->startup_n;
 
 	if (!bp->empty || !bp->program || !bp->library)
-		die("the start-up figure needs --empty, --true and the library");
+		bench_die("the start-up figure needs --empty, --true and the library");
 	stats_init(false);
 	for (int k = 0; k < START_KINDS; k++) {
 		env[k] = start_env(preloads[k]);
 		wall[k] = calloc(n, sizeof(double));
 		cpu[k] = calloc(n, sizeof(double));
 		if (!wall[k] || !cpu[k])
-			die("out of memory");
+			bench_die("out of memory");
 		start_once(bp->program, env[k], names[k], &w, &c);	/* warm caches */
 	}
 	for (size_t i = 0; i < n; i++)
@@ -1409,8 +1470,8 @@ child_startup(const struct bench_params *bp)
 			start_once(bp->program, env[k], names[k], &wall[k][i], &cpu[k][i]);
 		}
 	for (int k = 0; k < START_KINDS; k++) {
-		emit(median(wall[k], n) / 1e3, "startup.%s", names[k]);
-		emit(median(cpu[k], n) / 1e3, "startup.cpu.%s", names[k]);
+		emit(bench_median(wall[k], n) / 1e3, "startup.%s", names[k]);
+		emit(bench_median(cpu[k], n) / 1e3, "startup.cpu.%s", names[k]);
 	}
 	startup_wrapper(bp, n);
 }
@@ -1432,21 +1493,21 @@ child_protect(const struct bench_params *bp)
 
 	stats_init(true);
 	if (!protect)
-		die("the library has no nosigbus_protect");
+		bench_die("the library has no nosigbus_protect");
 	fd = memfd_create("nsb-bench-protect", MFD_CLOEXEC);
 	if (fd < 0 || ftruncate(fd, (off_t)(n * page)) < 0)
-		die("memfd of %zu pages: %s", n, strerror(errno));
+		bench_die("memfd of %zu pages: %s", n, strerror(errno));
 	p = mmap(NULL, n * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
-		die("mmap of %zu pages: %s", n, strerror(errno));
+		bench_die("mmap of %zu pages: %s", n, strerror(errno));
 	for (size_t i = 1; i < n; i += 2)
 		if (mprotect(p + i * page, page, PROT_READ) < 0)
-			die("mprotect (VMA %zu of %zu): %s", i, n, strerror(errno));
+			bench_die("mprotect (VMA %zu of %zu): %s", i, n, strerror(errno));
 	emit((double)n, "protect.vmas");
 	fflush(stdout);		/* the driver may have to kill a slow call */
 	t0 = bench_now();
 	if (protect(p, n * page) < 0)
-		die("nosigbus_protect over %zu VMAs: %s", n, strerror(errno));
+		bench_die("nosigbus_protect over %zu VMAs: %s", n, strerror(errno));
 	t1 = bench_now();
 	emit((t1 - t0) / 1e6, "protect.ms");
 	drop_mapping(p, n * page, fd);
@@ -1457,7 +1518,7 @@ bench_child(const char *kind, const struct bench_params *bp)
 {
 	page = (size_t)sysconf(_SC_PAGESIZE);
 	if (bp->size < page || bp->size % page)
-		die("--size must be a multiple of the page size");
+		bench_die("--size must be a multiple of the page size");
 	if (!strcmp(kind, "rescue"))
 		child_rescue(bp);
 	else if (!strcmp(kind, "scale"))
@@ -1472,8 +1533,8 @@ bench_child(const char *kind, const struct bench_params *bp)
 		child_protect(bp);
 	else if (!strcmp(kind, "ops"))
 		child_ops(bp);
-	else
-		die("unknown child kind %s", kind);
+	else if (bench_exact_child(kind, bp) < 0)
+		bench_die("unknown child kind %s", kind);
 	fflush(stdout);
 	return ferror(stdout) ? 1 : 0;
 }

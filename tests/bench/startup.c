@@ -17,6 +17,10 @@
  *     bindings shows a lookup from the library of a name it defines
  *     itself, which only dlsym(RTLD_NEXT) makes): none.  Each real
  *     function is looked up on its first use.
+ *  4. system calls per child a program starts (true.c's spawn mode: fork
+ *     and vfork, each then exec, posix_spawn, exec), with and without
+ *     handlers of the program's: at most 2 more than under the empty
+ *     library, the child's own start-up included.
  *
  * Each part first shows that it can see what it counts (strace traces the
  * empty library's process; the spy counts a dladdr() call made on
@@ -53,9 +57,6 @@ static const struct {
 	{ "rt_sigprocmask", 1,
 	  "reads the start-up signal mask once: a SIGBUS blocked across exec is the "
 	  "program's, and must be unblocked in the kernel before any rescue (SPEC §6)" },
-	{ "getpid", 1,
-	  "the pid the library's memory belongs to: learnt later, the first to ask could "
-	  "be a clone(CLONE_VM) child, and the owner would be taken for a vfork child" },
 };
 
 static char tmpdir[] = "/tmp/nsb-startup-XXXXXX";
@@ -239,16 +240,19 @@ count_of(const struct counts *c, const char *name)
 	return 0;
 }
 
-/* Traces `true` under LD_PRELOAD=preload; returns the trace. */
+/* Traces args (a program and its arguments, at most 8) under
+ * LD_PRELOAD=preload; returns the trace. */
 static char *
-trace(const char *preload, const char *program, const char *tag)
+trace_args(const char *preload, char *const args[], const char *tag)
 {
 	char out[256], err[256], env_arg[4096];
-	char *argv[] = { "strace", "-f", "-qq", "-o", out, "-E", env_arg,
-			 (char *)program, NULL };
+	char *argv[16] = { "strace", "-f", "-qq", "-o", out, "-E", env_arg };
 	char *envp[] = { NULL };
-	int status;
+	int status, n = 7;
 
+	for (int i = 0; args[i] && n < 15; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
 	snprintf(out, sizeof(out), "%s/%s.trace", tmpdir, tag);
 	snprintf(err, sizeof(err), "%s/%s.strace-stderr", tmpdir, tag);
 	snprintf(env_arg, sizeof(env_arg), "LD_PRELOAD=%s", preload);
@@ -259,9 +263,19 @@ trace(const char *preload, const char *program, const char *tag)
 		if (strcmp(tag, "empty") == 0)
 			nsbt_skip("strace cannot trace a process here (%s): %s", status_str(status),
 			     msg[0] ? msg : "no message");
-		nsbt_fail("strace of the process under the library: %s: %s", status_str(status), msg);
+		nsbt_fail("strace of %s %s under LD_PRELOAD=%s: %s: %s", args[0],
+			  args[1] ? args[1] : "", preload, status_str(status), msg);
 	}
 	return slurp(out);
+}
+
+/* Traces `true` under LD_PRELOAD=preload; returns the trace. */
+static char *
+trace(const char *preload, const char *program, const char *tag)
+{
+	char *args[] = { (char *)program, NULL };
+
+	return trace_args(preload, args, tag);
 }
 
 /* Every line of the trace that calls name, for the failure message. */
@@ -333,6 +347,101 @@ check_syscalls(const char *lib, const char *empty, const char *program)
 	free(empty_trace);
 	free(lib_trace);
 	free(lib_copy);
+}
+
+/* ---- 4. children ---------------------------------------------------------- */
+
+/*
+ * What each child a program starts costs, in system calls made under the
+ * library and not under the empty one, all processes counted (the child
+ * is itself a process that loads the library): at most 2, by fork+exec,
+ * vfork+exec, posix_spawn and exec, in a program with and without
+ * signal handlers.  A shell pays it for every command it runs.  Each is
+ * traced with 4 and with 12 children: the difference over the 8 children
+ * more leaves the program's own start-up out.
+ */
+#define CHILD_CALLS_MAX 2
+
+static const char *const hows[] = { "fork", "vfork", "posix_spawn", "exec" };
+
+/* Counts under preload for `true spawn HOW N HANDLERS true`. */
+static void
+count_children(const char *preload, const char *program, const char *how, int n,
+	       const char *handlers, const char *tag, struct counts *c)
+{
+	char count[16];
+	char *args[] = { (char *)program, "spawn", (char *)how, count, (char *)handlers,
+			 (char *)program, NULL };
+	char *text;
+
+	snprintf(count, sizeof(count), "%d", n);
+	text = trace_args(preload, args, tag);
+	count_syscalls(text, c);
+	if (count_of(c, "execve") < 1)
+		nsbt_skip("strace printed no execve for %s spawn %s: cannot read its output",
+			  program, how);
+	free(text);
+}
+
+static int
+total_of(const struct counts *c)
+{
+	int t = 0;
+
+	for (int i = 0; i < c->n; i++)
+		t += c->c[i].count;
+	return t;
+}
+
+static void
+check_children(const char *lib, const char *empty, const char *program)
+{
+	static struct counts c[2][2];	/* [empty, library][4, 12 children] */
+	static const int ns[2] = { 4, 12 };
+
+	for (size_t h = 0; h < sizeof(hows) / sizeof(hows[0]); h++)
+		for (int with = 0; with < 2; with++) {
+			const char *handlers = with ? "handlers" : "none";
+			char names[1024] = "";
+			int extra;
+
+			for (int k = 0; k < 2; k++) {
+				count_children(empty, program, hows[h], ns[k], handlers, "empty",
+					       &c[0][k]);
+				count_children(lib, program, hows[h], ns[k], handlers, "library",
+					       &c[1][k]);
+			}
+			extra = (total_of(&c[1][1]) - total_of(&c[0][1])) -
+				(total_of(&c[1][0]) - total_of(&c[0][0]));
+			/* Which calls: every name either trace has. */
+			for (int t = 0; t < 4; t++) {
+				const struct counts *in = &c[t / 2][t % 2];
+
+				for (int i = 0; i < in->n; i++) {
+					const char *name = in->c[i].name;
+					char word[48];
+					int d = (count_of(&c[1][1], name) - count_of(&c[0][1], name)) -
+						(count_of(&c[1][0], name) - count_of(&c[0][0], name));
+
+					snprintf(word, sizeof(word), " %s %+d", name, d);
+					if (d != 0 && !strstr(names, word) &&
+					    strlen(names) + strlen(word) < sizeof(names))
+						strcat(names, word);
+				}
+			}
+			if (extra > CHILD_CALLS_MAX * (ns[1] - ns[0]))
+				fail("%s, %s: %.2f system calls more per child than under an empty "
+				     "library (at most %d); over %d children:%s", hows[h],
+				     with ? "with handlers" : "no handler",
+				     (double)extra / (ns[1] - ns[0]), CHILD_CALLS_MAX,
+				     ns[1] - ns[0], names);
+			else
+				printf("ok: %s, %s: %.2f system calls more per child (at most "
+				       "%d); over %d children:%s\n", hows[h],
+				       with ? "with handlers" : "no handler",
+				       (double)extra / (ns[1] - ns[0]), CHILD_CALLS_MAX,
+				       ns[1] - ns[0], names[0] ? names : " none");
+		}
 }
 
 /* ---- 2. dladdr ----------------------------------------------------------- */
@@ -493,6 +602,7 @@ main(int argc, char **argv)
 	check_syscalls(lib, argv[1], argv[3]);
 	check_dladdr(lib, argv[2], argv[3]);
 	check_lookups(lib, argv[3], argv[4]);
+	check_children(lib, argv[1], argv[3]);
 
 	cleanup();
 	if (failures)

@@ -14,13 +14,21 @@
  * exactly as many pages as the mapping has (each once).  Runs for
  * NOSIGBUS_FILL page, range and auto (re-executed), three rounds each.
  *
+ * "attack-rt": the same with the six threads at real-time priority
+ * (SCHED_FIFO 1), three on each of two CPUs: a thread faulting again
+ * while another replaces its page must give up its CPU, or the other,
+ * of the same priority on the same CPU, never runs again (it hung so
+ * before the handler yielded).  Skipped where real-time priority is
+ * refused.  Not run beside other tests: for its few seconds it keeps
+ * the CPUs from everything else (the kernel leaves others 5 %).
+ *
  * "swap": a written, rescued page paged out to swap (MADV_PAGEOUT) is not
  * in memory to mincore(); a later fill (auto, growing towards it after
  * many other rescues) must still stop at it.  Needs root and a swap file
  * (made, swapon'd and removed by the test); skipped with the reason
  * otherwise.
  *
- * Usage: core-lostwrite attack|swap
+ * Usage: core-lostwrite attack|attack-rt|swap
  */
 #include <sys/swap.h>
 
@@ -33,7 +41,8 @@ static volatile char *map;
 static size_t npages, ps;
 static size_t stride;	/* in pages */
 static pthread_barrier_t start;
-static volatile unsigned long progress;
+static volatile unsigned long *progress;	/* shared with the watchdog */
+static bool realtime;	/* attack-rt */
 
 struct worker {
 	int id;
@@ -46,6 +55,13 @@ attack_thread(void *arg)
 	size_t lanes = stride, per = npages / stride;
 
 	core_pin(w->id);	/* side by side on different CPUs: truly parallel */
+	if (realtime) {
+		struct sched_param sp = { .sched_priority = 1 };
+		int err = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+
+		if (err)
+			nsbt_fail("SCHED_FIFO: %s (allowed in main)", strerror(err));
+	}
 	pthread_barrier_wait(&start);
 	/* Lane by lane, stride apart within a lane; each thread starts at
 	 * another lane, so threads meet on pages both ways. */
@@ -58,7 +74,7 @@ attack_thread(void *arg)
 
 			*word = (uint64_t)page << 8 | (uint64_t)(w->id + 1);
 		}
-		__atomic_add_fetch(&progress, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(progress, 1, __ATOMIC_RELAXED);
 	}
 	return NULL;
 }
@@ -232,9 +248,16 @@ main(int argc, char **argv)
 	const char *fill = getenv("NOSIGBUS_FILL") ? getenv("NOSIGBUS_FILL") : "page";
 
 	core_require_library();
-	if (strcmp(what, "attack-one") == 0) {
+	if (strcmp(what, "attack-one") == 0 || strcmp(what, "attack-rt-one") == 0) {
 		char err[4096];
-		int status = core_run_watched(attack_child, (void *)fill, 120, &progress,
+
+		realtime = strcmp(what, "attack-rt-one") == 0;
+		/* Where the child counts its lanes for the watchdog: a
+		 * counter of its own (after fork) would stay 0 here. */
+		progress = mmap(NULL, sizeof(*progress), PROT_READ | PROT_WRITE,
+				MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		NSBT_CHECK(progress != MAP_FAILED, "mmap: %s", strerror(errno));
+		int status = core_run_watched(attack_child, (void *)fill, 120, progress,
 					      "lost-write attack", err, sizeof(err));
 
 		core_expect_quiet(err, "lost-write attack");
@@ -243,6 +266,17 @@ main(int argc, char **argv)
 	}
 	if (strcmp(what, "attack") == 0) {
 		core_reexec_each_fill("attack-one", "lost-write attack");
+		return 0;
+	}
+	if (strcmp(what, "attack-rt") == 0) {
+		struct sched_param rt = { .sched_priority = 1 }, normal = { 0 };
+
+		if (sched_setscheduler(0, SCHED_FIFO, &rt) != 0) {
+			printf("SKIP: real-time priority refused: %s\n", strerror(errno));
+			return 77;
+		}
+		(void)sched_setscheduler(0, SCHED_OTHER, &normal);
+		core_reexec_each_fill("attack-rt-one", "lost-write attack at real-time priority");
 		return 0;
 	}
 	if (strcmp(what, "swap") == 0) {

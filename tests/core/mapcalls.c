@@ -12,6 +12,15 @@
  *  - mremap_program_split: a protected mapping that the program split
  *    (mprotect) cannot be moved, as in the kernel (EFAULT); one that only
  *    rescues split still moves;
+ *  - mremap_refreshed_split: a protected mapping whose file a peer
+ *    truncated (a page rescued) and grew back, grown by mremap (the
+ *    library maps the file again over the rescued page, from a descriptor
+ *    of its own: a VMA the kernel does not merge) grows and moves again,
+ *    as the kernel's single VMA does; a split the program makes there
+ *    (mprotect, MADV_RANDOM) still fails with EFAULT, as in the kernel;
+ *  - refreshed_page_attrs: the page the library maps from the file again
+ *    keeps the mapping's mlock and MADV_DONTDUMP (smaps VmFlags), as a
+ *    rescued page does, and the mapping still grows;
  *  - madv_remove_rescued: MADV_REMOVE over a shared mapping with a
  *    rescued page succeeds, as over the kernel flag's single VMA;
  *  - mlock_rescued_unlocked: a rescued page keeps mlock, lock-on-fault,
@@ -20,6 +29,7 @@
  *  - MADV_DONTNEED, msync and mincore over a rescued page: the kernel
  *    flag's results.
  */
+#include <dlfcn.h>
 #include <sys/ipc.h>
 #include <sys/shm.h>
 
@@ -128,6 +138,218 @@ program_split_child(void *arg)
 	printf("ok: mremap_program_split\n");
 }
 
+/* A peer process holding the file: it makes it `size` bytes of the test
+ * pattern (truncated to nothing first) when asked. */
+struct peer {
+	int cmd, ack;
+	pid_t pid;
+};
+
+static void
+peer_start(struct peer *pr, int fd)
+{
+	int c[2], a[2];
+
+	NSBT_CHECK(pipe(c) == 0 && pipe(a) == 0, "pipe: %s", strerror(errno));
+	pr->pid = fork();
+	NSBT_CHECK(pr->pid >= 0, "fork: %s", strerror(errno));
+	if (pr->pid == 0) {
+		off_t size;
+
+		close(c[1]);
+		close(a[0]);
+		while (read(c[0], &size, sizeof(size)) == (ssize_t)sizeof(size)) {
+			nsbt_fill(fd, (size_t)size);
+			if (write(a[1], "", 1) != 1)
+				_exit(1);
+		}
+		_exit(0);
+	}
+	close(c[0]);
+	close(a[1]);
+	pr->cmd = c[1];
+	pr->ack = a[0];
+}
+
+static void
+peer_size(struct peer *pr, size_t size)
+{
+	off_t s = (off_t)size;
+	char b;
+
+	NSBT_CHECK(write(pr->cmd, &s, sizeof(s)) == (ssize_t)sizeof(s) &&
+		   read(pr->ack, &b, 1) == 1, "the peer did not answer");
+}
+
+/* The peer cuts the 4-page mapping p's file to one page (page 2 is
+ * rescued), then grows it to 16; p grown to 8 pages with mremap, where
+ * the file's pattern must show: the new address. */
+static char *
+rescue_then_regrow(struct peer *pr, char *p)
+{
+	char *q;
+
+	peer_size(pr, ps);
+	core_expect_bytes(p + 2 * ps, 0, ps, "a page past the end, rescued");
+	peer_size(pr, 16 * ps);
+	q = mremap(p, 4 * ps, 8 * ps, MREMAP_MAYMOVE);
+	NSBT_CHECK(q != MAP_FAILED, "mremap to 8 pages after a rescue: %s", strerror(errno));
+	core_expect_pattern(q, 0, 8 * ps, "the file grown back, after mremap");
+	return q;
+}
+
+static void
+peer_end(struct peer *pr)
+{
+	int status;
+
+	close(pr->cmd);
+	NSBT_CHECK(waitpid(pr->pid, &status, 0) == pr->pid, "waitpid: %s", strerror(errno));
+	nsbt_expect_exit(status, 0, "the peer");
+	close(pr->ack);
+}
+
+/* /proc/self/maps shows [p, p + len) as the file ino, shared, from offset
+ * 0 on, in however many VMAs; returns how many. */
+static int
+shows_file(const char *p, size_t len, unsigned long ino, const char *what)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[512];
+	uintptr_t at = (uintptr_t)p, end = at + len;
+	int n = 0;
+
+	NSBT_CHECK(f != NULL, "maps: %s", strerror(errno));
+	while (fgets(line, sizeof(line), f) && at < end) {
+		unsigned long s, e, off, i;
+		char perms[8];
+
+		if (sscanf(line, "%lx-%lx %7s %lx %*s %lu", &s, &e, perms, &off, &i) != 5 ||
+		    e <= at || s >= end)
+			continue;
+		NSBT_CHECK(s <= at && i == ino && perms[3] == 's' && off + (at - s) == at - (uintptr_t)p,
+			   "%s: at offset %#lx, maps shows %s", what, (unsigned long)(at - (uintptr_t)p),
+			   line);
+		at = e;
+		n++;
+	}
+	fclose(f);
+	NSBT_CHECK(at >= end, "%s: nothing mapped at offset %#lx", what,
+		   (unsigned long)(at - (uintptr_t)p));
+	return n;
+}
+
+/* The kernel alone (raw system calls, no record), on a file nobody
+ * truncated: grows and moves in one VMA; a split the program made fails. */
+static void
+kernel_baseline(void)
+{
+	int fd = nsbt_file(NSBT_MEMFD, 4 * ps);
+	char *p = (char *)syscall(SYS_mmap, NULL, 4 * ps, CORE_PROT_RW, MAP_SHARED, fd, 0L), *q;
+
+	NSBT_CHECK(p != MAP_FAILED, "raw mmap: %s", strerror(errno));
+	q = (char *)syscall(SYS_mremap, p, 4 * ps, 8 * ps, MREMAP_MAYMOVE, NULL);
+	NSBT_CHECK(q != MAP_FAILED, "the kernel alone: mremap to 8 pages: %s", strerror(errno));
+	p = (char *)syscall(SYS_mremap, q, 8 * ps, 16 * ps, MREMAP_MAYMOVE, NULL);
+	NSBT_CHECK(p != MAP_FAILED, "the kernel alone: mremap to 16 pages: %s", strerror(errno));
+	NSBT_CHECK(madvise(p + ps, ps, MADV_RANDOM) == 0, "MADV_RANDOM: %s", strerror(errno));
+	q = (char *)syscall(SYS_mremap, p, 16 * ps, 32 * ps, MREMAP_MAYMOVE, NULL);
+	NSBT_CHECK(q == MAP_FAILED && errno == EFAULT,
+		   "the kernel alone: mremap of a mapping MADV_RANDOM split: %s, expected EFAULT",
+		   q == MAP_FAILED ? strerror(errno) : "moved");
+	(void)syscall(SYS_munmap, p, 16 * ps);
+	close(fd);
+}
+
+static void
+refreshed_split_child(void *arg)
+{
+	struct peer pr;
+	struct stat st;
+	int fd = nsbt_file(NSBT_MEMFD, 4 * ps), n;
+	char *p = core_map(NULL, 4 * ps, CORE_PROT_RW, MAP_SHARED | MAP_NOSIGBUS, fd, 0), *q, *r;
+
+	(void)arg;
+	kernel_baseline();
+	NSBT_CHECK(fstat(fd, &st) == 0, "fstat: %s", strerror(errno));
+	peer_start(&pr, fd);
+	/* The program keeps no descriptor: the library maps the file again
+	 * from one of its own. */
+	close(fd);
+	q = rescue_then_regrow(&pr, p);
+	n = shows_file(q, 8 * ps, (unsigned long)st.st_ino, "after the first mremap");
+	/* The split this test is about; if the kernel or the library ever
+	 * makes it one VMA, the rest still holds. */
+	if (n < 2)
+		printf("note: the file mapped again merged with the mapping (%d VMA)\n", n);
+	r = mremap(q, 8 * ps, 12 * ps, MREMAP_MAYMOVE);
+	NSBT_CHECK(r != MAP_FAILED,
+		   "mremap of a mapping the library mapped again in %d VMAs: %s, where the kernel "
+		   "alone moves it", n, strerror(errno));
+	core_expect_pattern(r, 0, 12 * ps, "after the second mremap");
+	shows_file(r, 12 * ps, (unsigned long)st.st_ino, "after the second mremap");
+	if (r != q)
+		core_expect_unmapped(q, 8 * ps, "where it was");
+	/* Moved to a place of the program's choosing, and shrunk. */
+	q = core_free_range(16 * ps);
+	p = mremap(r, 12 * ps, 16 * ps, MREMAP_MAYMOVE | MREMAP_FIXED, q);
+	NSBT_CHECK(p == q, "mremap(MREMAP_FIXED): %s", p == MAP_FAILED ? strerror(errno) : "elsewhere");
+	core_expect_pattern(p, 0, 16 * ps, "after MREMAP_FIXED");
+	shows_file(p, 16 * ps, (unsigned long)st.st_ino, "after MREMAP_FIXED");
+	q = mremap(p, 16 * ps, 6 * ps, 0);
+	NSBT_CHECK(q == p, "mremap to 6 pages in place: %s", q == MAP_FAILED ? strerror(errno) : "moved");
+	shows_file(p, 6 * ps, (unsigned long)st.st_ino, "after shrinking");
+	core_expect_unmapped(p + 6 * ps, 10 * ps, "past the shrunk mapping");
+	/* A split the program makes: the kernel's EFAULT. */
+	NSBT_CHECK(madvise(p + 3 * ps, ps, MADV_RANDOM) == 0, "MADV_RANDOM: %s", strerror(errno));
+	q = mremap(p, 6 * ps, 12 * ps, MREMAP_MAYMOVE);
+	NSBT_CHECK(q == MAP_FAILED && errno == EFAULT,
+		   "mremap of a mapping MADV_RANDOM split: %s, the kernel says EFAULT",
+		   q == MAP_FAILED ? strerror(errno) : "moved");
+	NSBT_CHECK(madvise(p, 6 * ps, MADV_NORMAL) == 0, "MADV_NORMAL: %s", strerror(errno));
+	NSBT_CHECK(mprotect(p + 3 * ps, ps, PROT_READ) == 0, "mprotect: %s", strerror(errno));
+	q = mremap(p, 6 * ps, 12 * ps, MREMAP_MAYMOVE);
+	NSBT_CHECK(q == MAP_FAILED && errno == EFAULT,
+		   "mremap of a mapping mprotect split: %s, the kernel says EFAULT",
+		   q == MAP_FAILED ? strerror(errno) : "moved");
+	peer_end(&pr);
+	printf("ok: mremap_refreshed_split\n");
+}
+
+static void vm_flags(const void *addr, char *out, size_t size);
+static bool has_flag(const char *flags, const char *f);
+
+static void
+refreshed_attrs_child(void *arg)
+{
+	static const char *const want[] = { "dd", "lo" };
+	struct peer pr;
+	char flags[512];
+	int fd = nsbt_file(NSBT_MEMFD, 4 * ps);
+	char *p = core_map(NULL, 4 * ps, CORE_PROT_RW, MAP_SHARED | MAP_NOSIGBUS, fd, 0), *q;
+	size_t n = 2;
+
+	(void)arg;
+	NSBT_CHECK(madvise(p, 4 * ps, MADV_DONTDUMP) == 0, "MADV_DONTDUMP: %s", strerror(errno));
+	if (mlock(p, 4 * ps) != 0) {
+		printf("skip: mlock: %s (MADV_DONTDUMP alone)\n", strerror(errno));
+		n = 1;
+	}
+	peer_start(&pr, fd);
+	close(fd);
+	q = rescue_then_regrow(&pr, p);
+	vm_flags(q + 2 * ps, flags, sizeof(flags));
+	for (size_t i = 0; i < n; i++)
+		NSBT_CHECK(has_flag(flags, want[i]),
+			   "the page mapped from the file again lost '%s': VmFlags:%s", want[i], flags);
+	p = mremap(q, 8 * ps, 12 * ps, MREMAP_MAYMOVE);
+	NSBT_CHECK(p != MAP_FAILED, "mremap of the locked, refreshed mapping: %s, where the kernel "
+		   "alone moves it", strerror(errno));
+	core_expect_pattern(p, 0, 12 * ps, "after the second mremap");
+	peer_end(&pr);
+	printf("ok: refreshed_page_attrs\n");
+}
+
 static void
 madv_remove_child(void *arg)
 {
@@ -213,6 +435,18 @@ do_madvise(char *p, size_t len, int how)
 	return madvise(p, len, how);
 }
 
+/* mbind as a program makes it, through the interposed name when there is
+ * one (libnuma's, which the library's replaces). */
+static bool
+mbind_checked(void *p, size_t len, const unsigned long *mask)
+{
+	long (*f)(void *, unsigned long, int, const unsigned long *, unsigned long, unsigned) =
+		(long (*)(void *, unsigned long, int, const unsigned long *, unsigned long,
+			  unsigned))dlsym(RTLD_DEFAULT, "mbind");
+
+	return f && f(p, len, 2 /* MPOL_BIND */, mask, 64, 0) == 0;
+}
+
 static void
 attrs_child(void *arg)
 {
@@ -268,6 +502,43 @@ attrs_child(void *arg)
 			NSBT_CHECK(munlockall() == 0, "munlockall");
 		}
 	}
+	/* Locked before nosigbus_protect: the record learns it from smaps. */
+	{
+		int fd = nsbt_file(NSBT_MEMFD, 2 * ps);
+		char *p = core_map(NULL, 2 * ps, CORE_PROT_RW, MAP_SHARED, fd, 0);
+
+		if (mlock(p, 2 * ps) != 0) {
+			printf("skip: mlock: %s\n", strerror(errno));
+		} else {
+			NSBT_CHECK(nosigbus_protect(p, 2 * ps) == 0, "nosigbus_protect: %s",
+				   strerror(errno));
+			core_truncate(fd, ps);
+			core_expect_bytes(p + ps, 0, ps, "a rescued page");
+			vm_flags(p + ps, flags, sizeof(flags));
+			NSBT_CHECK(has_flag(flags, "lo"), "mlock then nosigbus_protect: the rescued "
+				   "page lost the lock: VmFlags:%s", flags);
+		}
+	}
+	/* mbind: the mapping's policy, kept (MPOL_BIND to the first node). */
+	{
+		unsigned long mask = 1, got[2] = { 0, 0 };
+		int fd, mode = -1;
+		char *p = protected_memfd(&fd, 2);
+
+		if (syscall(SYS_mbind, p, 2 * ps, 2 /* MPOL_BIND */, &mask, 64, 0) == 0 &&
+		    mbind_checked(p, 2 * ps, &mask)) {
+			core_truncate(fd, ps);
+			core_expect_bytes(p + ps, 0, ps, "a rescued page");
+			NSBT_CHECK(syscall(SYS_get_mempolicy, &mode, got, 128, p + ps,
+					   2 /* MPOL_F_ADDR */) == 0,
+				   "get_mempolicy: %s", strerror(errno));
+			NSBT_CHECK(mode == 2 && got[0] == 1,
+				   "mbind: the rescued page has policy %d, nodes %#lx, not MPOL_BIND to "
+				   "node 0", mode, got[0]);
+		} else {
+			printf("skip: mbind: %s\n", strerror(errno));
+		}
+	}
 	printf("ok: mlock_rescued_unlocked\n");
 }
 
@@ -282,6 +553,8 @@ main(int argc, char **argv)
 		{ "shmat_remap_stale_record", shmat_child },
 		{ "raw_munmap_stale_record", raw_munmap_child },
 		{ "mremap_program_split", program_split_child },
+		{ "mremap_refreshed_split", refreshed_split_child },
+		{ "refreshed_page_attrs", refreshed_attrs_child },
 		{ "madv_remove_rescued", madv_remove_child },
 		{ "mlock_rescued_unlocked", attrs_child },
 		{ "MADV_DONTNEED, msync, mincore", page_calls_child },

@@ -10,7 +10,11 @@
  * protected mapping while another thread's mprotect over them fails with
  * ENOMEM (its range runs into an unmapped page); every fault must be
  * rescued.  The threads are pinned to different CPUs (core_pin): on an
- * idle machine they then run truly in parallel.
+ * idle machine they then run truly in parallel.  The mprotects start once
+ * every faulter runs, and go on until the faulters have faulted
+ * RACE_MIN_FAULTS times (or 5 s, scaled, have passed): a run where the
+ * mprotects were over before a faulter started (0 faults, seen with the
+ * threads at a real-time priority) tested nothing.
  */
 #include <stdatomic.h>
 
@@ -157,6 +161,7 @@ pkey_child(void *arg)
 
 #define RACE_PAGES	256
 #define RACE_FAULTERS	2
+#define RACE_MIN_FAULTS	1000
 
 static int race_mprotects = 5000;
 
@@ -165,6 +170,7 @@ struct race {
 	int type;
 	char *p;
 	atomic_bool stop;
+	atomic_int started;
 	atomic_ulong faults;
 	atomic_ulong remaps;
 };
@@ -180,6 +186,7 @@ race_faulter(void *arg)
 	char *mine = r->p + (size_t)me * half * ps;
 
 	core_pin(me + 1);	/* not beside the thread whose mprotect fails */
+	atomic_fetch_add(&r->started, 1);
 	while (!atomic_load(&r->stop)) {
 		for (size_t i = 0; i < half && !atomic_load(&r->stop); i++) {
 			if (mine[i * ps] != 0)
@@ -201,7 +208,9 @@ failing_mprotect_child(void *arg)
 	size_t ps = nsbt_page();
 	struct race r = { .type = type };
 	pthread_t th[RACE_FAULTERS];
+	struct nsbt_budget budget;
 	char *area;
+	int n;
 
 	r.fd = nsbt_file(NSBT_MEMFD, 0);
 	/* The mapping, then one unmapped page: mprotect over both fails with ENOMEM. */
@@ -214,16 +223,21 @@ failing_mprotect_child(void *arg)
 	for (int i = 0; i < RACE_FAULTERS; i++)
 		if (pthread_create(&th[i], NULL, race_faulter, &r) != 0)
 			nsbt_fail("pthread_create");
-	for (int i = 0; i < race_mprotects; i++) {
+	while (atomic_load(&r.started) < RACE_FAULTERS)
+		sched_yield();
+	budget = nsbt_budget_start(5);
+	for (n = 0; n < race_mprotects ||
+		    (atomic_load(&r.faults) < RACE_MIN_FAULTS && !nsbt_budget_spent(&budget));
+	     n++) {
 		errno = 0;
 		if (mprotect(r.p, (RACE_PAGES + 1) * ps, CORE_PROT_RW) != -1 || errno != ENOMEM)
-			nsbt_fail("mprotect %d: %s, expected -1/ENOMEM", i, strerror(errno));
+			nsbt_fail("mprotect %d: %s, expected -1/ENOMEM", n, strerror(errno));
 	}
 	atomic_store(&r.stop, true);
 	for (int i = 0; i < RACE_FAULTERS; i++)
 		pthread_join(th[i], NULL);
 	printf("ok: %s: %d failing mprotects while %d threads faulted %lu times (%lu fresh "
-	       "mappings): every fault rescued\n", tname(type), race_mprotects, RACE_FAULTERS,
+	       "mappings): every fault rescued\n", tname(type), n, RACE_FAULTERS,
 	       atomic_load(&r.faults), atomic_load(&r.remaps));
 }
 

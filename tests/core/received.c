@@ -136,6 +136,9 @@ struct scenario {
 	enum via via;
 	bool received;		/* false: the receiver opens the file itself */
 	uint32_t truncate_to;
+	bool reused;		/* the received number is made to name the
+				 * receiver's own file with a raw dup3 (the
+				 * library does not see it) before the mmap */
 };
 
 /*
@@ -170,7 +173,9 @@ receiver(void *arg)
 		close(fd);
 		fd = d;
 	}
-	p = core_map(NULL, 4 * ps, PROT_READ, MAP_SHARED, sc->received ? fd : own, 0);
+	if (sc->reused)
+		NSBT_CHECK(syscall(SYS_dup3, own, fd, O_CLOEXEC) == fd, "dup3: %s", strerror(errno));
+	p = core_map(NULL, 4 * ps, PROT_READ, MAP_SHARED, sc->received || sc->reused ? fd : own, 0);
 	close(fd);
 	close(own);
 	core_expect_pattern((const char *)p, 0, 4 * ps, "before the truncation");
@@ -237,6 +242,7 @@ main(int argc, char **argv)
 	static const struct scenario by_dup = { VIA_DUP, true, 12 };
 	static const struct scenario mid_page = { VIA_RECVMSG, true, 12 };
 	static const struct scenario own_file = { VIA_RECVMSG, false, 0 };
+	static const struct scenario reused = { VIA_RECVMSG, false, 0, true };
 
 	ps = nsbt_page();
 	if (!nsbt_have_library())
@@ -268,6 +274,10 @@ main(int argc, char **argv)
 	       NULL);
 	expect("a disk file the program opened itself: SIGBUS, as without the library",
 	       &own_file, SIGBUS, NULL);
+	/* The library remembers the number a file arrived at, as a hint:
+	 * the decision is still the file's the number names at mmap time. */
+	expect("the received number made the program's own file behind the library's back: "
+	       "SIGBUS, as without the library", &reused, SIGBUS, NULL);
 	nsbt_expect_exit(core_reexec("flag", policy_flag), 0, "under NOSIGBUS_POLICY=flag");
 	nsbt_expect_exit(core_reexec("log", log_on), 0, "under NOSIGBUS_LOG=1");
 	return 0;

@@ -144,6 +144,33 @@ enum removal { RM_REPLACE, RM_MUNMAP, RM_MOVE_AWAY };
 static __thread char *tls_scratch;	/* the mapper's own landing place for moves */
 
 /*
+ * Can the kernel move several VMAs in one mremap(MREMAP_FIXED)?  Linux
+ * 6.17 and later can; before, the call fails with EFAULT, with or without
+ * the library.  Asked once, of anonymous memory the library leaves alone:
+ * where it cannot, a slot the mapper split with mprotect is made one VMA
+ * again before it may be moved away.
+ */
+static bool multi_vma_moves;
+
+static void
+probe_multi_vma_moves(void)
+{
+	char *p;
+
+	ps = nsbt_page();
+	p = mmap(NULL, 6 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	NSBT_CHECK(p != MAP_FAILED, "mmap: %s", strerror(errno));
+	NSBT_CHECK(mprotect(p + ps, ps, PROT_READ) == 0, "mprotect: %s", strerror(errno));
+	multi_vma_moves = mremap(p, 3 * ps, 3 * ps, MREMAP_MAYMOVE | MREMAP_FIXED, p + 3 * ps) != MAP_FAILED;
+	NSBT_CHECK(multi_vma_moves || errno == EFAULT, "mremap of three VMAs: %s", strerror(errno));
+	munmap(p, 6 * ps);
+	if (!multi_vma_moves)
+		printf("note: this kernel moves one VMA per mremap (before Linux 6.17): "
+		       "slots split by mprotect are joined before they move\n");
+}
+
+/*
  * Removes what is at slot s as told.  After RM_MUNMAP and RM_MOVE_AWAY
  * the slot is a hole that any thread's mmap may take, so whatever comes
  * next is placed with MAP_FIXED_NOREPLACE.
@@ -291,6 +318,8 @@ mapper(void *arg)
 				/* Protection changes; it stays protected. */
 				NSBT_CHECK(mprotect(a, len, PROT_READ) == 0, "mapper: mprotect");
 				NSBT_CHECK(mprotect(a + ps, ps, CORE_PROT_RW) == 0, "mapper: mprotect");
+				if (!multi_vma_moves)
+					NSBT_CHECK(mprotect(a, len, CORE_PROT_RW) == 0, "mapper: mprotect");
 			}
 			break;
 		case SLOT_CANARY_FILE:
@@ -462,6 +491,7 @@ main(int argc, char **argv)
 	core_require_library();
 	/* Canaries are unflagged memfd mappings: unprotected, as designed. */
 	core_setenv_reexec(argv, "NOSIGBUS_POLICY", "flag");
+	probe_multi_vma_moves();
 	if (argc > 1) {
 		if (strcmp(argv[1], "range") != 0)
 			nsbt_fail("unknown scenario %s", argv[1]);

@@ -25,7 +25,9 @@
 #     says which one it saw (TAP comment), and checks how Mir ended.
 #
 # With the library, preloaded by path and with no NOSIGBUS_ variable
-# (LD_PRELOAD=.../libnosigbus.so, the default policy), in every scenario:
+# (LD_PRELOAD=.../libnosigbus.so, the default policy), in every scenario,
+# and with a seventh: a sealed memfd of one page whose pool the client
+# grows with wl_shm_pool.resize (issue 37; not run without the library):
 # the compositor stays up, the hostile client stays connected and gets
 # every frame callback after the truncation, a well-behaved client renders
 # afterwards, and the compositor printed no "nosigbus:" line.  The disk
@@ -136,9 +138,30 @@ matrix_with() {
 			assert_good_clients_render
 		done
 	done
+	# A sealed memfd of one page, its pool grown by wl_shm_pool.resize:
+	# libwayland-server sets up no SIGBUS handling for a pool that cannot
+	# shrink (weston dies of it without the library: weston.bats).
+	run_client --sealed-resize "$FRAMES"
+	assert_client_sealed_stayed "$FRAMES"
+	assert_compositor_running
+	assert_good_clients_render
 	stop_compositor
 	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
 	assert_library_silent
+}
+
+# The client of a sealed pool (nothing truncated): every frame, connected.
+assert_client_sealed_stayed() {
+	local frames=$1 n
+	assert_equal "$CLIENT_STATUS" 0
+	run -0 printf '%s\n' "$CLIENT_OUTPUT"
+	assert_line --index 0 --regexp '^configured [0-9]+x[0-9]+$'
+	for ((n = 0; n <= frames; n++)); do
+		assert_line --index $((n + 1)) "frame $n"
+	done
+	assert_line --index $((frames + 2)) "connected after $frames frames"
+	assert_equal "${#lines[@]}" $((frames + 3))
+	assert_equal "$CLIENT_ERR" ""
 }
 
 # Mir 2.12 after cutting a client off (see the top): it lives on and the

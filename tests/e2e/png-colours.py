@@ -46,10 +46,12 @@ def unfilter(kind, row, prev, bpp):
     return bytes(out)
 
 
-def main():
-    data = open(sys.argv[1], "rb").read()
+def rgb_rows(path, prog):
+    """Width, height and the rows of PATH as RGB bytes (alpha dropped);
+    PROG names the caller in what it says of a file it cannot read."""
+    data = open(path, "rb").read()
     if data[:8] != b"\x89PNG\r\n\x1a\n":
-        sys.exit("png-colours: %s is not a PNG file" % sys.argv[1])
+        sys.exit("%s: %s is not a PNG file" % (prog, path))
     pos, idat, header = 8, [], None
     while pos < len(data):
         length, kind = struct.unpack(">I4s", data[pos:pos + 8])
@@ -61,20 +63,28 @@ def main():
         pos += 12 + length
     width, height, depth, colour_type, _, _, interlace = header
     if depth != 8 or colour_type not in (2, 6) or interlace != 0:
-        sys.exit("png-colours: unsupported PNG (depth %d, colour type %d, "
-                 "interlace %d)" % (depth, colour_type, interlace))
+        sys.exit("%s: %s: unsupported PNG (depth %d, colour type %d, "
+                 "interlace %d)" % (prog, path, depth, colour_type, interlace))
     bpp = 3 if colour_type == 2 else 4
     raw = zlib.decompress(b"".join(idat))
     stride = width * bpp
     prev = bytes(stride)
-    counts = Counter()
+    rows = []
     for y in range(height):
         start = y * (stride + 1)
         row = unfilter(raw[start], raw[start + 1:start + 1 + stride], prev,
                        bpp)
-        for x in range(0, stride, bpp):
-            counts[row[x:x + 3]] += 1
+        rows.append(b"".join(row[x:x + 3] for x in range(0, stride, bpp)))
         prev = row
+    return width, height, rows
+
+
+def main():
+    width, height, rows = rgb_rows(sys.argv[1], "png-colours")
+    counts = Counter()
+    for row in rows:
+        for x in range(0, 3 * width, 3):
+            counts[row[x:x + 3]] += 1
     print("%dx%d" % (width, height))
     for colour, count in counts.most_common():
         print("%s %d" % (colour.hex(), count))

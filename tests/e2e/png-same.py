@@ -10,9 +10,7 @@ code.
 """
 import importlib.util
 import os
-import struct
 import sys
-import zlib
 
 spec = importlib.util.spec_from_file_location(
     "png_colours", os.path.join(os.path.dirname(__file__), "png-colours.py"))
@@ -21,34 +19,7 @@ spec.loader.exec_module(png_colours)
 
 
 def pixels(path):
-    data = open(path, "rb").read()
-    if data[:8] != b"\x89PNG\r\n\x1a\n":
-        sys.exit("png-same: %s is not a PNG file" % path)
-    pos, idat, header = 8, [], None
-    while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
-        if kind == b"IHDR":
-            header = struct.unpack(">IIBBBBB", body)
-        elif kind == b"IDAT":
-            idat.append(body)
-        pos += 12 + length
-    width, height, depth, colour_type, _, _, interlace = header
-    if depth != 8 or colour_type not in (2, 6) or interlace != 0:
-        sys.exit("png-same: %s: unsupported PNG (depth %d, colour type %d, "
-                 "interlace %d)" % (path, depth, colour_type, interlace))
-    bpp = 3 if colour_type == 2 else 4
-    raw = zlib.decompress(b"".join(idat))
-    stride = width * bpp
-    prev = bytes(stride)
-    rows = []
-    for y in range(height):
-        start = y * (stride + 1)
-        row = png_colours.unfilter(raw[start], raw[start + 1:start + 1 + stride],
-                                   prev, bpp)
-        rows.append(b"".join(row[x:x + 3] for x in range(0, stride, bpp)))
-        prev = row
-    return width, height, rows
+    return png_colours.rgb_rows(path, "png-same")
 
 
 def main():

@@ -17,6 +17,9 @@
  *   create=PATH:SIZE    create (or empty) PATH, ftruncate it to SIZE; it
  *                       becomes the current file (as open= does)
  *   open=PATH           open PATH read-only
+ *   recv                hand the current file to itself over a Unix
+ *                       socket pair (SCM_RIGHTS): the descriptor it then
+ *                       uses is a received one, as a compositor's
  *   pwrite=PAGE:C       pwrite() page PAGE full of the character C
  *   append=BYTES:C      write() BYTES bytes of C at the file position
  *   fill=PATH           write() PATH until the file system is full
@@ -54,6 +57,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "nosigbus.h"
@@ -281,6 +285,38 @@ stats(void)
 		    st.rescues, st.pages, st.failures, st.mappings, st.unverified);
 }
 
+/* fd sent through a socket pair and received (recvmsg, which the library
+ * watches); the original is closed. */
+static int
+pass_over(int fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 }, byte = 'F';
+	struct iovec iov = { &byte, 1 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+			      .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	int sv[2], got;
+
+	if (fd < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+		die("recv: %s", strerror(errno));
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	if (sendmsg(sv[0], &msg, 0) != 1)
+		die("recv: sendmsg: %s", strerror(errno));
+	memset(cbuf, 0, sizeof(cbuf));
+	msg.msg_controllen = sizeof(cbuf);
+	if (recvmsg(sv[1], &msg, MSG_CMSG_CLOEXEC) != 1 || !(c = CMSG_FIRSTHDR(&msg)) ||
+	    c->cmsg_type != SCM_RIGHTS)
+		die("recv: recvmsg: %s", strerror(errno));
+	memcpy(&got, CMSG_DATA(c), sizeof(int));
+	close(sv[0]);
+	close(sv[1]);
+	close(fd);
+	return got;
+}
+
 static void
 step(char *arg)
 {
@@ -307,6 +343,9 @@ step(char *arg)
 		if (cur_fd < 0)
 			die("open %s: %s", f[0], strerror(errno));
 		say("opened");
+	} else if (strcmp(name, "recv") == 0 && n == 0) {
+		cur_fd = pass_over(cur_fd);
+		say("received");
 	} else if (strcmp(name, "pwrite") == 0 && n == 2) {
 		unsigned char *buf = malloc(page);
 		size_t p = number(f[0], NULL);

@@ -64,6 +64,13 @@
  * mapping, each writing its own pages upwards: every write lands, every
  * page past the end is replaced exactly once, none inside the file's size.
  *
+ * The mapping calls past mmap (doc/mappings.md), as modes of the madvise
+ * operation: mlock and munlock (splits the program makes, which an mremap
+ * must not move piece by piece: EFAULT), MADV_REMOVE (punches shared
+ * files; a rescued page of a shared mapping is taken), remap_file_pages
+ * (pages mapped again at other file offsets: the end-of-file judgement
+ * follows) and shmat(SHM_REMAP) then shmdt (the records there go).
+ *
  * Recovery (issue 22): after an mremap that resizes (a move alone
  * changes nothing), and on nosigbus_refresh() (an operation of its own,
  * aimed mostly at a rescued shared page its file covers again), pages
@@ -96,6 +103,7 @@
 #include <string.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -148,7 +156,7 @@ static const struct config configs[] = {
 	 * policy protects, page for the rest): "default" sets the fill alone.
 	 * The per-mapping default is checked by cli/log.bats ("the default
 	 * fill") and e2e/weston.bats. */
-	{ "default", "", "page", NULL, NULL, "only NOSIGBUS_FILL=page set: policy shm, errors pass" },
+	{ "default", "", "page", NULL, NULL, "only NOSIGBUS_FILL=page set: policy shm, errors peer (as pass: none received)" },
 	{ "flag", "flag", "page", "0", NULL, "NOSIGBUS_POLICY=flag" },
 	{ "shm", "shm", "page", "0", "pass", "memfd/tmpfs/hugetlbfs mappings protected" },
 	{ "files", "files", "page", "0", NULL, "every file mapping protected" },
@@ -173,15 +181,22 @@ enum { MM_FIXED, MM_NOREPLACE, MM_HINT, MM_BADOFF };
 /* op.mode for OP_MREMAP; MR_DUP is old_len 0 (a second mapping of the
  * same shared pages), MR_DONTUNMAP moves and leaves the old range mapped. */
 enum { MR_SHRINK, MR_GROW, MR_MOVE, MR_DONTUNMAP, MR_DUP };
-/* op.mode for OP_MADVISE: the advices that decide what a fork child gets. */
-enum { MA_DONTFORK, MA_DOFORK, MA_WIPEONFORK, MA_KEEPONFORK };
+/* op.mode for OP_MADVISE: the advices that decide what a fork child gets,
+ * MADV_REMOVE (which a rescued page must not refuse), mlock and munlock
+ * (which split VMAs as the program's own mprotect does), remap_file_pages
+ * (n pages from a, mapped again from file page off), and shmat with
+ * SHM_REMAP of an n-page segment at a, detached at once (a hole). */
+enum { MA_DONTFORK, MA_DOFORK, MA_WIPEONFORK, MA_KEEPONFORK, MA_REMOVE, MA_MLOCK, MA_MUNLOCK,
+       MA_REMAP_FILE, MA_SHMAT, MA_COUNT };
 #ifndef MADV_WIPEONFORK
 #define MADV_WIPEONFORK 18
 #define MADV_KEEPONFORK 19
 #endif
-static const int madv_advice[] = { MADV_DONTFORK, MADV_DOFORK, MADV_WIPEONFORK, MADV_KEEPONFORK };
+static const int madv_advice[] = { MADV_DONTFORK, MADV_DOFORK, MADV_WIPEONFORK, MADV_KEEPONFORK,
+				   MADV_REMOVE, 0, 0, 0, 0 };
 static const char *const madv_names[] = {
-	"MADV_DONTFORK", "MADV_DOFORK", "MADV_WIPEONFORK", "MADV_KEEPONFORK",
+	"MADV_DONTFORK", "MADV_DOFORK", "MADV_WIPEONFORK", "MADV_KEEPONFORK", "MADV_REMOVE",
+	"mlock", "munlock", "remap_file_pages", "shmat",
 };
 
 struct op {
@@ -244,6 +259,7 @@ struct kpage {
 	uint64_t off;		/* file offset of this page */
 	int vma;		/* index of its VMA */
 	int vstart, vend;	/* the VMA, in window pages (may exceed the window) */
+	bool zfile;		/* the library's zero file (shown as ino 0) */
 };
 
 /* What the kernel shows over one huge page of the huge window. */
@@ -408,8 +424,18 @@ op_str(const struct op *op, char *buf, size_t len)
 			 THREAD_PAGES, op->n * THREAD_PAGES, op->o, op->mode ? "auto" : "range");
 		break;
 	case OP_MADVISE:
-		snprintf(buf, len, "madvise(page %d, %d pages%s, %s)", op->a, op->n, sd,
-			 madv_names[op->mode]);
+		if (op->mode == MA_SHMAT)
+			snprintf(buf, len, "shmat(%d-page segment, page %d, SHM_REMAP), then shmdt",
+				 op->n, op->a);
+		else if (op->mode == MA_REMAP_FILE)
+			snprintf(buf, len, "remap_file_pages(page %d, %d pages, file page %d)", op->a,
+				 op->n, op->off);
+		else if (op->mode == MA_MLOCK || op->mode == MA_MUNLOCK)
+			snprintf(buf, len, "%s(page %d, %d pages%s)", madv_names[op->mode], op->a,
+				 op->n, sd);
+		else
+			snprintf(buf, len, "madvise(page %d, %d pages%s, %s)", op->a, op->n, sd,
+				 madv_names[op->mode]);
 		break;
 	case OP_MMAP:
 		if (op->file < 0)
@@ -673,8 +699,14 @@ read_kernel(struct seq *s)
 
 		if (nl)
 			*nl = '\0';
+		/* A fill read first is mapped from the library's zero file:
+		 * a rescue's page, anonymous memory to the model. */
+		bool zero_file = strstr(line, "/memfd:nosigbus-zero") != NULL;
+
 		if (sscanf(line, "%lx-%lx %7s %lx %*s %lu", &a, &b, perms, &off, &ino) == 5 &&
 		    b > lo && a < hi) {
+			if (zero_file)
+				ino = off = 0;
 			for (uintptr_t x = a < lo ? lo : a; x < b && x < hi; x += ps) {
 				struct kpage *k = &s->k[(x - lo) / ps];
 
@@ -683,6 +715,7 @@ read_kernel(struct seq *s)
 				k->w = perms[1] == 'w';
 				k->s = perms[3] == 's';
 				k->ino = ino;
+				k->zfile = zero_file;
 				k->off = off + (x - a);
 				k->vma = nv;
 				k->vstart = (int)(((long)a - (long)lo) / (long)ps);
@@ -1986,11 +2019,79 @@ run_threads(struct seq *s, const struct op *op)
  * hole (ENOMEM at the end) and stops at the first VMA MADV_WIPEONFORK
  * refuses (a file's: EINVAL), the ones before it changed.
  */
+/* Which window pages the kernel shows locked (smaps VmFlags "lo"). */
 static void
-run_madvise(struct seq *s, const struct op *op)
+read_locked(const struct seq *s, bool *locked)
 {
+	FILE *f = fopen("/proc/self/smaps", "r");
+	uintptr_t base = (uintptr_t)page_addr(s, 0), vs = 0, ve = 0;
+	char line[512];
+
+	memset(locked, 0, W * sizeof(*locked));
+	if (!f)
+		fail((struct seq *)s, F_SETUP, "smaps: %s", strerror(errno));
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long a, b;
+
+		if (sscanf(line, "%lx-%lx ", &a, &b) == 2) {
+			vs = a;
+			ve = b;
+		} else if (strncmp(line, "VmFlags:", 8) == 0 && strstr(line, " lo")) {
+			for (int i = 0; i < W; i++) {
+				uintptr_t at = base + (uintptr_t)i * ps;
+
+				if (at >= vs && at < ve)
+					locked[i] = true;
+			}
+		}
+	}
+	fclose(f);
+}
+
+/* mlock, munlock: they split VMAs (and fail over a hole); what they lock
+ * shows only in smaps, which MADV_REMOVE asks. */
+static void
+run_mlock(struct seq *s, const struct op *op)
+{
+	bool hole = !no_holes(s, op->a, op->n);
+	int ret;
+
+	errno = 0;
+	ret = op->mode == MA_MLOCK ? mlock(page_addr(s, op->a), op_len(op, op->n))
+				   : munlock(page_addr(s, op->a), op_len(op, op->n));
+#if defined(__SANITIZE_ADDRESS__)
+	/* ASan's mlock and munlock do nothing and return 0 (its shadow
+	 * memory cannot be locked): nothing to compare, nothing locked. */
+	(void)hole;
+	(void)ret;
+	return;
+#endif
+	if (hole)
+		expect_result(s, false, ENOMEM, ret, errno);
+	else if (op->mode == MA_MUNLOCK)
+		expect_result(s, true, 0, ret, errno);
+	else
+		/* Populating pages past the end of a file fails (ENOMEM),
+		 * and so may RLIMIT_MEMLOCK (EPERM, EAGAIN). */
+		(void)either_result(s, ret == 0, EPERM, EAGAIN, errno);
+}
+
+/*
+ * MADV_REMOVE: the kernel walks the VMAs in order, notes a hole (ENOMEM
+ * at the end), punches the file under shared ones and stops at the first
+ * it refuses (EINVAL: a locked VMA, anonymous memory; EACCES: a private
+ * mapping of a file).  A page the library
+ * rescued in a shared mapping is taken as the kernel flag's VMA would be:
+ * it reads zeros after.
+ */
+static void
+run_remove(struct seq *s, const struct op *op)
+{
+	bool locked[W];
 	int err = 0, j, ret;
 
+	read_locked(s, locked);
+	read_kernel(s);
 	for (j = op->a; j < op->a + op->n; j++) {
 		const struct mpage *p = &s->m.pg[j];
 
@@ -1998,7 +2099,149 @@ run_madvise(struct seq *s, const struct op *op)
 			err = ENOMEM;
 			continue;
 		}
-		if (op->mode == MA_WIPEONFORK && (p->kind == K_FILE || p->shared)) {
+		/* A private file page that a range or auto fill replaced past
+		 * the end of its file (the model keeps it as the file's: it
+		 * reads the same) is anonymous memory to the kernel: EINVAL. */
+		if (model_lib && p->kind == K_FILE && !p->shared && s->k[j].mapped && !s->k[j].ino) {
+			err = EINVAL;
+			break;
+		}
+		if (!locked[j] && ((p->kind == K_FILE && p->shared) ||
+				   (model_lib && p->kind == K_ANON && p->rescued && p->rfile == 2 &&
+				    p->prot_d)))
+			continue;
+		/* Locked, or no file: EINVAL; a private file mapping: EACCES. */
+		err = !locked[j] && p->kind == K_FILE ? EACCES : EINVAL;
+		break;
+	}
+	errno = 0;
+	ret = madvise(page_addr(s, op->a), op_len(op, op->n), MADV_REMOVE);
+	expect_result(s, err == 0, err, ret, errno);
+	for (int i = op->a; i < j; i++) {
+		struct mpage *p = &s->m.pg[i];
+
+		if (p->kind == K_FILE) {
+			struct mfile *f = &s->m.f[p->file];
+
+			if (p->pgoff < f->size)
+				f->val[p->pgoff] = f->alloc[p->pgoff] = 0;
+		} else if (p->kind == K_ANON) {
+			p->val = 0;
+			p->cow = 0;
+		}
+	}
+}
+
+/*
+ * remap_file_pages: the pages must lie in shared VMAs of one file with
+ * the same flags, without holes (else EINVAL); the kernel maps them anew
+ * (Linux 4.0 on) from file page off, one fresh VMA with the first one's
+ * flags and without the old ones' advice.  The records must follow: a
+ * page past the end is rescued, one inside is the file's.
+ */
+static void
+run_remap_file(struct seq *s, const struct op *op)
+{
+	const struct mpage *first = &s->m.pg[op->a];
+	bool ok, locked[W];
+	int ret;
+
+	read_kernel(s);
+
+	/* The kernel's VMAs (a range fill may have replaced a page the
+	 * model still has as the file's): from Linux 6.1 the range may run
+	 * over several, without holes, of the same file and flags. */
+	read_locked(s, locked);
+	ok = first->kind == K_FILE && first->shared && s->k[op->a].s;
+	for (int i = op->a + 1; ok && i < op->a + op->n; i++) {
+		const struct mpage *p = &s->m.pg[i];
+		const struct kpage *k = &s->k[i], *k0 = &s->k[op->a];
+
+		ok = k->mapped && p->kind == K_FILE && p->file == first->file && k->s &&
+		     k->ino == k0->ino && k->r == k0->r && k->w == k0->w &&
+		     locked[i] == locked[op->a] && p->dontfork == first->dontfork &&
+		     p->wipe == first->wipe;
+	}
+	errno = 0;
+	ret = remap_file_pages(page_addr(s, op->a), (size_t)op->n * ps, 0, (size_t)op->off,
+			       MAP_NONBLOCK);
+	expect_result(s, ok, EINVAL, ret, errno);
+	if (!ok)
+		return;
+	for (int i = op->a; i < op->a + op->n; i++) {
+		struct mpage *p = &s->m.pg[i];
+
+		p->pgoff = op->off + (i - op->a);
+		p->cow = 0;
+		p->dontfork = 0;
+		p->wipe = 0;
+		/* One new mapping, as the first VMA was (with the kernel's
+		 * flag, its flags must all be the same). */
+		p->prot_d = first->prot_d;
+	}
+}
+
+/*
+ * shmat(SHM_REMAP) replaces whatever is mapped there, as MAP_FIXED does,
+ * and shmdt leaves a hole: no record may stay there (the probe checks).
+ */
+static void
+run_shmat(struct seq *s, const struct op *op)
+{
+	int id = shmget(IPC_PRIVATE, (size_t)op->n * ps, IPC_CREAT | 0600);
+	void *p;
+
+	if (id < 0)
+		fail(s, F_SETUP, "shmget: %s", strerror(errno));
+	errno = 0;
+	p = shmat(id, page_addr(s, op->a), SHM_REMAP);
+	(void)shmctl(id, IPC_RMID, NULL);
+	expect_result(s, p != (void *)-1, 0, p == (void *)-1 ? -1 : 0, errno);
+	if (p == (void *)-1)
+		return;
+	if (p != page_addr(s, op->a))
+		fail(s, F_RESULT, "shmat returned %p, not %p", p, (void *)page_addr(s, op->a));
+	expect_result(s, true, 0, shmdt(p), errno);
+	memset(&s->m.pg[op->a], 0, (size_t)op->n * sizeof(s->m.pg[0]));
+}
+
+static void
+run_madvise(struct seq *s, const struct op *op)
+{
+	int err = 0, j, ret;
+
+	if (op->mode == MA_SHMAT) {
+		run_shmat(s, op);
+		return;
+	}
+
+	if (op->mode == MA_REMAP_FILE) {
+		run_remap_file(s, op);
+		return;
+	}
+
+	if (op->mode == MA_MLOCK || op->mode == MA_MUNLOCK) {
+		run_mlock(s, op);
+		return;
+	}
+	if (op->mode == MA_REMOVE) {
+		run_remove(s, op);
+		return;
+	}
+
+	/* A rescued page mapped from the library's zero file (a fill read
+	 * first) is a file's page to the kernel, which refuses it. */
+	if (op->mode == MA_WIPEONFORK && model_lib)
+		read_kernel(s);
+	for (j = op->a; j < op->a + op->n; j++) {
+		const struct mpage *p = &s->m.pg[j];
+
+		if (p->kind == K_NONE) {
+			err = ENOMEM;
+			continue;
+		}
+		if (op->mode == MA_WIPEONFORK &&
+		    (p->kind == K_FILE || p->shared || (model_lib && s->k[j].zfile))) {
 			err = EINVAL;
 			break;
 		}
@@ -2568,6 +2811,24 @@ op_valid(const struct seq *s, const struct op *op)
 	case OP_THREADS:
 		return model_lib;
 	case OP_MADVISE:
+		/* mlock populates a writable private mapping of a file by
+		 * writing: copies the model does not follow. */
+		for (int i = op->a; op->mode == MA_MLOCK && i < op->a + op->n; i++) {
+			const struct mpage *p = &s->m.pg[i];
+
+			if (p->kind == K_FILE && !p->shared && (p->prot & PROT_WRITE))
+				return false;
+		}
+		/* MADV_REMOVE punches holes: not in a file on a disk, whose
+		 * file system may not (EOPNOTSUPP, after the pages before),
+		 * nor on the full tmpfs, which must stay full. */
+		for (int i = op->a; op->mode == MA_REMOVE && i < op->a + op->n; i++) {
+			const struct mpage *p = &s->m.pg[i];
+
+			if ((p->kind == K_FILE || p->rfile) && (s->m.f[p->file].backing == B_DISK ||
+								s->m.f[p->file].backing == B_FULL))
+				return false;
+		}
 		/* fill=range may have made a page past the end anonymous
 		 * already: MADV_WIPEONFORK's outcome is then the kernel's. */
 		for (int i = op->a; s->no_regrow && op->mode == MA_WIPEONFORK && i < op->a + op->n; i++) {
@@ -2806,10 +3067,11 @@ gen_main(struct seq *s, struct op *op)
 		op->o = (int16_t)rnd(s, op->n * THREAD_PAGES);
 	} else if (r < 42) {
 		op->type = OP_MADVISE;
-		op->mode = (uint8_t)rnd(s, 4);
+		op->mode = (uint8_t)rnd(s, MA_COUNT);
 		op->a = (int16_t)pick_page(s);
 		op->n = (int16_t)pick_len(s, op->a, 4);
-		op->d = pick_short(s, ps);
+		op->d = op->mode == MA_REMAP_FILE ? 0 : pick_short(s, ps);
+		op->off = (int16_t)rnd(s, FP);
 	} else if (r < 57) {
 		op->type = OP_MMAP;
 		op->n = (int16_t)(1 + rnd(s, 4));

@@ -20,9 +20,15 @@
  *    groups (a status file of some 20 KiB: "Seccomp:" after them);
  *  - renderer: an allow-list written from Chromium's and Firefox's content
  *    process policies - the calls a renderer makes allowed, statx,
- *    fstatfs, open_tree, mincore, openat, ioctl and the rest refused -
- *    installed the way the browsers do, by the process itself through
- *    libseccomp once it runs (so after the library loaded).
+ *    fstatfs, open_tree, mincore, ioctl and the rest refused, openat and
+ *    newfstatat trapped to a SIGSYS handler that plays the broker (Firefox)
+ *    - installed the way the browsers do, by the process itself through
+ *    libseccomp once it runs (so after the library loaded);
+ *  - raw: the same list installed with a seccomp system call instruction
+ *    of the program's own, as a Go program (golang.org/x/sys/unix makes
+ *    no C library call) or a static sandbox does: the library cannot see
+ *    it, and has not looked yet when it comes; its first look, the open
+ *    of /proc/self/status, is then trapped to the broker.
  * "kill" is SCMP_ACT_KILL_PROCESS for what the filter refuses; "eperm"
  * SCMP_ACT_ERRNO(EPERM).
  *
@@ -48,8 +54,11 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <grp.h>
+#include <ucontext.h>
 #include <unistd.h>
 
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <seccomp.h>
 
 #include "nosigbus.h"
@@ -145,13 +154,90 @@ systemd_lists(void)
 	return svc_n >= 100 && chrony_n >= 20;
 }
 
+/*
+ * The broker's side of a trapped call, as Firefox's SIGSYS handler does
+ * it: newfstatat(fd, "", AT_EMPTY_PATH) is answered by fstat, an openat
+ * is refused (its broker does not list what the harness's processes
+ * open after the filter: /proc among them).
+ */
+static void
+broker(int sig, siginfo_t *si, void *ucv)
+{
+	ucontext_t *uc = ucv;
+	long ret = -EACCES;
+#if defined(__x86_64__)
+	greg_t *g = uc->uc_mcontext.gregs;
+
+	if (si->si_syscall == SCMP_SYS(newfstatat) && ((const char *)g[REG_RSI])[0] == '\0' &&
+	    (g[REG_R10] & AT_EMPTY_PATH))
+		ret = syscall(SYS_fstat, g[REG_RDI], g[REG_RDX]) < 0 ? -errno : 0;
+	g[REG_RAX] = ret;
+#elif defined(__aarch64__)
+	unsigned long long *x = uc->uc_mcontext.regs;
+
+	if (si->si_syscall == SCMP_SYS(newfstatat) && ((const char *)x[1])[0] == '\0' &&
+	    (x[3] & AT_EMPTY_PATH))
+		ret = syscall(SYS_fstat, x[0], x[2]) < 0 ? -errno : 0;
+	x[0] = (unsigned long long)ret;
+#endif
+	(void)sig;
+}
+
+/*
+ * The raw filter: no libseccomp in the process (whose probes go through
+ * syscall(), where the library would see them),
+ * the program made beforehand - here by the harness before the exec, into
+ * a memfd the process inherits as descriptor NSB_SECCOMP_BPF - and loaded
+ * with a system call instruction of the program's own.
+ */
+static int
+load_raw(void)
+{
+	static struct sock_filter insns[4096];
+	struct sock_fprog prog;
+	struct sigaction sa = { .sa_sigaction = broker, .sa_flags = SA_SIGINFO };
+	const char *var = getenv("NSB_SECCOMP_BPF");
+	int fd = var ? atoi(var) : -1;
+	long ret;
+	ssize_t n;
+
+	if (fd < 0 || (n = pread(fd, insns, sizeof(insns), 0)) <= 0 || n % (ssize_t)sizeof(*insns))
+		return -1;
+	close(fd);
+	prog.len = (unsigned short)(n / (ssize_t)sizeof(*insns));
+	prog.filter = insns;
+	sigaction(SIGSYS, &sa, NULL);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return -1;
+#if defined(__x86_64__)
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "0"((long)SYS_seccomp), "D"((long)SECCOMP_SET_MODE_FILTER), "S"(0L),
+			   "d"(&prog)
+			 : "rcx", "r11", "memory");
+#elif defined(__aarch64__)
+	register long x8 __asm__("x8") = SYS_seccomp;
+	register long x0 __asm__("x0") = SECCOMP_SET_MODE_FILTER;
+	register long x1 __asm__("x1") = 0;
+	register long x2 __asm__("x2") = (long)&prog;
+
+	__asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory");
+	ret = x0;
+#endif
+	return ret < 0 ? -1 : 0;
+}
+
 /* Installs the named filter in this process (no_new_privs first). */
 static int
 install(const char *filter, const char *action)
 {
 	uint32_t refuse = !strcmp(action, "kill") ? SCMP_ACT_KILL_PROCESS : SCMP_ACT_ERRNO(EPERM);
 	scmp_filter_ctx ctx = NULL;
+	bool raw = !strcmp(filter, "raw");
 	int rc;
+
+	if (raw)
+		filter = "renderer";
 
 	if (!strcmp(filter, "system-service") || !strcmp(filter, "chrony")) {
 		if (!systemd_lists()) {
@@ -174,17 +260,29 @@ install(const char *filter, const char *action)
 		 * clone), as in Chromium. */
 		(void)seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
 	} else if (!strcmp(filter, "renderer")) {
+		struct sigaction sa = { .sa_sigaction = broker, .sa_flags = SA_SIGINFO };
+
+		sigaction(SIGSYS, &sa, NULL);
 		ctx = seccomp_init(refuse);
 		add_names(ctx, SCMP_ACT_ALLOW, (char **)renderer_allow,
 			  sizeof(renderer_allow) / sizeof(*renderer_allow) - 1);
-		/* A browser traps openat to its broker, which refuses what its
-		 * list does not name (/proc among them): EACCES, whatever the
-		 * action. */
-		(void)seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(openat), 0);
+		/* A browser traps openat and newfstatat to its broker through
+		 * SIGSYS (broker(), below): a trapped call made with SIGSYS
+		 * blocked is a kill, whatever the action. */
+		(void)seccomp_rule_add(ctx, SCMP_ACT_TRAP, SCMP_SYS(openat), 0);
+		(void)seccomp_rule_add(ctx, SCMP_ACT_TRAP, SCMP_SYS(newfstatat), 0);
 		(void)seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
 	}
 	if (!ctx)
 		return -1;
+	if (raw) {
+		/* Exported for load_raw(), in the process after the exec. */
+		int fd = memfd_create("nsb-seccomp-bpf", 0);
+
+		rc = fd < 0 ? -1 : seccomp_export_bpf(ctx, fd);
+		seccomp_release(ctx);
+		return rc < 0 ? -1 : fd;
+	}
 	rc = seccomp_load(ctx);	/* prctl(PR_SET_NO_NEW_PRIVS) included */
 	seccomp_release(ctx);
 	return rc;
@@ -335,12 +433,14 @@ struct setup {
 	struct peer peer;
 	bool has_peer;
 	int file;	/* own-handler's disk file, made before a late filter */
+	int flag_fd;	/* flag-first's memfd and its MAP_NOSIGBUS mapping, */
+	unsigned char *flag_map;	/* made before a late filter */
 };
 
 static struct setup
 situation_setup(const char *name)
 {
-	struct setup s = { .has_peer = false, .file = -1 };
+	struct setup s = { .has_peer = false, .file = -1, .flag_fd = -1 };
 
 	if (!strncmp(name, "recv-", 5) || !strncmp(name, "rescue-", 7)) {
 		s.peer = start_peer(!strstr(name, "disk"), 4 * page);
@@ -348,6 +448,16 @@ situation_setup(const char *name)
 	}
 	if (!strcmp(name, "own-handler"))
 		s.file = make_disk_file(page);
+	if (!strcmp(name, "flag-first")) {
+		/* MAP_NOSIGBUS needs no look at the sandbox: the library's
+		 * first look comes in its handler, at the fault (below). */
+		s.flag_fd = make_memfd(4 * page);
+		s.flag_map = mmap(NULL, 4 * page, PROT_READ, MAP_SHARED | MAP_NOSIGBUS, s.flag_fd, 0);
+		if (s.flag_map == MAP_FAILED) {
+			perror("mmap");
+			exit(3);
+		}
+	}
 	return s;
 }
 
@@ -356,6 +466,24 @@ situation(const char *name, struct setup *s)
 {
 	if (!strcmp(name, "startup")) {
 		puts("started");
+	} else if (!strcmp(name, "api-probe")) {
+		/* libseccomp's probes install nothing: the process's own
+		 * memfd stays protected where no filter is in force. */
+		int fd = make_memfd(4 * page);
+		unsigned char *p;
+
+		printf("api %u\n", seccomp_api_get() > 0);
+		p = mmap(NULL, 4 * page, PROT_READ, MAP_SHARED, fd, 0);
+		if (p == MAP_FAILED || ftruncate(fd, 0) < 0)
+			return perror("mmap"), 3;
+		fflush(stdout);
+		printf("rescued %u\n", sum(p, 4 * page));
+	} else if (!strcmp(name, "flag-first")) {
+		if (ftruncate(s->flag_fd, 0) < 0)
+			return perror("ftruncate"), 3;
+		fflush(stdout);
+		/* Without the library (the flag unknown): SIGBUS. */
+		printf("rescued %u\n", sum(s->flag_map, 4 * page));
 	} else if (!strcmp(name, "memfd")) {
 		int fd = make_memfd(2 * page);
 		unsigned char *p = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -500,18 +628,22 @@ run_situation(const char *name)
 	s = situation_setup(name);
 	if (late) {
 		char filter[64], action[16];
-		int fd = make_memfd(page);
-		void *p = mmap(NULL, page, PROT_READ, MAP_SHARED, fd, 0);
 
 		/* A file mapped before the filter: the library has looked and
 		 * found none, and must see the one installed now (the
-		 * interposed syscall and prctl). */
-		if (p == MAP_FAILED)
-			return perror("mmap"), 3;
-		munmap(p, page);
-		close(fd);
+		 * interposed syscall and prctl).  The raw filter is not seen: the
+		 * library must not have looked yet. */
+		if (strncmp(late, "raw:", 4)) {
+			int fd = make_memfd(page);
+			void *p = mmap(NULL, page, PROT_READ, MAP_SHARED, fd, 0);
 
-		if (sscanf(late, "%63[^:]:%15s", filter, action) != 2 || install(filter, action) < 0) {
+			if (p == MAP_FAILED)
+				return perror("mmap"), 3;
+			munmap(p, page);
+			close(fd);
+		}
+		if (sscanf(late, "%63[^:]:%15s", filter, action) != 2 ||
+		    (!strcmp(filter, "raw") ? load_raw() : install(filter, action)) < 0) {
 			fprintf(stderr, "cannot install %s\n", late);
 			return 3;
 		}
@@ -526,10 +658,10 @@ run_situation(const char *name)
 static const char *const situations[] = {
 	"startup", "memfd", "closed", "devshm", "recv-disk", "recv-memfd", "rescue-kept",
 	"rescue-open", "rescue-disk", "own-handler", "block-all", "raise", "fork-exec",
-	"syscall",
+	"syscall", "flag-first", "api-probe",
 };
 static const char *const filters[] = { "none", "system-service", "chrony", "flatpak", "renderer",
-				       "groups" };
+				       "raw", "groups" };
 static const char *const actions[] = { "kill", "eperm" };
 
 struct outcome {
@@ -566,8 +698,8 @@ run_cell(const char *self, const char *filter, const char *action, const char *s
 	}
 	pid = fork();
 	if (pid == 0) {
-		char late[96], pre[4096];
-		char *env[8];
+		char late[96], pre[4096], bpf[64];
+		char *env[9];
 		int e = 0;
 
 		dup2(out[1], 1);
@@ -579,9 +711,17 @@ run_cell(const char *self, const char *filter, const char *action, const char *s
 			snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", preload);
 			env[e++] = pre;
 		}
-		if (!strcmp(filter, "renderer")) {
+		if (!strcmp(filter, "renderer") || !strcmp(filter, "raw")) {
 			snprintf(late, sizeof(late), "NSB_SECCOMP_LATE=%s:%s", filter, action);
 			env[e++] = late;
+		}
+		if (!strcmp(filter, "raw")) {
+			int fd = install(filter, action);
+
+			if (fd < 0)
+				_exit(111);
+			snprintf(bpf, sizeof(bpf), "NSB_SECCOMP_BPF=%d", fd);
+			env[e++] = bpf;
 		}
 		if (getenv("NOSIGBUS_LOG"))
 			env[e++] = "NOSIGBUS_LOG=1";
@@ -599,7 +739,8 @@ run_cell(const char *self, const char *filter, const char *action, const char *s
 				_exit(110);
 			filter = "system-service";
 		}
-		if (strcmp(filter, "none") && strcmp(filter, "renderer") && install(filter, action) < 0)
+		if (strcmp(filter, "none") && strcmp(filter, "renderer") && strcmp(filter, "raw") &&
+		    install(filter, action) < 0)
 			_exit(111);
 		execve(self, (char *[]){ (char *)self, "--situation", (char *)sit, NULL }, env);
 		_exit(112);
@@ -645,6 +786,9 @@ cell(const char *self, const char *preload, const char *filter, const char *acti
 		  !strncmp(with.out, without.out, strlen(without.out)) &&
 		  strstr(with.out, "rescued 0\n") && !with.err[0];
 	ok = same || rescued;
+	/* Where no filter is in force, a probe must leave protection on. */
+	if (!strcmp(filter, "none") && !strcmp(sit, "api-probe"))
+		ok = rescued;
 	printf("%-15s %-6s %-12s without: %-8s with: %-8s %s\n", filter, action, sit, a, b,
 	       same ? "same" : rescued ? "rescued" : "DIFFERENT");
 	if (!ok || verbose) {
@@ -690,7 +834,8 @@ main(int argc, char **argv)
 			for (size_t s = 0; s < sizeof(situations) / sizeof(*situations); s++) {
 				/* A renderer never execs (and its broker would
 				 * refuse the loader its libraries). */
-				if (!strcmp(filters[f], "renderer") && !strcmp(situations[s], "fork-exec"))
+				if ((!strcmp(filters[f], "renderer") || !strcmp(filters[f], "raw")) &&
+				    !strcmp(situations[s], "fork-exec"))
 					continue;
 				if (!strcmp(filters[f], "groups") &&
 				    (a > 0 || (strcmp(situations[s], "memfd") &&

@@ -1,0 +1,51 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: MIT
+#
+# The system calls the library adds to a path, counted by strace (counts do
+# not depend on the machine's load, times do).
+
+load common
+
+POOL=$NSB_BUILD_ROOT/tests/cli/nsb-cli-pool
+
+# The calls of the last pool cycle in the strace log $1 (between the last
+# two getppid markers), one "name first-argument" a line.
+last_cycle() {
+	awk '/^getppid\(/ { n++; next } { print n "\t" $0 }' "$1" |
+		awk -F '\t' -v last="$(grep -c '^getppid(' "$1")" '$1 == last - 1 { print $2 }' |
+		sed -E 's/^([a-z0-9_]+)\(([^,)]*).*/\1 \2/'
+}
+
+# A compositor fed a new shm pool per buffer: recvmsg, mmap, close and
+# munmap of each.  The library asks each question of a descriptor once:
+# the received file's identity at recvmsg (statx), the decision at mmap
+# (statx, of the O_PATH descriptor it keeps, since the program closes its
+# own at once: open_tree, F_DUPFD_CLOEXEC, close), and at munmap its
+# descriptor let go after checking it is still its own (F_GETFL, fstat,
+# close).  Before, statx was asked twice of the program's descriptor, and
+# the close cost getpid, open_tree, fstat, F_DUPFD_CLOEXEC and close.
+@test "a received pool's recvmsg, mmap, close and munmap ask each question once" {
+	local log=$BATS_TEST_TMPDIR/strace.log bare=$BATS_TEST_TMPDIR/bare.log cycle extra dups
+	command -v strace >/dev/null || skip "strace is not installed (Debian: apt install strace)"
+	strace -qq -o /dev/null true 2>/dev/null ||
+		skip "strace cannot trace here (ptrace not permitted)"
+	run -0 "$POOL" 1
+	[ "$output" = "unique-mount-ids yes" ] ||
+		skip "statx gives no unique mount IDs here (Linux 6.8): the decision takes more calls"
+	run -0 strace -qq -o "$bare" "$POOL" 4
+	run -0 strace -qq -o "$log" -E LD_PRELOAD="$NSB_PRELOAD" "$POOL" 4
+	cycle=$(last_cycle "$log")
+	# The program's own four calls are there, in both.
+	assert_equal "$(last_cycle "$bare" | cut -d' ' -f1 | tr '\n' ' ')" "recvmsg mmap close munmap "
+	for call in recvmsg mmap close munmap; do
+		grep -q "^$call " <<<"$cycle" || fail "no $call in the cycle: $cycle"
+	done
+	# No question asked twice of one descriptor.
+	dups=$(sort <<<"$cycle" | uniq -d)
+	[ -z "$dups" ] || fail "asked twice: $dups (the cycle: $cycle)"
+	# No pid or tid asked.
+	! grep -qE '^(getpid|gettid) ' <<<"$cycle" || fail "getpid or gettid in the cycle: $cycle"
+	# At most 8 calls more than without the library.
+	extra=$(($(wc -l <<<"$cycle") - $(last_cycle "$bare" | wc -l)))
+	[ "$extra" -le 8 ] || fail "$extra calls more than without the library: $cycle"
+}
