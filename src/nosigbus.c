@@ -731,6 +731,9 @@ find_library(const char *argv0)
 		}
 		library = given;
 	} else {
+		/* Found through PATH, argv[0] has no directory: the kernel's
+		 * name for the program.  Without /proc, no neighbour (never
+		 * the working directory's). */
 		if (strchr(argv0, '/')) {
 			snprintf(self, sizeof(self), "%s", argv0);
 		} else {
@@ -739,10 +742,10 @@ find_library(const char *argv0)
 			self[n > 0 ? n : 0] = '\0';
 		}
 		slash = strrchr(self, '/');
-		dir = slash ? str_printf("%.*s", slash == self ? 1 : (int)(slash - self), self)
-			    : ".";
-		library = str_printf("%s/%s", dir, NSB_PRELOAD);
-		if (!is_file(library)) {
+		library = slash ? str_printf("%.*s/%s", slash == self ? 0 : (int)(slash - self), self,
+					     NSB_PRELOAD)
+				: NULL;
+		if (!library || !is_file(library)) {
 			library = NSB_PRELOAD;
 			if (!in_loader_path() && !loader_finds_library()) {
 				say("the dynamic loader cannot find %s (not installed? after installing under /usr/local, run ldconfig); set NOSIGBUS_LIBRARY to its path",
@@ -821,7 +824,8 @@ build_preload(const char *sanitizer)
 
 	old = old ? old : "";
 	copy = str_printf("%s", old);
-	max = strlen(old) / 2 + 1;
+	/* At most one entry per separator, plus one: ":::x" has four. */
+	max = strlen(old) + 1;
 	fields = (char **)keep(max * sizeof(*fields));
 	n = split_preload(copy, fields, max);
 	for (size_t i = 0; i < n; i++) {
@@ -879,7 +883,7 @@ main(int argc, char **argv)
 	const char *cmd, *log;
 	bool asked;
 	char *preload;
-	int i;
+	int i, err;
 
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
@@ -963,6 +967,14 @@ main(int argc, char **argv)
 		check_setting(&settings[k]);
 
 	find_library(argv[0]);
+	/* The loader splits LD_PRELOAD at blanks and colons, with no way to
+	 * quote one: such a path would preload pieces of it, and COMMAND
+	 * would run unprotected after the loader's complaint. */
+	if (strpbrk(library, ": ")) {
+		say("the library's path %s has a blank or a colon, which LD_PRELOAD cannot hold; set NOSIGBUS_LIBRARY to a path without one",
+		    library);
+		exit(2);
+	}
 	find_command(cmd);
 
 	/* -n and -v ask for everything that can be known.  The system's own
@@ -1038,6 +1050,8 @@ main(int argc, char **argv)
 			execv("/bin/sh", sh);
 		}
 	}
-	say("%s: %s", cmd, strerror(errno));
-	return errno == ENOENT ? 127 : 126;
+	/* The message may change errno (stderr on a full disk, closed). */
+	err = errno;
+	say("%s: %s", cmd, strerror(err));
+	return err == ENOENT ? 127 : 126;
 }
