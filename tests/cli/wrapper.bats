@@ -3,9 +3,9 @@
 # shellcheck disable=SC2154 # run --separate-stderr sets stderr and stderr_lines
 # shellcheck disable=SC2016 # sh -c scripts expand their own arguments
 #
-# The wrapper's edges, each one a mistake it once made: how LD_PRELOAD is
-# split, where the library may come from, and an exit status that must not
-# depend on where stderr goes.
+# The wrapper's edges, most of them mistakes it once made: how LD_PRELOAD
+# is split, where the library may come from, an exit status that must not
+# depend on where stderr goes, and exec's ENOEXEC.
 
 load common
 
@@ -81,4 +81,17 @@ load common
 	[ -w /dev/full ] || skip "no /dev/full"
 	run -127 sh -c '"$1" "$2" 2>/dev/full' sh "$NSB_WRAPPER" "$BATS_TEST_TMPDIR/noldso"
 	run -127 sh -c '"$1" "$2" 2>&-' sh "$NSB_WRAPPER" "$BATS_TEST_TMPDIR/noldso"
+}
+
+# A text file without a #! line: exec gives ENOEXEC, and the shell runs it
+# (execvp(3) and a shell's exec both do), with its arguments and the
+# library preloaded; so does the wrapper.
+@test "an executable without a #! line runs under /bin/sh, as execvp runs it" {
+	printf 'echo "$0 $# $*"\nprintenv LD_PRELOAD\n' >"$BATS_TEST_TMPDIR/plain"
+	chmod 755 "$BATS_TEST_TMPDIR/plain"
+	run -0 --separate-stderr wrapper "$BATS_TEST_TMPDIR/plain" a 'b c'
+	assert_output "$(printf '%s\n%s' "$BATS_TEST_TMPDIR/plain 2 a b c" "$NSB_PRELOAD")"
+	[ -z "$stderr" ] || fail "stderr: $stderr"
+	PATH="$BATS_TEST_TMPDIR:$PATH" run -0 --separate-stderr "$NSB_WRAPPER" plain x
+	assert_line --index 0 "$BATS_TEST_TMPDIR/plain 1 x"
 }
