@@ -1,8 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 #
-# Usage: shellcheck.sh FILE...  Runs shellcheck, all severities, on the generated
-# wrapper and the test scripts.  Each file says its shell in its #! line
+# Usage: shellcheck.sh FILE...  Runs shellcheck, all severities, on the
+# install script and the test scripts.  Each file says its shell in its #! line
 # (or a "shellcheck shell=" directive).
 
 if ! command -v shellcheck >/dev/null 2>&1; then
