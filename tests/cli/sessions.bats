@@ -113,7 +113,7 @@ installed() {
 	local unit env
 	for unit in org.gnome.Shell@wayland.service plasma-kwin_wayland.service; do
 		run -0 sed -n '/^[^#]/p' "$DROPINS/$unit.d/nosigbus.conf"
-		assert_output $'[Service]\nEnvironment=LD_PRELOAD=libnosigbus.so'
+		assert_output $'[Service]\nEnvironment=LD_PRELOAD=libnosigbus.so.0'
 		env=$(sed -n 's/^Environment=//p' "$DROPINS/$unit.d/nosigbus.conf")
 		# By bare name, as the loader finds the installed library; here
 		# the build's, through LD_LIBRARY_PATH.
