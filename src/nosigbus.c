@@ -54,6 +54,17 @@ say(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+/* The end of --help, --version and --dry-run: output that did not reach
+ * its file (a full disk, a closed pipe) is an error, said on stderr. */
+static int
+output_done(void)
+{
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return 0;
+	say("cannot write the output: %s", strerror(errno ? errno : EIO));
+	return 1;
+}
+
 /* Usage errors: one line saying what is wrong, one pointing at --help. */
 static void __attribute__((noreturn))
 usage_error(const char *what)
@@ -895,11 +906,11 @@ main(int argc, char **argv)
 		}
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			usage();
-			return 0;
+			return output_done();
 		}
 		if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
 			printf("nosigbus %s\n%s\n", NSB_VERSION, NSB_URL);
-			return 0;
+			return output_done();
 		}
 		if (strcmp(a, "-p") == 0 || strcmp(a, "--policy") == 0 ||
 		    strcmp(a, "-f") == 0 || strcmp(a, "--fill") == 0 ||
@@ -1029,7 +1040,7 @@ main(int argc, char **argv)
 		for (int k = i; k < argc; k++)
 			printf("%s%s", k > i ? " " : "", quote(argv[k]));
 		putchar('\n');
-		return fflush(stdout) == 0 ? 0 : 1;
+		return output_done();
 	}
 
 	setenv("LD_PRELOAD", preload, 1);

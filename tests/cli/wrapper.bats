@@ -95,3 +95,14 @@ load common
 	PATH="$BATS_TEST_TMPDIR:$PATH" run -0 --separate-stderr "$NSB_WRAPPER" plain x
 	assert_line --index 0 "$BATS_TEST_TMPDIR/plain 1 x"
 }
+
+# What --help, --version and --dry-run print is their whole job: output
+# that cannot be written (a full disk) is an error, said on stderr.
+@test "--help, --version and --dry-run into a full file: exit 1 with a message" {
+	local args
+	for args in --help --version "-n true"; do
+		# shellcheck disable=SC2086 # the words of args
+		run -1 --separate-stderr sh -c 'exec "$0" "$@" >/dev/full' "$NSB_WRAPPER" $args
+		assert_equal "$stderr" "nosigbus: cannot write the output: No space left on device"
+	done
+}
