@@ -43,6 +43,17 @@
 # then lives on or dies of a SIGSEGV as after a truncation to 12 bytes
 # (3 of 4 runs died).
 #
+# A virtual keyboard's keymap (zwp_virtual_keyboard_v1.keymap, issue 37;
+# protocols/ has the XML): a file of one page holding a short keymap
+# padded with spaces, no NUL, sent with a size of 16 pages, in a memfd and
+# in a sealed one.  sway 1.7 (wlroots) and Mir with the global added
+# (--add-wayland-extensions zwp_virtual_keyboard_manager_v1; not among its
+# defaults) die of SIGBUS without the library (xkbcommon's strlen runs
+# past the file's end; Mir's fatal-signal handler then aborts, 134); with
+# the bare preload they read zeros after the page, the keymap is good,
+# the client stays and its key is taken.  weston, mutter, kwin, cage and
+# Mir by default offer no virtual keyboard.
+#
 # kwin_wayland with its file capability (secure execution), run as nobody:
 # the library by path is not loaded, libwayland cuts the client off; the
 # library set-user-ID in the loader's system directory (as
@@ -245,6 +256,94 @@ assert_sealed_client_ended() {
 	assert_equal "${#lines[@]}" $((n + 1))
 }
 
+# The keymap attack (hostile-client --keymap-attack, issue 37): a virtual
+# keyboard's keymap of 16 pages in a file of one page without a NUL, in a
+# memfd and in a sealed one.  Offered by sway (wlroots) and by Mir with
+# MIR_EXTENSIONS; weston, mutter, kwin and cage, and Mir by default, offer
+# no zwp_virtual_keyboard_manager_v1 (the client says so, status 5).
+KEYMAP_KINDS='memfd sealed'
+
+# Mir offers the virtual keyboard only when asked (compositors.bash).
+# shellcheck disable=SC2034 # MIR_EXTENSIONS is read by start_compositor
+keymap_start() {
+	local MIR_EXTENSIONS=
+	[ "$1" != mir ] || MIR_EXTENSIONS=zwp_virtual_keyboard_manager_v1
+	start_compositor "$@"
+}
+
+# Without the library: where the global is offered, the compositor dies
+# of SIGBUS at once (xkbcommon's strlen runs past the file's end), and
+# the client loses its connection before its first roundtrip ends.
+keymap_without() {
+	local kind
+	for kind in $KEYMAP_KINDS; do
+		[ -n "$COMP_PID" ] || keymap_start "$1"
+		CLIENT_MAY_HANG=1 CLIENT_DEADLINE=$(scaled 20) \
+			run_client --keymap-attack "$kind"
+		case $COMP in
+		sway | mir) ;;
+		*)
+			assert_no_virtual_keyboard
+			continue
+			;;
+		esac
+		if [ "$CLIENT_STATUS" = 124 ]; then
+			# Mir now and then hangs in its fatal-signal handler.
+			[ "$COMP" = mir ] || fail "the client did not end: $CLIENT_OUTPUT"
+			assert_compositor_running
+			echo "# Mir, $kind keymap: Mir hung in its fatal-signal handler (killed)" >&3
+			kill -KILL "$COMP_PID"
+			wait "$COMP_PID" || true
+			COMP_PID=
+			continue
+		fi
+		assert_equal "$CLIENT_STATUS" 4
+		run -0 printf '%s\n' "$CLIENT_OUTPUT"
+		assert_line --index 0 --regexp '^disconnected: '
+		assert_equal "${#lines[@]}" 1
+		wait_compositor_death
+		if [ "$COMP" = mir ]; then
+			assert_equal "$COMP_STATUS" 134
+			run -0 cat "$COMP_ERR"
+			assert_output --partial "Mir fatal error: Unsupported attempt to continue after a fatal signal: SIGBUS"
+		else
+			assert_equal "$COMP_STATUS" "$SIGBUS_STATUS"
+		fi
+	done
+	if [ -n "$COMP_PID" ]; then
+		stop_compositor
+		assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+	fi
+}
+
+# With the bare preload: the keymap reads as the page and zeros after it,
+# a good keymap; the client stays, its key is taken, the compositor lives.
+keymap_with() {
+	local kind
+	keymap_start "$1" "$NSB_PRELOAD"
+	for kind in $KEYMAP_KINDS; do
+		run_client --keymap-attack "$kind"
+		assert_equal "$CLIENT_STATUS" 0
+		run -0 printf '%s\n' "$CLIENT_OUTPUT"
+		assert_line --index 0 "keymap sent"
+		assert_line --index 1 "key sent"
+		assert_line --index 2 "connected after keymap"
+		assert_equal "${#lines[@]}" 3
+		assert_equal "$CLIENT_ERR" ""
+		assert_compositor_running
+	done
+	assert_good_clients_render
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+	assert_library_silent
+}
+
+assert_no_virtual_keyboard() {
+	assert_equal "$CLIENT_STATUS" 5
+	assert_equal "$CLIENT_OUTPUT" "no zwp_virtual_keyboard_manager_v1"
+	assert_compositor_running
+}
+
 @test "weston: without the library, libwayland cuts the client off" {
 	matrix_without weston
 }
@@ -315,6 +414,34 @@ assert_sealed_client_ended() {
 
 @test "Mir: without the library, a sealed memfd pool grown by resize: the client is cut off" {
 	sealed_without mir
+}
+
+@test "sway: without the library, a virtual keyboard's keymap past its file's end kills it (SIGBUS)" {
+	keymap_without sway
+}
+
+@test "sway: with LD_PRELOAD alone, a keymap past its file's end is read, sway lives" {
+	keymap_with sway
+}
+
+@test "Mir with its virtual keyboard: without the library, a keymap past its file's end kills it (SIGBUS)" {
+	keymap_without mir
+}
+
+@test "Mir with its virtual keyboard: with LD_PRELOAD alone, a keymap past its file's end is read, Mir lives" {
+	keymap_with mir
+}
+
+@test "weston, mutter, kwin_wayland, cage and Mir by default offer no virtual keyboard" {
+	local c
+	for c in weston mutter kwin cage mir; do
+		start_compositor "$c"
+		run_client --keymap-attack memfd
+		assert_no_virtual_keyboard
+		stop_compositor
+		assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+		comp_next
+	done
 }
 
 # Debian's kwin_wayland carries a file capability: for a user it runs in

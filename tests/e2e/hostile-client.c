@@ -9,6 +9,7 @@
  *                  [--backing memfd|shm|disk] [--dir DIR]
  *                  [--regrow RRGGBB [--resize]] [--no-ack]
  *                  [--sealed-resize] [--colour RRGGBB] [--size WxH] N
+ *   hostile-client --keymap-attack memfd|sealed [--keymap-size BYTES]
  *
  * It maps an ordinary xdg_toplevel of WxH (default 128x96) with an XRGB8888
  * buffer filled with the colour (default 33cc66), commits and waits for the
@@ -37,6 +38,22 @@
  * compositor's read past the end kills it without the library (measured
  * with Debian 12's weston, sway, cage, mutter and kwin).  Nothing is
  * truncated (the seals forbid it): implies --no-truncate.
+ *
+ * With --keymap-attack there is no window: the client makes a virtual
+ * keyboard (zwp_virtual_keyboard_manager_v1, on the first wl_seat) and
+ * sends zwp_virtual_keyboard_v1.keymap with a file of one page and a size
+ * of 16 pages (or BYTES).  The page holds a valid keymap, short (it
+ * includes the system's "evdev", "complete" and "pc+us"), padded with
+ * spaces: no NUL in the file, so a compositor that maps the size and
+ * parses it as a string (wlroots hands it to xkbcommon, whose strlen runs
+ * on) reads past the file's end; where that reads zeros (the library),
+ * the string ends with the page and the keymap is good.  The file is a
+ * memfd, or with "sealed" a memfd sealed F_SEAL_SHRINK | F_SEAL_GROW |
+ * F_SEAL_SEAL.  Then it presses and releases a key, and ends after a
+ * roundtrip ("keymap sent", "key sent", "connected after keymap"), with
+ * the statuses below; 5 (and "no zwp_virtual_keyboard_manager_v1") when
+ * the compositor does not offer the global.  The protocol's XML is in
+ * protocols/ (Debian packages none).
  *
  * Every configure is acknowledged at the next commit, the buffer keeping
  * its size; with --no-ack only the first one is (a tiling shell then
@@ -68,6 +85,7 @@
 #include <wayland-client.h>
 
 #include "backing.h"
+#include "virtual-keyboard-unstable-v1-client-protocol.h"
 #include "xdg-shell-client-protocol.h"
 
 enum {
@@ -75,7 +93,17 @@ enum {
 	EXIT_USAGE = 2,
 	EXIT_PROTOCOL = 3,
 	EXIT_LOST = 4,
+	EXIT_NO_GLOBAL = 5,
 };
+
+/* --keymap-attack: the keymap at the start of its file (spaces follow). */
+#define KEYMAP_TEXT                                                        \
+	"xkb_keymap {\n"                                                   \
+	"  xkb_keycodes { include \"evdev+aliases(qwerty)\" };\n"          \
+	"  xkb_types { include \"complete\" };\n"                           \
+	"  xkb_compat { include \"complete\" };\n"                          \
+	"  xkb_symbols { include \"pc+us+inet(evdev)\" };\n"                \
+	"};\n"
 
 /* The window size used unless --size or the shell chooses another. */
 #define DEFAULT_WIDTH 128
@@ -87,6 +115,8 @@ struct client {
 	struct wl_compositor *compositor;
 	struct wl_shm *shm;
 	struct xdg_wm_base *wm_base;
+	struct wl_seat *seat;			/* --keymap-attack only */
+	struct zwp_virtual_keyboard_manager_v1 *vk_manager;
 	struct wl_surface *surface;
 	struct xdg_surface *xdg_surface;
 	struct xdg_toplevel *toplevel;
@@ -101,6 +131,7 @@ struct client {
 	bool no_ack;		/* --no-ack */
 	bool frame_done;
 	bool closed;
+	bool keyboard;		/* --keymap-attack: bind the seat and manager */
 };
 
 /* Prints why the connection ended and exits with the matching status. */
@@ -164,6 +195,13 @@ registry_global(void *data, struct wl_registry *registry, uint32_t name,
 		c->wm_base = wl_registry_bind(registry, name,
 					      &xdg_wm_base_interface, 1);
 		xdg_wm_base_add_listener(c->wm_base, &wm_base_listener, c);
+	} else if (c->keyboard && c->seat == NULL &&
+		   strcmp(interface, wl_seat_interface.name) == 0) {
+		c->seat = wl_registry_bind(registry, name, &wl_seat_interface, 1);
+	} else if (c->keyboard &&
+		   strcmp(interface, zwp_virtual_keyboard_manager_v1_interface.name) == 0) {
+		c->vk_manager = wl_registry_bind(registry, name,
+						 &zwp_virtual_keyboard_manager_v1_interface, 1);
 	}
 }
 
@@ -391,13 +429,66 @@ wait_for_line(struct client *c, const char *what)
 		clearerr(stdin);
 }
 
+/*
+ * --keymap-attack: a virtual keyboard whose keymap's size runs past the
+ * end of its file.  Returns the exit status.
+ */
+static int
+keymap_attack(struct client *c, bool sealed, uint32_t size)
+{
+	struct zwp_virtual_keyboard_v1 *keyboard;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	char *text = malloc(page);
+	int fd;
+
+	if (c->vk_manager == NULL || c->seat == NULL) {
+		printf("no zwp_virtual_keyboard_manager_v1\n");
+		return EXIT_NO_GLOBAL;
+	}
+	if (text == NULL) {
+		perror("hostile-client: malloc");
+		return EXIT_SETUP;
+	}
+	memset(text, ' ', page);
+	memcpy(text, KEYMAP_TEXT, strlen(KEYMAP_TEXT));
+	if (size == 0)
+		size = (uint32_t)(16 * page);
+	fd = memfd_create("nosigbus-keymap",
+			  MFD_CLOEXEC | (sealed ? MFD_ALLOW_SEALING : 0));
+	if (fd < 0 || write(fd, text, page) != (ssize_t)page ||
+	    (sealed && fcntl(fd, F_ADD_SEALS,
+			     F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)) {
+		perror("hostile-client: the keymap's memfd");
+		return EXIT_SETUP;
+	}
+	keyboard = zwp_virtual_keyboard_manager_v1_create_virtual_keyboard(c->vk_manager,
+									   c->seat);
+	zwp_virtual_keyboard_v1_keymap(keyboard, WL_KEYBOARD_KEYMAP_FORMAT_XKB_V1,
+				       fd, size);
+	close(fd);
+	free(text);
+	roundtrip_or_die(c);
+	printf("keymap sent\n");
+	/* KEY_A (30), pressed and released. */
+	zwp_virtual_keyboard_v1_key(keyboard, 0, 30, WL_KEYBOARD_KEY_STATE_PRESSED);
+	zwp_virtual_keyboard_v1_key(keyboard, 1, 30, WL_KEYBOARD_KEY_STATE_RELEASED);
+	roundtrip_or_die(c);
+	printf("key sent\n");
+	zwp_virtual_keyboard_v1_destroy(keyboard);
+	roundtrip_or_die(c);
+	printf("connected after keymap\n");
+	wl_display_disconnect(c->display);
+	return 0;
+}
+
 static void __attribute__((noreturn))
 usage(void)
 {
 	fprintf(stderr, "usage: hostile-client [--pause] [--no-truncate] "
 		"[--truncate-to BYTES] [--backing memfd|shm|disk] [--dir DIR] "
 		"[--regrow RRGGBB [--resize]] [--no-ack] [--sealed-resize] "
-		"[--colour RRGGBB] [--size WxH] FRAMES\n");
+		"[--colour RRGGBB] [--size WxH] FRAMES\n"
+		"       hostile-client --keymap-attack memfd|sealed [--keymap-size BYTES]\n");
 	exit(EXIT_USAGE);
 }
 
@@ -415,6 +506,8 @@ main(int argc, char **argv)
 	const char *dir = "/var/tmp";
 	long frames = -1;
 	int32_t width = DEFAULT_WIDTH, height = DEFAULT_HEIGHT;
+	bool keymap_sealed = false;
+	unsigned long keymap_size = 0;
 
 	for (int i = 1; i < argc; i++) {
 		char *end;
@@ -437,6 +530,17 @@ main(int argc, char **argv)
 			c.no_ack = true;
 		} else if (strcmp(argv[i], "--resize") == 0) {
 			resize = true;
+		} else if (strcmp(argv[i], "--keymap-attack") == 0 && i + 1 < argc) {
+			c.keyboard = true;
+			i++;
+			if (strcmp(argv[i], "sealed") == 0)
+				keymap_sealed = true;
+			else if (strcmp(argv[i], "memfd") != 0)
+				usage();
+		} else if (strcmp(argv[i], "--keymap-size") == 0 && i + 1 < argc) {
+			keymap_size = strtoul(argv[++i], &end, 10);
+			if (*end != '\0' || keymap_size == 0 || keymap_size > UINT32_MAX)
+				usage();
 		} else if (strcmp(argv[i], "--sealed-resize") == 0) {
 			sealed = true;
 			truncate_it = false;
@@ -461,6 +565,8 @@ main(int argc, char **argv)
 			usage();
 		}
 	}
+	if (c.keyboard && frames < 0)
+		frames = 0;
 	if (frames < 0 || (resize && regrow_colour == 0) || (sealed && regrow_colour != 0))
 		usage();
 
@@ -475,6 +581,8 @@ main(int argc, char **argv)
 	c.registry = wl_display_get_registry(c.display);
 	wl_registry_add_listener(c.registry, &registry_listener, &c);
 	roundtrip_or_die(&c);
+	if (c.keyboard)
+		return keymap_attack(&c, keymap_sealed, (uint32_t)keymap_size);
 	if (c.compositor == NULL || c.shm == NULL || c.wm_base == NULL) {
 		fprintf(stderr, "hostile-client: compositor lacks wl_compositor, "
 			"wl_shm or xdg_wm_base\n");
