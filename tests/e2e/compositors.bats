@@ -54,6 +54,20 @@
 # the client stays and its key is taken.  weston, mutter, kwin, cage and
 # Mir by default offer no virtual keyboard.
 #
+# A pool in a FUSE file system of the client's own (--backing fuse, issue
+# 37; fuse-pool.h) whose reads fail with EIO after frame 0, from offset 0
+# or from the second page, the file's pages dropped from the compositor's
+# mapping: faults inside the file's size.  Without the library it goes
+# as a truncation to 0 and to 12 bytes: libwayland cuts the client off;
+# Mir dies of SIGBUS (134) when the first page fails and cuts the client
+# off when it reads.  With the bare preload (the file's errors are the
+# peer's, NOSIGBUS_ERRORS=peer): weston, mutter, kwin and Mir keep the
+# client.  sway and cage run as nobody while the client, root, mounts
+# the file system: a FUSE mount without allow_other refuses every other
+# user's fstat and statx (EACCES), the library protects nothing of that
+# file and libwayland cuts the client off; the compositor lives.  The
+# tests skip, with the client's reason, where FUSE cannot be mounted.
+#
 # kwin_wayland with its file capability (secure execution), run as nobody:
 # the library by path is not loaded, libwayland cuts the client off; the
 # library set-user-ID in the loader's system directory (as
@@ -344,6 +358,89 @@ assert_no_virtual_keyboard() {
 	assert_compositor_running
 }
 
+# The FUSE backing (hostile-client --backing fuse, issue 37): the pool is
+# the file of a FUSE file system of the client's own, and after frame 0
+# its reads fail with EIO from offset 0, or from the second page (the
+# first still reads), and the file's pages leave the compositor's mapping:
+# its next read faults inside the file's size.  Skips, with the client's
+# reason, where no FUSE file system can be mounted.
+fuse_offsets() {
+	echo 0 "$(getconf PAGESIZE)"
+}
+
+# Runs the FUSE client failing reads from $1; skips where FUSE is missing.
+run_fuse_client() {
+	run_client --backing fuse --truncate-to "$1" "$FRAMES"
+	[ "$CLIENT_STATUS" != 6 ] || skip "$CLIENT_OUTPUT"
+}
+
+# Without the library: as for a truncation (matrix_without): libwayland
+# cuts the client off; Mir dies of SIGBUS when the first page fails, and
+# cuts the client off (then lives on or dies of SIGSEGV) when it reads.
+fuse_without() {
+	local from
+	start_compositor "$1"
+	for from in $(fuse_offsets); do
+		[ -n "$COMP_PID" ] || start_compositor "$1"
+		if [ "$COMP" = mir ]; then
+			CLIENT_MAY_HANG=1 CLIENT_DEADLINE=$(scaled 20) run_fuse_client "$from"
+			if [ "$CLIENT_STATUS" = 124 ]; then
+				echo "# Mir, FUSE pool failing from $from: Mir hung in its fatal-signal handler (killed)" >&3
+				kill -KILL "$COMP_PID"
+				wait "$COMP_PID" || true
+				COMP_PID=
+				continue
+			fi
+			if [ "$from" = 0 ]; then
+				assert_client_lost
+				wait_compositor_death
+				assert_equal "$COMP_STATUS" 134
+				run -0 cat "$COMP_ERR"
+				assert_output --partial "Mir fatal error: Unsupported attempt to continue after a fatal signal: SIGBUS"
+				continue
+			fi
+			assert_client_cut_off
+			mir_after_cut_off "FUSE pool failing from $from"
+			continue
+		fi
+		run_fuse_client "$from"
+		assert_client_cut_off
+		assert_compositor_running
+		assert_good_clients_render
+	done
+	if [ -n "$COMP_PID" ]; then
+		stop_compositor
+		assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+	fi
+}
+
+# With the bare preload: the file is a received one, its errors are the
+# peer's (NOSIGBUS_ERRORS=peer, the default): the client stays.  Not
+# where the compositor runs as another user than the client (sway and
+# cage as nobody, the client as root): a FUSE mount without allow_other
+# refuses every other user's fstat and statx (EACCES), so the library
+# can neither record the file as received nor tell its size, protects
+# nothing, and libwayland's handler cuts the client off, as without the
+# library (the compositor lives).
+fuse_with() {
+	local from
+	start_compositor "$1" "$NSB_PRELOAD"
+	for from in $(fuse_offsets); do
+		run_fuse_client "$from"
+		if [ "$UNPRIV_UID" != "$(id -u)" ]; then
+			assert_client_cut_off
+			echo "# $COMP as uid $UNPRIV_UID, FUSE pool of uid $(id -u) failing from $from: cut off (fstat refused)" >&3
+		else
+			assert_client_stayed "$FRAMES"
+		fi
+		assert_compositor_running
+		assert_good_clients_render
+	done
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+	assert_library_silent
+}
+
 @test "weston: without the library, libwayland cuts the client off" {
 	matrix_without weston
 }
@@ -442,6 +539,54 @@ assert_no_virtual_keyboard() {
 		assert_equal "$COMP_STATUS" "$(normal_stop_status)"
 		comp_next
 	done
+}
+
+@test "weston: without the library, a FUSE pool whose reads fail: libwayland cuts the client off" {
+	fuse_without weston
+}
+
+@test "weston: with LD_PRELOAD alone, a FUSE pool whose reads fail: weston lives" {
+	fuse_with weston
+}
+
+@test "sway: without the library, a FUSE pool whose reads fail: libwayland cuts the client off" {
+	fuse_without sway
+}
+
+@test "sway: with LD_PRELOAD alone, a FUSE pool whose reads fail: sway lives" {
+	fuse_with sway
+}
+
+@test "mutter: without the library, a FUSE pool whose reads fail: libwayland cuts the client off" {
+	fuse_without mutter
+}
+
+@test "mutter: with LD_PRELOAD alone, a FUSE pool whose reads fail: mutter lives" {
+	fuse_with mutter
+}
+
+@test "kwin_wayland: without the library, a FUSE pool whose reads fail: libwayland cuts the client off" {
+	fuse_without kwin
+}
+
+@test "kwin_wayland: with LD_PRELOAD alone, a FUSE pool whose reads fail: kwin_wayland lives" {
+	fuse_with kwin
+}
+
+@test "Mir: without the library, a FUSE pool whose reads fail: it dies when the first page fails, cuts the client off when it reads" {
+	fuse_without mir
+}
+
+@test "Mir: with LD_PRELOAD alone, a FUSE pool whose reads fail: Mir lives" {
+	fuse_with mir
+}
+
+@test "cage: without the library, a FUSE pool whose reads fail: libwayland cuts the client off" {
+	fuse_without cage
+}
+
+@test "cage: with LD_PRELOAD alone, a FUSE pool whose reads fail: cage lives" {
+	fuse_with cage
 }
 
 # Debian's kwin_wayland carries a file capability: for a user it runs in

@@ -6,7 +6,7 @@
  * repaint makes the compositor read pages beyond the end of the file.
  *
  *   hostile-client [--pause] [--no-truncate] [--truncate-to BYTES]
- *                  [--backing memfd|shm|disk] [--dir DIR]
+ *                  [--backing memfd|shm|disk|fuse] [--dir DIR]
  *                  [--regrow RRGGBB [--resize]] [--no-ack]
  *                  [--sealed-resize] [--colour RRGGBB] [--size WxH] N
  *   hostile-client --keymap-attack memfd|sealed [--keymap-size BYTES]
@@ -20,7 +20,13 @@
  * screenshot, wherever the shell placed it.
  *
  * The pool's file (--backing, backing.h) is a memfd (the default), a file
- * in /dev/shm, or a file on disk in DIR (default /var/tmp).
+ * in /dev/shm, or a file on disk in DIR (default /var/tmp); or, with
+ * --backing fuse, the file of a FUSE file system of the client's own
+ * (fuse-pool.h), where "truncating" makes every read at or past BYTES
+ * fail with EIO and drops the file's pages from the compositor's
+ * mapping: its next read faults inside the file's size.  Where no FUSE
+ * file system can be mounted (or the client was built without libfuse3)
+ * it says "no fuse: REASON" and exits with 6.
  *
  * With --regrow, after frame N the client recovers: it grows the file back
  * to its size plus one page, fills it with the new colour, with --resize
@@ -85,6 +91,9 @@
 #include <wayland-client.h>
 
 #include "backing.h"
+#ifdef NSB_HAVE_FUSE
+#include "fuse-pool.h"
+#endif
 #include "virtual-keyboard-unstable-v1-client-protocol.h"
 #include "xdg-shell-client-protocol.h"
 
@@ -94,6 +103,7 @@ enum {
 	EXIT_PROTOCOL = 3,
 	EXIT_LOST = 4,
 	EXIT_NO_GLOBAL = 5,
+	EXIT_NO_FUSE = 6,
 };
 
 /* --keymap-attack: the keymap at the start of its file (spaces follow). */
@@ -132,6 +142,10 @@ struct client {
 	bool frame_done;
 	bool closed;
 	bool keyboard;		/* --keymap-attack: bind the seat and manager */
+	bool fuse;		/* --backing fuse */
+#ifdef NSB_HAVE_FUSE
+	struct fuse_pool fuse_pool;
+#endif
 };
 
 /* Prints why the connection ended and exits with the matching status. */
@@ -318,6 +332,17 @@ create_pool(struct client *c, enum backing backing, const char *dir,
 	    int32_t width, int32_t height, uint32_t colour)
 {
 	c->size = (size_t)width * 4 * (size_t)height;
+#ifdef NSB_HAVE_FUSE
+	if (c->fuse) {
+		/* The file system serves the pixels: nothing to write. */
+		c->memfd = fuse_pool_open(&c->fuse_pool, c->size, 0xff000000u | colour);
+		if (c->memfd < 0)
+			return -1;
+		c->pool = wl_shm_create_pool(c->shm, c->memfd, (int32_t)c->size);
+		create_buffer(c, width, height);
+		return 0;
+	}
+#endif
 	c->memfd = open_backing(backing, dir, "hostile-client");
 	if (c->memfd < 0)
 		return -1;
@@ -485,7 +510,7 @@ static void __attribute__((noreturn))
 usage(void)
 {
 	fprintf(stderr, "usage: hostile-client [--pause] [--no-truncate] "
-		"[--truncate-to BYTES] [--backing memfd|shm|disk] [--dir DIR] "
+		"[--truncate-to BYTES] [--backing memfd|shm|disk|fuse] [--dir DIR] "
 		"[--regrow RRGGBB [--resize]] [--no-ack] [--sealed-resize] "
 		"[--colour RRGGBB] [--size WxH] FRAMES\n"
 		"       hostile-client --keymap-attack memfd|sealed [--keymap-size BYTES]\n");
@@ -521,6 +546,10 @@ main(int argc, char **argv)
 			truncate_to = strtol(argv[++i], &end, 10);
 			if (*end != '\0' || truncate_to < 0)
 				usage();
+		} else if (strcmp(argv[i], "--backing") == 0 && i + 1 < argc &&
+			   strcmp(argv[i + 1], "fuse") == 0) {
+			c.fuse = true;
+			i++;
 		} else if (strcmp(argv[i], "--backing") == 0 && i + 1 < argc) {
 			if (parse_backing(argv[++i], &backing) < 0)
 				usage();
@@ -567,11 +596,26 @@ main(int argc, char **argv)
 	}
 	if (c.keyboard && frames < 0)
 		frames = 0;
+	if (c.fuse && (regrow_colour != 0 || sealed || c.keyboard))
+		usage();
 	if (frames < 0 || (resize && regrow_colour == 0) || (sealed && regrow_colour != 0))
 		usage();
 
 	/* Progress lines are read through a pipe: never hold them back. */
 	setvbuf(stdout, NULL, _IOLBF, 0);
+
+	/* The FUSE server is forked before the connection exists. */
+	if (c.fuse) {
+#ifdef NSB_HAVE_FUSE
+		if (fuse_pool_start(&c.fuse_pool) < 0) {
+			printf("no fuse: %s\n", c.fuse_pool.why);
+			return EXIT_NO_FUSE;
+		}
+#else
+		printf("no fuse: hostile-client was built without libfuse3\n");
+		return EXIT_NO_FUSE;
+#endif
+	}
 
 	c.display = wl_display_connect(NULL);
 	if (c.display == NULL) {
@@ -621,7 +665,13 @@ main(int argc, char **argv)
 	if (pause)
 		wait_for_line(&c, "before truncate");
 
-	if (truncate_it) {
+	if (truncate_it && c.fuse) {
+#ifdef NSB_HAVE_FUSE
+		if (fuse_pool_fail(&c.fuse_pool, (off_t)truncate_to) < 0)
+			return EXIT_SETUP;
+#endif
+		printf("truncated\n");
+	} else if (truncate_it) {
 		if (ftruncate(c.memfd, (off_t)truncate_to) < 0) {
 			perror("hostile-client: ftruncate");
 			return EXIT_SETUP;
