@@ -209,8 +209,10 @@ start_compositor() {
 	fi
 	COMP_ERR=$COMP_DIR/$COMP.err
 	export WAYLAND_DISPLAY=nsb-e2e-$COMP
-	# A compositor that died leaves its socket behind.
-	rm -f "$XDG_RUNTIME_DIR/$WAYLAND_DISPLAY" "$XDG_RUNTIME_DIR/$WAYLAND_DISPLAY.lock"
+	# A compositor that died leaves its socket behind (sway and cage:
+	# wayland-N, which wait_for_wlroots_socket would find at once).
+	rm -f "$XDG_RUNTIME_DIR/$WAYLAND_DISPLAY" "$XDG_RUNTIME_DIR/$WAYLAND_DISPLAY.lock" \
+		"$XDG_RUNTIME_DIR"/wayland-[0-9]*
 	# The compositor's stdout and stderr go to one file: what it says,
 	# in order (libwayland-server logs on stderr, Mir on stdout).
 	case $COMP in

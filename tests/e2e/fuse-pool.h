@@ -24,7 +24,8 @@
  *                      unmaps them), so the compositor's next read of them
  *                      faults inside the file's size and gets SIGBUS.
  *
- * The file's contents are the pixel, repeated; writes are refused (the
+ * The file's contents are the pixel, repeated, after the text the client
+ * may have put in shared->text (a keymap); writes are refused (the
  * compositor never writes a wl_shm buffer).  Each function returns 0, or
  * -1 having said why on stderr; fuse_pool_start's reason is also in
  * why[] (the test skips with it where FUSE cannot be mounted).
@@ -57,6 +58,7 @@ struct fuse_pool_shared {
 	volatile uint64_t size;		/* the file's size */
 	volatile uint32_t pixel;	/* its contents */
 	volatile int64_t fail_from;	/* reads at or past it: EIO; -1 none */
+	char text[512];			/* the file's first bytes, then pixels */
 };
 
 struct fuse_pool {
@@ -68,6 +70,7 @@ struct fuse_pool {
 };
 
 static struct fuse_pool_shared *fuse_pool_data;
+static struct fuse_pool *fuse_pool_mounted;	/* the client's, until opened */
 static struct fuse *fuse_pool_fuse;
 static size_t fuse_pool_page;
 
@@ -114,8 +117,13 @@ fuse_pool_read(const char *path, char *buf, size_t size, off_t off,
 	if (fail_from >= 0 && ((uint64_t)off + size - 1) / fuse_pool_page >=
 				      (uint64_t)fail_from / fuse_pool_page)
 		return -EIO;
-	for (size_t i = 0; i < size; i++)
-		buf[i] = (char)(pixel >> (8 * (((uint64_t)off + i) % 4)));
+	for (size_t i = 0; i < size; i++) {
+		uint64_t at = (uint64_t)off + i;
+
+		buf[i] = at < sizeof(fuse_pool_data->text) && fuse_pool_data->text[at] != '\0'
+				 ? fuse_pool_data->text[at]
+				 : (char)(pixel >> (8 * (at % 4)));
+	}
 	return (int)size;
 }
 
@@ -171,6 +179,34 @@ fuse_pool_serve(struct fuse_pool *p, int ctl)
 	_exit(0);
 }
 
+/* Lazily unmounts the file system (the server ends after the last
+ * descriptor of its file) and removes the directory. */
+static void
+fuse_pool_unmount(struct fuse_pool *p)
+{
+	if (umount2(p->dir, MNT_DETACH) < 0) {
+		/* Not root: fusermount3 unmounts for the user. */
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			execlp("fusermount3", "fusermount3", "-u", "-z", p->dir, (char *)NULL);
+			_exit(127);
+		}
+		if (pid > 0)
+			waitpid(pid, NULL, 0);
+	}
+	rmdir(p->dir);
+	fuse_pool_mounted = NULL;
+}
+
+/* At exit: a file system whose file was never opened is unmounted too. */
+static void
+fuse_pool_at_exit(void)
+{
+	if (fuse_pool_mounted != NULL)
+		fuse_pool_unmount(fuse_pool_mounted);
+}
+
 static inline int
 fuse_pool_start(struct fuse_pool *p)
 {
@@ -217,6 +253,8 @@ fuse_pool_start(struct fuse_pool *p)
 			 p->dir);
 		goto fail_dir;
 	}
+	fuse_pool_mounted = p;
+	atexit(fuse_pool_at_exit);
 	return 0;
 fail_dir:
 	rmdir(p->dir);
@@ -237,18 +275,7 @@ fuse_pool_open(struct fuse_pool *p, size_t size, uint32_t pixel)
 	fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		fprintf(stderr, "hostile-client: open %s: %m\n", path);
-	if (umount2(p->dir, MNT_DETACH) < 0) {
-		/* Not root: fusermount3 unmounts for the user. */
-		pid_t pid = fork();
-
-		if (pid == 0) {
-			execlp("fusermount3", "fusermount3", "-u", "-z", p->dir, (char *)NULL);
-			_exit(127);
-		}
-		if (pid > 0)
-			waitpid(pid, NULL, 0);
-	}
-	rmdir(p->dir);
+	fuse_pool_unmount(p);
 	return fd;
 }
 

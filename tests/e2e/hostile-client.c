@@ -9,7 +9,7 @@
  *                  [--backing memfd|shm|disk|fuse] [--dir DIR]
  *                  [--regrow RRGGBB [--resize]] [--no-ack]
  *                  [--sealed-resize] [--colour RRGGBB] [--size WxH] N
- *   hostile-client --keymap-attack memfd|sealed [--keymap-size BYTES]
+ *   hostile-client --keymap-attack memfd|sealed|fuse [--keymap-size BYTES]
  *
  * It maps an ordinary xdg_toplevel of WxH (default 128x96) with an XRGB8888
  * buffer filled with the colour (default 33cc66), commits and waits for the
@@ -55,7 +55,9 @@
  * on) reads past the file's end; where that reads zeros (the library),
  * the string ends with the page and the keymap is good.  The file is a
  * memfd, or with "sealed" a memfd sealed F_SEAL_SHRINK | F_SEAL_GROW |
- * F_SEAL_SEAL.  Then it presses and releases a key, and ends after a
+ * F_SEAL_SEAL; or with "fuse" the file of a FUSE file system of its own
+ * (fuse-pool.h) as long as the size, whose reads past the first page
+ * fail with EIO: the string runs on inside the file's size.  Then it presses and releases a key, and ends after a
  * roundtrip ("keymap sent", "key sent", "connected after keymap"), with
  * the statuses below; 5 (and "no zwp_virtual_keyboard_manager_v1") when
  * the compositor does not offer the global.  The protocol's XML is in
@@ -478,6 +480,18 @@ keymap_attack(struct client *c, bool sealed, uint32_t size)
 	memcpy(text, KEYMAP_TEXT, strlen(KEYMAP_TEXT));
 	if (size == 0)
 		size = (uint32_t)(16 * page);
+#ifdef NSB_HAVE_FUSE
+	if (c->fuse) {
+		struct fuse_pool_shared *shared = c->fuse_pool.shared;
+
+		snprintf(shared->text, sizeof(shared->text), "%s", KEYMAP_TEXT);
+		shared->fail_from = (int64_t)page;
+		fd = fuse_pool_open(&c->fuse_pool, size, 0x20202020u);
+		if (fd < 0)
+			return EXIT_SETUP;
+		goto send;
+	}
+#endif
 	fd = memfd_create("nosigbus-keymap",
 			  MFD_CLOEXEC | (sealed ? MFD_ALLOW_SEALING : 0));
 	if (fd < 0 || write(fd, text, page) != (ssize_t)page ||
@@ -486,6 +500,9 @@ keymap_attack(struct client *c, bool sealed, uint32_t size)
 		perror("hostile-client: the keymap's memfd");
 		return EXIT_SETUP;
 	}
+#ifdef NSB_HAVE_FUSE
+send:
+#endif
 	keyboard = zwp_virtual_keyboard_manager_v1_create_virtual_keyboard(c->vk_manager,
 									   c->seat);
 	zwp_virtual_keyboard_v1_keymap(keyboard, WL_KEYBOARD_KEYMAP_FORMAT_XKB_V1,
@@ -513,7 +530,7 @@ usage(void)
 		"[--truncate-to BYTES] [--backing memfd|shm|disk|fuse] [--dir DIR] "
 		"[--regrow RRGGBB [--resize]] [--no-ack] [--sealed-resize] "
 		"[--colour RRGGBB] [--size WxH] FRAMES\n"
-		"       hostile-client --keymap-attack memfd|sealed [--keymap-size BYTES]\n");
+		"       hostile-client --keymap-attack memfd|sealed|fuse [--keymap-size BYTES]\n");
 	exit(EXIT_USAGE);
 }
 
@@ -564,6 +581,8 @@ main(int argc, char **argv)
 			i++;
 			if (strcmp(argv[i], "sealed") == 0)
 				keymap_sealed = true;
+			else if (strcmp(argv[i], "fuse") == 0)
+				c.fuse = true;
 			else if (strcmp(argv[i], "memfd") != 0)
 				usage();
 		} else if (strcmp(argv[i], "--keymap-size") == 0 && i + 1 < argc) {
@@ -596,7 +615,7 @@ main(int argc, char **argv)
 	}
 	if (c.keyboard && frames < 0)
 		frames = 0;
-	if (c.fuse && (regrow_colour != 0 || sealed || c.keyboard))
+	if (c.fuse && (regrow_colour != 0 || sealed))
 		usage();
 	if (frames < 0 || (resize && regrow_colour == 0) || (sealed && regrow_colour != 0))
 		usage();
