@@ -23,6 +23,8 @@
 #            -Dsecure-preload=true installs it (doc/packaging.md): root only;
 #   mir      miral-shell on its X11 platform (Debian 12 has no virtual
 #            one), inside an Xvfb of its own (mir-platform-graphics-x20);
+#            with MIR_EXTENSIONS set, --add-wayland-extensions with it
+#            (the virtual keyboard is not among Mir's default globals);
 #   cage     headless backend, pixman renderer, as nobody (it refuses
 #            root); it lives as long as its first client (sleep), and ends
 #            when that ends: SIGTERM makes cage 0.1.4 abort in
@@ -78,6 +80,16 @@ comp_teardown() {
 	[ -z "$COMP_PID" ] || stop_compositor
 	stop_helpers
 	[ -z "$COMP_DIR" ] || rm -rf "$COMP_DIR"
+}
+
+# comp_next: for a test that runs several compositors, one after the
+# other: stops what is left and removes the private directory, so that
+# the next start_compositor makes one for its own user.
+comp_next() {
+	[ -z "$COMP_PID" ] || stop_compositor
+	stop_helpers
+	[ -z "$COMP_DIR" ] || rm -rf "$COMP_DIR"
+	COMP_DIR=
 }
 
 # The prefix that runs a command as nobody when we are root (sway and cage
@@ -197,8 +209,10 @@ start_compositor() {
 	fi
 	COMP_ERR=$COMP_DIR/$COMP.err
 	export WAYLAND_DISPLAY=nsb-e2e-$COMP
-	# A compositor that died leaves its socket behind.
-	rm -f "$XDG_RUNTIME_DIR/$WAYLAND_DISPLAY" "$XDG_RUNTIME_DIR/$WAYLAND_DISPLAY.lock"
+	# A compositor that died leaves its socket behind (sway and cage:
+	# wayland-N, which wait_for_wlroots_socket would find at once).
+	rm -f "$XDG_RUNTIME_DIR/$WAYLAND_DISPLAY" "$XDG_RUNTIME_DIR/$WAYLAND_DISPLAY.lock" \
+		"$XDG_RUNTIME_DIR"/wayland-[0-9]*
 	# The compositor's stdout and stderr go to one file: what it says,
 	# in order (libwayland-server logs on stderr, Mir on stdout).
 	case $COMP in
@@ -263,9 +277,11 @@ start_compositor() {
 		[ -e /usr/lib/"$(multiarch)"/mir/server-platform/server-x11.so.20 ] ||
 			fail "Mir's X11 platform is not installed (Debian: apt install mir-platform-graphics-x20)"
 		[ -n "$XVFB_PID" ] || start_xvfb
-		# Mir takes WAYLAND_DISPLAY as its socket's name.
+		# Mir takes WAYLAND_DISPLAY as its socket's name.  MIR_EXTENSIONS
+		# (colon-separated) adds optional globals to its defaults.
 		env HOME="$COMP_DIR/home" "${pre[@]}" \
 			miral-shell --platform-display-libs mir:x11 \
+			${MIR_EXTENSIONS:+--add-wayland-extensions "$MIR_EXTENSIONS"} \
 			</dev/null >"$COMP_ERR" 2>&1 3>&- &
 		;;
 	cage)

@@ -27,13 +27,50 @@
 # With the library, preloaded by path and with no NOSIGBUS_ variable
 # (LD_PRELOAD=.../libnosigbus.so, the default policy), in every scenario,
 # and with a seventh: a sealed memfd of one page whose pool the client
-# grows with wl_shm_pool.resize (issue 37; not run without the library):
-# the compositor stays up, the hostile client stays connected and gets
-# every frame callback after the truncation, a well-behaved client renders
+# grows with wl_shm_pool.resize (issue 37): the compositor stays up, the
+# hostile client stays connected and gets every frame callback after the
+# truncation, a well-behaved client renders
 # afterwards, and the compositor printed no "nosigbus:" line.  The disk
 # file is rescued too: the compositor received it over its socket
 # (SCM_RIGHTS), and received files are protected whatever their file
 # system (SPEC §3).
+#
+# The sealed pool without the library (issue 37; measured and asserted):
+# weston, sway, mutter, kwin and cage die of SIGBUS (status 135) at their
+# first read of the buffer, before or after answering frame 0:
+# libwayland-server sets up no SIGBUS handling for a pool whose memfd
+# cannot shrink.  Mir cuts the client off ("Error accessing SHM buffer"),
+# then lives on or dies of a SIGSEGV as after a truncation to 12 bytes
+# (3 of 4 runs died).
+#
+# A virtual keyboard's keymap (zwp_virtual_keyboard_v1.keymap, issue 37;
+# protocols/ has the XML): a file of one page holding a short keymap
+# padded with spaces, no NUL, sent with a size of 16 pages, in a memfd, in
+# a sealed one, and as a FUSE file of 16 pages whose reads past the first
+# fail with EIO.  sway 1.7 (wlroots) and Mir with the global added
+# (--add-wayland-extensions zwp_virtual_keyboard_manager_v1; not among its
+# defaults) die of SIGBUS without the library (xkbcommon's strlen runs
+# past the file's end; Mir's fatal-signal handler then aborts, 134); with
+# the bare preload they read zeros after the page, the keymap is good,
+# the client stays and its key is taken; except sway with the FUSE
+# keymap, which dies of SIGBUS under the library too: sway runs as
+# nobody, the FUSE mount is root's, and the library can neither fstat nor
+# statx the file (see FUSE below).  weston, mutter, kwin, cage and Mir by
+# default offer no virtual keyboard.
+#
+# A pool in a FUSE file system of the client's own (--backing fuse, issue
+# 37; fuse-pool.h) whose reads fail with EIO after frame 0, from offset 0
+# or from the second page, the file's pages dropped from the compositor's
+# mapping: faults inside the file's size.  Without the library it goes
+# as a truncation to 0 and to 12 bytes: libwayland cuts the client off;
+# Mir dies of SIGBUS (134) when the first page fails and cuts the client
+# off when it reads.  With the bare preload (the file's errors are the
+# peer's, NOSIGBUS_ERRORS=peer): weston, mutter, kwin and Mir keep the
+# client.  sway and cage run as nobody while the client, root, mounts
+# the file system: a FUSE mount without allow_other refuses every other
+# user's fstat and statx (EACCES), the library protects nothing of that
+# file and libwayland cuts the client off; the compositor lives.  The
+# tests skip, with the client's reason, where FUSE cannot be mounted.
 #
 # kwin_wayland with its file capability (secure execution), run as nobody:
 # the library by path is not loaded, libwayland cuts the client off; the
@@ -111,7 +148,7 @@ matrix_without() {
 			fi
 			assert_client_cut_off
 			if [ "$COMP" = mir ]; then
-				mir_after_cut_off "$backing"
+				mir_after_cut_off "$backing pool truncated to 12 bytes"
 				continue
 			fi
 			assert_compositor_running
@@ -166,13 +203,13 @@ assert_client_sealed_stayed() {
 
 # Mir 2.12 after cutting a client off (see the top): it lives on and the
 # next client renders, or it dies of a SIGSEGV, before the next client
-# connects or under it.
+# connects or under it.  $1 says what the client did, for the TAP comment.
 mir_after_cut_off() {
 	if kill -0 "$COMP_PID" 2>/dev/null; then
 		run_client --no-truncate --colour cc3366 2
 		if [ "$CLIENT_STATUS" = 0 ]; then
 			assert_compositor_running
-			echo "# Mir, $1 pool truncated to 12 bytes: Mir lived on" >&3
+			echo "# Mir, $1: Mir lived on" >&3
 			return 0
 		fi
 		# 4: Mir died under it; 1: Mir was gone before it connected.
@@ -183,7 +220,249 @@ mir_after_cut_off() {
 	assert_equal "$COMP_STATUS" 134
 	run -0 cat "$COMP_ERR"
 	assert_output --partial "Mir fatal error: Unsupported attempt to continue after a fatal signal: SIGSEGV"
-	echo "# Mir, $1 pool truncated to 12 bytes: Mir then died of SIGSEGV" >&3
+	echo "# Mir, $1: Mir then died of SIGSEGV" >&3
+}
+
+# The sealed pool grown by resize (--sealed-resize), without the library:
+# the five libwayland compositors die of SIGBUS at their first read of the
+# buffer past the file's end, before or after answering frame 0 (the
+# client loses its connection); Mir cuts the client off as for a
+# truncation to 12 bytes, and then lives on or dies of SIGSEGV
+# (mir_after_cut_off).
+sealed_without() {
+	start_compositor "$1"
+	if [ "$COMP" = mir ]; then
+		CLIENT_MAY_HANG=1 CLIENT_DEADLINE=$(scaled 20) \
+			run_client --sealed-resize "$FRAMES"
+		if [ "$CLIENT_STATUS" = 124 ]; then
+			echo "# Mir, sealed pool grown by resize: Mir hung in its fatal-signal handler (killed)" >&3
+			kill -KILL "$COMP_PID"
+			wait "$COMP_PID" || true
+			COMP_PID=
+			return 0
+		fi
+		assert_sealed_client_ended 3
+		run -0 printf '%s\n' "$CLIENT_ERR"
+		assert_output --regexp '^wl_buffer@[0-9]+: error 2: Error accessing SHM buffer$'
+		mir_after_cut_off "sealed pool grown by resize"
+		if [ -n "$COMP_PID" ]; then
+			stop_compositor
+			assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+		fi
+		return 0
+	fi
+	run_client --sealed-resize "$FRAMES"
+	assert_sealed_client_ended 4
+	wait_compositor_death
+	assert_equal "$COMP_STATUS" "$SIGBUS_STATUS"
+}
+
+# The client of a sealed pool without the library: configured, frame 0
+# perhaps (the compositor may answer it before it reads the buffer), then
+# cut off with a protocol error (status 3) or its connection lost (4).
+assert_sealed_client_ended() {
+	local status=$1 n=1
+	assert_equal "$CLIENT_STATUS" "$status"
+	run -0 printf '%s\n' "$CLIENT_OUTPUT"
+	assert_line --index 0 --regexp '^configured [0-9]+x[0-9]+$'
+	[ "${lines[1]-}" != "frame 0" ] || n=2
+	if [ "$status" = 3 ]; then
+		assert_line --index "$n" --regexp '^disconnected: protocol error 2 on wl_buffer@[0-9]+$'
+	else
+		assert_line --index "$n" --regexp '^disconnected: '
+	fi
+	assert_equal "${#lines[@]}" $((n + 1))
+}
+
+# The keymap attack (hostile-client --keymap-attack, issue 37): a virtual
+# keyboard's keymap of 16 pages in a file of one page without a NUL, in a
+# memfd and in a sealed one.  Offered by sway (wlroots) and by Mir with
+# MIR_EXTENSIONS; weston, mutter, kwin and cage, and Mir by default, offer
+# no zwp_virtual_keyboard_manager_v1 (the client says so, status 5).
+KEYMAP_KINDS='memfd sealed fuse'
+
+# Mir offers the virtual keyboard only when asked (compositors.bash).
+# shellcheck disable=SC2034 # MIR_EXTENSIONS is read by start_compositor
+keymap_start() {
+	local MIR_EXTENSIONS=
+	[ "$1" != mir ] || MIR_EXTENSIONS=zwp_virtual_keyboard_manager_v1
+	start_compositor "$@"
+}
+
+# Without the library: where the global is offered, the compositor dies
+# of SIGBUS at once (xkbcommon's strlen runs past the file's end), and
+# the client loses its connection before its first roundtrip ends.
+keymap_without() {
+	local kind
+	for kind in $KEYMAP_KINDS; do
+		[ -n "$COMP_PID" ] || keymap_start "$1"
+		CLIENT_MAY_HANG=1 CLIENT_DEADLINE=$(scaled 20) \
+			run_client --keymap-attack "$kind"
+		if [ "$CLIENT_STATUS" = 6 ]; then
+			echo "# $COMP, $kind keymap: not run: $CLIENT_OUTPUT" >&3
+			continue
+		fi
+		case $COMP in
+		sway | mir) ;;
+		*)
+			assert_no_virtual_keyboard
+			continue
+			;;
+		esac
+		if [ "$CLIENT_STATUS" = 124 ]; then
+			# Mir now and then hangs in its fatal-signal handler.
+			[ "$COMP" = mir ] || fail "the client did not end: $CLIENT_OUTPUT"
+			assert_compositor_running
+			echo "# Mir, $kind keymap: Mir hung in its fatal-signal handler (killed)" >&3
+			kill -KILL "$COMP_PID"
+			wait "$COMP_PID" || true
+			COMP_PID=
+			continue
+		fi
+		assert_equal "$CLIENT_STATUS" 4
+		run -0 printf '%s\n' "$CLIENT_OUTPUT"
+		assert_line --index 0 --regexp '^disconnected: '
+		assert_equal "${#lines[@]}" 1
+		wait_compositor_death
+		if [ "$COMP" = mir ]; then
+			assert_equal "$COMP_STATUS" 134
+			run -0 cat "$COMP_ERR"
+			assert_output --partial "Mir fatal error: Unsupported attempt to continue after a fatal signal: SIGBUS"
+		else
+			assert_equal "$COMP_STATUS" "$SIGBUS_STATUS"
+		fi
+	done
+	if [ -n "$COMP_PID" ]; then
+		stop_compositor
+		assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+	fi
+}
+
+# With the bare preload: the keymap reads as the page and zeros after it,
+# a good keymap; the client stays, its key is taken, the compositor lives.
+# But not a FUSE keymap of another user's mount (sway runs as nobody, the
+# client as root: see fuse_with): the library protects nothing of a file
+# it may not fstat, and sway dies of SIGBUS as without it.  That last
+# kind runs last.
+keymap_with() {
+	local kind
+	keymap_start "$1" "$NSB_PRELOAD"
+	for kind in $KEYMAP_KINDS; do
+		run_client --keymap-attack "$kind"
+		if [ "$CLIENT_STATUS" = 6 ]; then
+			echo "# $COMP, $kind keymap: not run: $CLIENT_OUTPUT" >&3
+			continue
+		fi
+		if [ "$kind" = fuse ] && [ "$UNPRIV_UID" != "$(id -u)" ]; then
+			assert_equal "$CLIENT_STATUS" 4
+			wait_compositor_death
+			assert_equal "$COMP_STATUS" "$SIGBUS_STATUS"
+			echo "# $COMP as uid $UNPRIV_UID, FUSE keymap of uid $(id -u): died of SIGBUS (fstat refused, nothing protected)" >&3
+			assert_library_silent
+			return 0
+		fi
+		assert_equal "$CLIENT_STATUS" 0
+		run -0 printf '%s\n' "$CLIENT_OUTPUT"
+		assert_line --index 0 "keymap sent"
+		assert_line --index 1 "key sent"
+		assert_line --index 2 "connected after keymap"
+		assert_equal "${#lines[@]}" 3
+		assert_equal "$CLIENT_ERR" ""
+		assert_compositor_running
+	done
+	assert_good_clients_render
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+	assert_library_silent
+}
+
+assert_no_virtual_keyboard() {
+	assert_equal "$CLIENT_STATUS" 5
+	assert_equal "$CLIENT_OUTPUT" "no zwp_virtual_keyboard_manager_v1"
+	assert_compositor_running
+}
+
+# The FUSE backing (hostile-client --backing fuse, issue 37): the pool is
+# the file of a FUSE file system of the client's own, and after frame 0
+# its reads fail with EIO from offset 0, or from the second page (the
+# first still reads), and the file's pages leave the compositor's mapping:
+# its next read faults inside the file's size.  Skips, with the client's
+# reason, where no FUSE file system can be mounted.
+fuse_offsets() {
+	echo 0 "$(getconf PAGESIZE)"
+}
+
+# Runs the FUSE client failing reads from $1; skips where FUSE is missing.
+run_fuse_client() {
+	run_client --backing fuse --truncate-to "$1" "$FRAMES"
+	[ "$CLIENT_STATUS" != 6 ] || skip "$CLIENT_OUTPUT"
+}
+
+# Without the library: as for a truncation (matrix_without): libwayland
+# cuts the client off; Mir dies of SIGBUS when the first page fails, and
+# cuts the client off (then lives on or dies of SIGSEGV) when it reads.
+fuse_without() {
+	local from
+	start_compositor "$1"
+	for from in $(fuse_offsets); do
+		[ -n "$COMP_PID" ] || start_compositor "$1"
+		if [ "$COMP" = mir ]; then
+			CLIENT_MAY_HANG=1 CLIENT_DEADLINE=$(scaled 20) run_fuse_client "$from"
+			if [ "$CLIENT_STATUS" = 124 ]; then
+				echo "# Mir, FUSE pool failing from $from: Mir hung in its fatal-signal handler (killed)" >&3
+				kill -KILL "$COMP_PID"
+				wait "$COMP_PID" || true
+				COMP_PID=
+				continue
+			fi
+			if [ "$from" = 0 ]; then
+				assert_client_lost
+				wait_compositor_death
+				assert_equal "$COMP_STATUS" 134
+				run -0 cat "$COMP_ERR"
+				assert_output --partial "Mir fatal error: Unsupported attempt to continue after a fatal signal: SIGBUS"
+				continue
+			fi
+			assert_client_cut_off
+			mir_after_cut_off "FUSE pool failing from $from"
+			continue
+		fi
+		run_fuse_client "$from"
+		assert_client_cut_off
+		assert_compositor_running
+		assert_good_clients_render
+	done
+	if [ -n "$COMP_PID" ]; then
+		stop_compositor
+		assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+	fi
+}
+
+# With the bare preload: the file is a received one, its errors are the
+# peer's (NOSIGBUS_ERRORS=peer, the default): the client stays.  Not
+# where the compositor runs as another user than the client (sway and
+# cage as nobody, the client as root): a FUSE mount without allow_other
+# refuses every other user's fstat and statx (EACCES), so the library
+# can neither record the file as received nor tell its size, protects
+# nothing, and libwayland's handler cuts the client off, as without the
+# library (the compositor lives).
+fuse_with() {
+	local from
+	start_compositor "$1" "$NSB_PRELOAD"
+	for from in $(fuse_offsets); do
+		run_fuse_client "$from"
+		if [ "$UNPRIV_UID" != "$(id -u)" ]; then
+			assert_client_cut_off
+			echo "# $COMP as uid $UNPRIV_UID, FUSE pool of uid $(id -u) failing from $from: cut off (fstat refused)" >&3
+		else
+			assert_client_stayed "$FRAMES"
+		fi
+		assert_compositor_running
+		assert_good_clients_render
+	done
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+	assert_library_silent
 }
 
 @test "weston: without the library, libwayland cuts the client off" {
@@ -232,6 +511,106 @@ mir_after_cut_off() {
 
 @test "cage: with LD_PRELOAD alone, the client stays, cage too" {
 	matrix_with cage
+}
+
+@test "weston: without the library, a sealed memfd pool grown by resize kills it (SIGBUS)" {
+	sealed_without weston
+}
+
+@test "sway: without the library, a sealed memfd pool grown by resize kills it (SIGBUS)" {
+	sealed_without sway
+}
+
+@test "mutter: without the library, a sealed memfd pool grown by resize kills it (SIGBUS)" {
+	sealed_without mutter
+}
+
+@test "kwin_wayland: without the library, a sealed memfd pool grown by resize kills it (SIGBUS)" {
+	sealed_without kwin
+}
+
+@test "cage: without the library, a sealed memfd pool grown by resize kills it (SIGBUS)" {
+	sealed_without cage
+}
+
+@test "Mir: without the library, a sealed memfd pool grown by resize: the client is cut off" {
+	sealed_without mir
+}
+
+@test "sway: without the library, a virtual keyboard's keymap past its file's end kills it (SIGBUS)" {
+	keymap_without sway
+}
+
+@test "sway: with LD_PRELOAD alone, a keymap past its file's end is read, sway lives, but for a FUSE keymap of another user's mount" {
+	keymap_with sway
+}
+
+@test "Mir with its virtual keyboard: without the library, a keymap past its file's end kills it (SIGBUS)" {
+	keymap_without mir
+}
+
+@test "Mir with its virtual keyboard: with LD_PRELOAD alone, a keymap past its file's end is read, Mir lives" {
+	keymap_with mir
+}
+
+@test "weston, mutter, kwin_wayland, cage and Mir by default offer no virtual keyboard" {
+	local c
+	for c in weston mutter kwin cage mir; do
+		start_compositor "$c"
+		run_client --keymap-attack memfd
+		assert_no_virtual_keyboard
+		stop_compositor
+		assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+		comp_next
+	done
+}
+
+@test "weston: without the library, a FUSE pool whose reads fail: libwayland cuts the client off" {
+	fuse_without weston
+}
+
+@test "weston: with LD_PRELOAD alone, a FUSE pool whose reads fail: weston lives" {
+	fuse_with weston
+}
+
+@test "sway: without the library, a FUSE pool whose reads fail: libwayland cuts the client off" {
+	fuse_without sway
+}
+
+@test "sway: with LD_PRELOAD alone, a FUSE pool whose reads fail: sway lives" {
+	fuse_with sway
+}
+
+@test "mutter: without the library, a FUSE pool whose reads fail: libwayland cuts the client off" {
+	fuse_without mutter
+}
+
+@test "mutter: with LD_PRELOAD alone, a FUSE pool whose reads fail: mutter lives" {
+	fuse_with mutter
+}
+
+@test "kwin_wayland: without the library, a FUSE pool whose reads fail: libwayland cuts the client off" {
+	fuse_without kwin
+}
+
+@test "kwin_wayland: with LD_PRELOAD alone, a FUSE pool whose reads fail: kwin_wayland lives" {
+	fuse_with kwin
+}
+
+@test "Mir: without the library, a FUSE pool whose reads fail: it dies when the first page fails, cuts the client off when it reads" {
+	fuse_without mir
+}
+
+@test "Mir: with LD_PRELOAD alone, a FUSE pool whose reads fail: Mir lives" {
+	fuse_with mir
+}
+
+@test "cage: without the library, a FUSE pool whose reads fail: libwayland cuts the client off" {
+	fuse_without cage
+}
+
+@test "cage: with LD_PRELOAD alone, a FUSE pool whose reads fail: cage lives" {
+	fuse_with cage
 }
 
 # Debian's kwin_wayland carries a file capability: for a user it runs in

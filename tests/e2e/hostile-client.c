@@ -6,9 +6,10 @@
  * repaint makes the compositor read pages beyond the end of the file.
  *
  *   hostile-client [--pause] [--no-truncate] [--truncate-to BYTES]
- *                  [--backing memfd|shm|disk] [--dir DIR]
+ *                  [--backing memfd|shm|disk|fuse] [--dir DIR]
  *                  [--regrow RRGGBB [--resize]] [--no-ack]
  *                  [--sealed-resize] [--colour RRGGBB] [--size WxH] N
+ *   hostile-client --keymap-attack memfd|sealed|fuse [--keymap-size BYTES]
  *
  * It maps an ordinary xdg_toplevel of WxH (default 128x96) with an XRGB8888
  * buffer filled with the colour (default 33cc66), commits and waits for the
@@ -19,7 +20,13 @@
  * screenshot, wherever the shell placed it.
  *
  * The pool's file (--backing, backing.h) is a memfd (the default), a file
- * in /dev/shm, or a file on disk in DIR (default /var/tmp).
+ * in /dev/shm, or a file on disk in DIR (default /var/tmp); or, with
+ * --backing fuse, the file of a FUSE file system of the client's own
+ * (fuse-pool.h), where "truncating" makes every read at or past BYTES
+ * fail with EIO and drops the file's pages from the compositor's
+ * mapping: its next read faults inside the file's size.  Where no FUSE
+ * file system can be mounted (or the client was built without libfuse3)
+ * it says "no fuse: REASON" and exits with 6.
  *
  * With --regrow, after frame N the client recovers: it grows the file back
  * to its size plus one page, fills it with the new colour, with --resize
@@ -37,6 +44,24 @@
  * compositor's read past the end kills it without the library (measured
  * with Debian 12's weston, sway, cage, mutter and kwin).  Nothing is
  * truncated (the seals forbid it): implies --no-truncate.
+ *
+ * With --keymap-attack there is no window: the client makes a virtual
+ * keyboard (zwp_virtual_keyboard_manager_v1, on the first wl_seat) and
+ * sends zwp_virtual_keyboard_v1.keymap with a file of one page and a size
+ * of 16 pages (or BYTES).  The page holds a valid keymap, short (it
+ * includes the system's "evdev", "complete" and "pc+us"), padded with
+ * spaces: no NUL in the file, so a compositor that maps the size and
+ * parses it as a string (wlroots hands it to xkbcommon, whose strlen runs
+ * on) reads past the file's end; where that reads zeros (the library),
+ * the string ends with the page and the keymap is good.  The file is a
+ * memfd, or with "sealed" a memfd sealed F_SEAL_SHRINK | F_SEAL_GROW |
+ * F_SEAL_SEAL; or with "fuse" the file of a FUSE file system of its own
+ * (fuse-pool.h) as long as the size, whose reads past the first page
+ * fail with EIO: the string runs on inside the file's size.  Then it presses and releases a key, and ends after a
+ * roundtrip ("keymap sent", "key sent", "connected after keymap"), with
+ * the statuses below; 5 (and "no zwp_virtual_keyboard_manager_v1") when
+ * the compositor does not offer the global.  The protocol's XML is in
+ * protocols/ (Debian packages none).
  *
  * Every configure is acknowledged at the next commit, the buffer keeping
  * its size; with --no-ack only the first one is (a tiling shell then
@@ -68,6 +93,10 @@
 #include <wayland-client.h>
 
 #include "backing.h"
+#ifdef NSB_HAVE_FUSE
+#include "fuse-pool.h"
+#endif
+#include "virtual-keyboard-unstable-v1-client-protocol.h"
 #include "xdg-shell-client-protocol.h"
 
 enum {
@@ -75,7 +104,18 @@ enum {
 	EXIT_USAGE = 2,
 	EXIT_PROTOCOL = 3,
 	EXIT_LOST = 4,
+	EXIT_NO_GLOBAL = 5,
+	EXIT_NO_FUSE = 6,
 };
+
+/* --keymap-attack: the keymap at the start of its file (spaces follow). */
+#define KEYMAP_TEXT                                                        \
+	"xkb_keymap {\n"                                                   \
+	"  xkb_keycodes { include \"evdev+aliases(qwerty)\" };\n"          \
+	"  xkb_types { include \"complete\" };\n"                           \
+	"  xkb_compat { include \"complete\" };\n"                          \
+	"  xkb_symbols { include \"pc+us+inet(evdev)\" };\n"                \
+	"};\n"
 
 /* The window size used unless --size or the shell chooses another. */
 #define DEFAULT_WIDTH 128
@@ -87,6 +127,8 @@ struct client {
 	struct wl_compositor *compositor;
 	struct wl_shm *shm;
 	struct xdg_wm_base *wm_base;
+	struct wl_seat *seat;			/* --keymap-attack only */
+	struct zwp_virtual_keyboard_manager_v1 *vk_manager;
 	struct wl_surface *surface;
 	struct xdg_surface *xdg_surface;
 	struct xdg_toplevel *toplevel;
@@ -101,6 +143,11 @@ struct client {
 	bool no_ack;		/* --no-ack */
 	bool frame_done;
 	bool closed;
+	bool keyboard;		/* --keymap-attack: bind the seat and manager */
+	bool fuse;		/* --backing fuse */
+#ifdef NSB_HAVE_FUSE
+	struct fuse_pool fuse_pool;
+#endif
 };
 
 /* Prints why the connection ended and exits with the matching status. */
@@ -164,6 +211,13 @@ registry_global(void *data, struct wl_registry *registry, uint32_t name,
 		c->wm_base = wl_registry_bind(registry, name,
 					      &xdg_wm_base_interface, 1);
 		xdg_wm_base_add_listener(c->wm_base, &wm_base_listener, c);
+	} else if (c->keyboard && c->seat == NULL &&
+		   strcmp(interface, wl_seat_interface.name) == 0) {
+		c->seat = wl_registry_bind(registry, name, &wl_seat_interface, 1);
+	} else if (c->keyboard &&
+		   strcmp(interface, zwp_virtual_keyboard_manager_v1_interface.name) == 0) {
+		c->vk_manager = wl_registry_bind(registry, name,
+						 &zwp_virtual_keyboard_manager_v1_interface, 1);
 	}
 }
 
@@ -280,6 +334,17 @@ create_pool(struct client *c, enum backing backing, const char *dir,
 	    int32_t width, int32_t height, uint32_t colour)
 {
 	c->size = (size_t)width * 4 * (size_t)height;
+#ifdef NSB_HAVE_FUSE
+	if (c->fuse) {
+		/* The file system serves the pixels: nothing to write. */
+		c->memfd = fuse_pool_open(&c->fuse_pool, c->size, 0xff000000u | colour);
+		if (c->memfd < 0)
+			return -1;
+		c->pool = wl_shm_create_pool(c->shm, c->memfd, (int32_t)c->size);
+		create_buffer(c, width, height);
+		return 0;
+	}
+#endif
 	c->memfd = open_backing(backing, dir, "hostile-client");
 	if (c->memfd < 0)
 		return -1;
@@ -391,13 +456,81 @@ wait_for_line(struct client *c, const char *what)
 		clearerr(stdin);
 }
 
+/*
+ * --keymap-attack: a virtual keyboard whose keymap's size runs past the
+ * end of its file.  Returns the exit status.
+ */
+static int
+keymap_attack(struct client *c, bool sealed, uint32_t size)
+{
+	struct zwp_virtual_keyboard_v1 *keyboard;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	char *text = malloc(page);
+	int fd;
+
+	if (c->vk_manager == NULL || c->seat == NULL) {
+		printf("no zwp_virtual_keyboard_manager_v1\n");
+		return EXIT_NO_GLOBAL;
+	}
+	if (text == NULL) {
+		perror("hostile-client: malloc");
+		return EXIT_SETUP;
+	}
+	memset(text, ' ', page);
+	memcpy(text, KEYMAP_TEXT, strlen(KEYMAP_TEXT));
+	if (size == 0)
+		size = (uint32_t)(16 * page);
+#ifdef NSB_HAVE_FUSE
+	if (c->fuse) {
+		struct fuse_pool_shared *shared = c->fuse_pool.shared;
+
+		snprintf(shared->text, sizeof(shared->text), "%s", KEYMAP_TEXT);
+		shared->fail_from = (int64_t)page;
+		fd = fuse_pool_open(&c->fuse_pool, size, 0x20202020u);
+		if (fd < 0)
+			return EXIT_SETUP;
+		goto send;
+	}
+#endif
+	fd = memfd_create("nosigbus-keymap",
+			  MFD_CLOEXEC | (sealed ? MFD_ALLOW_SEALING : 0));
+	if (fd < 0 || write(fd, text, page) != (ssize_t)page ||
+	    (sealed && fcntl(fd, F_ADD_SEALS,
+			     F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)) {
+		perror("hostile-client: the keymap's memfd");
+		return EXIT_SETUP;
+	}
+#ifdef NSB_HAVE_FUSE
+send:
+#endif
+	keyboard = zwp_virtual_keyboard_manager_v1_create_virtual_keyboard(c->vk_manager,
+									   c->seat);
+	zwp_virtual_keyboard_v1_keymap(keyboard, WL_KEYBOARD_KEYMAP_FORMAT_XKB_V1,
+				       fd, size);
+	close(fd);
+	free(text);
+	roundtrip_or_die(c);
+	printf("keymap sent\n");
+	/* KEY_A (30), pressed and released. */
+	zwp_virtual_keyboard_v1_key(keyboard, 0, 30, WL_KEYBOARD_KEY_STATE_PRESSED);
+	zwp_virtual_keyboard_v1_key(keyboard, 1, 30, WL_KEYBOARD_KEY_STATE_RELEASED);
+	roundtrip_or_die(c);
+	printf("key sent\n");
+	zwp_virtual_keyboard_v1_destroy(keyboard);
+	roundtrip_or_die(c);
+	printf("connected after keymap\n");
+	wl_display_disconnect(c->display);
+	return 0;
+}
+
 static void __attribute__((noreturn))
 usage(void)
 {
 	fprintf(stderr, "usage: hostile-client [--pause] [--no-truncate] "
-		"[--truncate-to BYTES] [--backing memfd|shm|disk] [--dir DIR] "
+		"[--truncate-to BYTES] [--backing memfd|shm|disk|fuse] [--dir DIR] "
 		"[--regrow RRGGBB [--resize]] [--no-ack] [--sealed-resize] "
-		"[--colour RRGGBB] [--size WxH] FRAMES\n");
+		"[--colour RRGGBB] [--size WxH] FRAMES\n"
+		"       hostile-client --keymap-attack memfd|sealed|fuse [--keymap-size BYTES]\n");
 	exit(EXIT_USAGE);
 }
 
@@ -415,6 +548,8 @@ main(int argc, char **argv)
 	const char *dir = "/var/tmp";
 	long frames = -1;
 	int32_t width = DEFAULT_WIDTH, height = DEFAULT_HEIGHT;
+	bool keymap_sealed = false;
+	unsigned long keymap_size = 0;
 
 	for (int i = 1; i < argc; i++) {
 		char *end;
@@ -428,6 +563,10 @@ main(int argc, char **argv)
 			truncate_to = strtol(argv[++i], &end, 10);
 			if (*end != '\0' || truncate_to < 0)
 				usage();
+		} else if (strcmp(argv[i], "--backing") == 0 && i + 1 < argc &&
+			   strcmp(argv[i + 1], "fuse") == 0) {
+			c.fuse = true;
+			i++;
 		} else if (strcmp(argv[i], "--backing") == 0 && i + 1 < argc) {
 			if (parse_backing(argv[++i], &backing) < 0)
 				usage();
@@ -437,6 +576,19 @@ main(int argc, char **argv)
 			c.no_ack = true;
 		} else if (strcmp(argv[i], "--resize") == 0) {
 			resize = true;
+		} else if (strcmp(argv[i], "--keymap-attack") == 0 && i + 1 < argc) {
+			c.keyboard = true;
+			i++;
+			if (strcmp(argv[i], "sealed") == 0)
+				keymap_sealed = true;
+			else if (strcmp(argv[i], "fuse") == 0)
+				c.fuse = true;
+			else if (strcmp(argv[i], "memfd") != 0)
+				usage();
+		} else if (strcmp(argv[i], "--keymap-size") == 0 && i + 1 < argc) {
+			keymap_size = strtoul(argv[++i], &end, 10);
+			if (*end != '\0' || keymap_size == 0 || keymap_size > UINT32_MAX)
+				usage();
 		} else if (strcmp(argv[i], "--sealed-resize") == 0) {
 			sealed = true;
 			truncate_it = false;
@@ -461,11 +613,28 @@ main(int argc, char **argv)
 			usage();
 		}
 	}
+	if (c.keyboard && frames < 0)
+		frames = 0;
+	if (c.fuse && (regrow_colour != 0 || sealed))
+		usage();
 	if (frames < 0 || (resize && regrow_colour == 0) || (sealed && regrow_colour != 0))
 		usage();
 
 	/* Progress lines are read through a pipe: never hold them back. */
 	setvbuf(stdout, NULL, _IOLBF, 0);
+
+	/* The FUSE server is forked before the connection exists. */
+	if (c.fuse) {
+#ifdef NSB_HAVE_FUSE
+		if (fuse_pool_start(&c.fuse_pool) < 0) {
+			printf("no fuse: %s\n", c.fuse_pool.why);
+			return EXIT_NO_FUSE;
+		}
+#else
+		printf("no fuse: hostile-client was built without libfuse3\n");
+		return EXIT_NO_FUSE;
+#endif
+	}
 
 	c.display = wl_display_connect(NULL);
 	if (c.display == NULL) {
@@ -475,6 +644,8 @@ main(int argc, char **argv)
 	c.registry = wl_display_get_registry(c.display);
 	wl_registry_add_listener(c.registry, &registry_listener, &c);
 	roundtrip_or_die(&c);
+	if (c.keyboard)
+		return keymap_attack(&c, keymap_sealed, (uint32_t)keymap_size);
 	if (c.compositor == NULL || c.shm == NULL || c.wm_base == NULL) {
 		fprintf(stderr, "hostile-client: compositor lacks wl_compositor, "
 			"wl_shm or xdg_wm_base\n");
@@ -513,7 +684,13 @@ main(int argc, char **argv)
 	if (pause)
 		wait_for_line(&c, "before truncate");
 
-	if (truncate_it) {
+	if (truncate_it && c.fuse) {
+#ifdef NSB_HAVE_FUSE
+		if (fuse_pool_fail(&c.fuse_pool, (off_t)truncate_to) < 0)
+			return EXIT_SETUP;
+#endif
+		printf("truncated\n");
+	} else if (truncate_it) {
 		if (ftruncate(c.memfd, (off_t)truncate_to) < 0) {
 			perror("hostile-client: ftruncate");
 			return EXIT_SETUP;
