@@ -35,7 +35,8 @@
  *    ignored one through the environment (never SIG_IGN in the kernel,
  *    where a fault of a handler that runs meanwhile would kill).
  * Out of reach (documented in libnosigbus(7)): raw system calls, a mask
- * saved by getcontext on aarch64 (jumps.c), and threads other than these
+ * saved by getcontext on targets other than x86-64 and aarch64 (jumps.c),
+ * and threads other than these
  * that the C library or the kernel start with SIGBUS blocked.  The whole
  * list of paths, each with its test: doc/signals.md.
  *

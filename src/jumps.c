@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * jumps.c - the interposed __sigsetjmp, longjmp, _longjmp, siglongjmp,
- * __longjmp_chk, getcontext (x86-64), setcontext and swapcontext.
+ * __longjmp_chk, getcontext (x86-64, aarch64), setcontext and swapcontext.
  *
  * A program that leaves a signal handler with one of these gets its saved
  * signal mask back inside glibc, past our sigprocmask: the program's view
@@ -119,15 +119,74 @@ __asm__(".text\n\t"
  * getcontext saves the kernel's mask, which never holds SIGBUS once the
  * handler is installed: a context saved while the program blocked SIGBUS
  * came back with it unblocked, and the program read a saved mask without
- * it (issue 38, getcontext_view).  On x86-64 getcontext is a wrapper, in
- * assembly, that calls glibc's from its own frame, leaving the program's
- * callee-saved registers untouched, and then makes the saved context the
- * one glibc would have saved for the program: its return address and
- * stack pointer, and the view's SIGBUS bit in uc_sigmask.  Entering it
- * (setcontext) resumes in the program, never in the wrapper's frame.
- * Elsewhere glibc's own (libnosigbus(7)).
+ * it (issue 38, getcontext_view).  On x86-64 and aarch64 getcontext is a
+ * wrapper, in assembly, that calls glibc's from its own frame, leaving the
+ * program's callee-saved registers untouched, and then makes the saved
+ * context the one glibc would have saved for the program: its return
+ * address and stack pointer (aarch64: pc, sp, and x29/x30, which the
+ * wrapper's frame used), and the view's SIGBUS bit in uc_sigmask.
+ * Entering it (setcontext) resumes in the program, never in the wrapper's
+ * frame.  Elsewhere glibc's own (libnosigbus(7)).
  */
-#if defined(__x86_64__)
+#if defined(__aarch64__)
+NSB_INTERNAL nsb_any_fn nsb_jumps_getcontext_real(void) __attribute__((used));
+NSB_INTERNAL int nsb_jumps_getcontext(ucontext_t *uc, uintptr_t sp, uintptr_t ret, uintptr_t fp)
+	__attribute__((used));
+
+nsb_any_fn
+nsb_jumps_getcontext_real(void)
+{
+	return nsb_real(NSB_REAL_GETCONTEXT);
+}
+
+/* [signal-safe] */
+int
+nsb_jumps_getcontext(ucontext_t *uc, uintptr_t sp, uintptr_t ret, uintptr_t fp)
+{
+	uc->uc_mcontext.pc = ret;
+	uc->uc_mcontext.regs[30] = ret;
+	uc->uc_mcontext.regs[29] = fp;
+	uc->uc_mcontext.sp = sp;
+	if (nsb_disp_installed() && nsb_disp_blocked())
+		sigaddset(&uc->uc_sigmask, SIGBUS);
+	return 0;
+}
+
+/* The program's x29 and x30 at [sp], uc at [sp + 16]; glibc's getcontext
+ * called with x19-x28 and d8-d15 as the program left them (the C call
+ * before it keeps them: they are callee-saved). */
+__asm__(".text\n\t"
+	".globl getcontext\n\t"
+	".type getcontext, %function\n\t"
+	".p2align 2\n"
+	"getcontext:\n\t"
+	".cfi_startproc\n\t"
+	"hint 34\n\t"
+	"stp x29, x30, [sp, #-32]!\n\t"
+	".cfi_def_cfa_offset 32\n\t"
+	".cfi_offset 29, -32\n\t"
+	".cfi_offset 30, -24\n\t"
+	"str x0, [sp, #16]\n\t"
+	"bl nsb_jumps_getcontext_real\n\t"
+	"mov x9, x0\n\t"
+	"ldr x0, [sp, #16]\n\t"
+	"blr x9\n\t"
+	"cbnz w0, 1f\n\t"
+	"ldr x0, [sp, #16]\n\t"
+	"add x1, sp, #32\n\t"
+	"ldr x2, [sp, #8]\n\t"
+	"ldr x3, [sp]\n\t"
+	"bl nsb_jumps_getcontext\n"
+	"1:\n\t"
+	"ldp x29, x30, [sp], #32\n\t"
+	".cfi_restore 29\n\t"
+	".cfi_restore 30\n\t"
+	".cfi_def_cfa_offset 0\n\t"
+	"ret\n\t"
+	".cfi_endproc\n\t"
+	".size getcontext, .-getcontext\n\t"
+	".previous");
+#elif defined(__x86_64__)
 NSB_INTERNAL nsb_any_fn nsb_jumps_getcontext_real(void) __attribute__((used));
 NSB_INTERNAL int nsb_jumps_getcontext(ucontext_t *uc, uintptr_t sp, uintptr_t ret)
 	__attribute__((used));
