@@ -47,6 +47,8 @@
  * is the peer's error (rescue.c, issue 37).  That check costs a disk
  * file's mapping one statx, and only in a process that has received a
  * regular file; a memory-backed one's, a look in the received table.
+ * A received descriptor that no stat describes (a FUSE mount of another
+ * user's: EACCES) is protected with its size unknown: foreign() below.
  *
  * Not used in signal context.
  */

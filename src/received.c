@@ -30,7 +30,8 @@
  * again).  The sender, named only in the log, costs two more system calls
  * with the log on, once per message that brings a regular file:
  * SO_PEERCRED and /proc/PID/comm.  A program that never received a
- * regular file never asks the table anything (nsb_received_any()).
+ * regular file never asks the table anything (nsb_received_any()).  A
+ * descriptor whose statx is refused (below, "foreign") costs nothing more.
  *
  * The table is lock-free: an entry is written between two increments of
  * its sequence number (odd while it is written), and read only if the
@@ -185,6 +186,7 @@ foreign_give(int fd)
 	return arrival;
 }
 
+/* [signal-safe] */
 bool
 nsb_received_foreign_any(void)
 {
