@@ -15,7 +15,8 @@
  * again.  The peer's file: under the default (NOSIGBUS_ERRORS=peer) and
  * zero both faults read zeros, counted unverified (the size cannot be
  * learnt), the log names the sender; under pass the fault goes to the
- * program (SIGBUS), as without the library.  Before the fix the default
+ * program (SIGBUS), as without the library.  As under a seccomp filter
+ * (NSB_TEST_SECCOMP=filtered: fstat alone) as by default.  Before the fix the default
  * died of SIGBUS too: the library protected nothing of such a file.
  *
  * Needs root (to mount, and to become another user) and /dev/fuse; skips
@@ -183,6 +184,7 @@ start_receiver(const char *self, int s, int errfd, const char *const *env)
 	dup2(errfd, STDERR_FILENO);
 	unsetenv("NOSIGBUS_ERRORS");
 	unsetenv("NOSIGBUS_LOG");
+	unsetenv("NSB_TEST_SECCOMP");
 	for (int i = 0; env[i]; i++)
 		putenv((char *)env[i]);
 	if (setgroups(0, NULL) != 0 || setresgid(65534, 65534, 65534) != 0 ||
@@ -263,6 +265,7 @@ main(int argc, char **argv)
 	static const char *const zero[] = { "NOSIGBUS_ERRORS=zero", NULL };
 	static const char *const pass[] = { "NOSIGBUS_ERRORS=pass", NULL };
 	static const char *const logged[] = { "NOSIGBUS_LOG=1", NULL };
+	static const char *const filtered[] = { "NSB_TEST_SECCOMP=filtered", NULL };
 	char err[8192], self[4096];
 	ssize_t n;
 	int status;
@@ -295,6 +298,11 @@ main(int argc, char **argv)
 	status = scenario(self, "NOSIGBUS_ERRORS=zero", zero, err, sizeof(err));
 	nsbt_expect_exit(status, 0, "NOSIGBUS_ERRORS=zero");
 	NSBT_CHECK(!err[0], "zero: stderr not empty:\n%s", err);
+
+	/* As under a seccomp filter (fstat alone, sandbox.c). */
+	status = scenario(self, "NSB_TEST_SECCOMP=filtered", filtered, err, sizeof(err));
+	nsbt_expect_exit(status, 0, "NSB_TEST_SECCOMP=filtered");
+	NSBT_CHECK(!err[0], "filtered: stderr not empty:\n%s", err);
 
 	/* Pass: every error to the program; without the size every fault
 	 * may be one, so the first (the failing page) kills it. */
