@@ -1131,7 +1131,7 @@ close(int fd)
 static void
 stream_closing(FILE *stream)
 {
-	if (stream && nsb_received_any()) {
+	if (stream && (nsb_received_any() || nsb_received_foreign_any())) {
 		int fd = fileno(stream);
 
 		if (fd >= 0)

@@ -172,6 +172,19 @@ nsb_received_hint_drop(unsigned first, unsigned last)
 	}
 }
 
+/* [signal-safe] A descriptor just arrived at fd: whatever was kept of
+ * that number before names a file gone (closed behind our back). */
+static void
+foreign_forget(int fd)
+{
+	for (int i = 0; i < FOREIGN; i++) {
+		uint64_t v = atomic_load_explicit(&foreign_fd[i], memory_order_relaxed);
+
+		if (v && (uint32_t)v == (uint32_t)(fd + 1))
+			atomic_compare_exchange_strong(&foreign_fd[i], &v, 0);
+	}
+}
+
 /* [signal-safe] Keeps fd as a foreign descriptor; its arrival number. */
 static uint32_t
 foreign_give(int fd)
@@ -431,6 +444,8 @@ note_message(int sock, const struct msghdr *msg)
 			int fd;
 
 			memcpy(&fd, CMSG_DATA(c) + k * sizeof(int), sizeof(fd));
+			if (nsb_received_foreign_any())
+				foreign_forget(fd);
 			if (!nsb_identity_of(fd, &id)) {
 				/* Not described (above): the peer's all the same.
 				 * Its arrival is its identity, for the log only. */

@@ -12,7 +12,8 @@
  * to uid 65534 and executes this program again (the library, linked,
  * reads its settings there).  The child maps more pages than the file
  * has, reads page 0, a page that fails, a page past the end and page 0
- * again.  The peer's file: under the default (NOSIGBUS_ERRORS=peer) and
+ * again, and the failing page in a second (private) mapping of the same
+ * descriptor.  The peer's file: under the default (NOSIGBUS_ERRORS=peer) and
  * zero both faults read zeros, counted unverified (the size cannot be
  * learnt), the log names the sender; under pass the fault goes to the
  * program (SIGBUS), as without the library.  As under a seccomp filter
@@ -97,7 +98,7 @@ expect_page(const volatile unsigned char *p, size_t page, unsigned char v)
 static int
 receiver(int s)
 {
-	const volatile unsigned char *p;
+	const volatile unsigned char *p, *q;
 	struct nosigbus_stats st;
 	struct stat sb;
 	int fd;
@@ -112,16 +113,19 @@ receiver(int s)
 	NSBT_CHECK(errno == EACCES, "fstat of the received file: %s, expected EACCES",
 		   strerror(errno));
 	p = core_map(NULL, LEN_PAGES * ps, PROT_READ, MAP_SHARED, fd, 0);
+	/* The same descriptor mapped again is the peer's file too. */
+	q = core_map(NULL, LEN_PAGES * ps, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);	/* as a compositor does, once mapped */
 	expect_page(p, 0, fs_tag(0));
 	expect_page(p, BAD_PAGE, 0);
 	expect_page(p, PAST_PAGE, 0);
 	expect_page(p, 0, fs_tag(0));
+	expect_page(q, BAD_PAGE, 0);
 	st = core_stats();
 	printf("rescues %llu, unverified %llu\n", (unsigned long long)st.rescues,
 	       (unsigned long long)st.unverified);
-	NSBT_CHECK(st.rescues == 2 && st.unverified == 2,
-		   "rescues %llu, unverified %llu: expected 2 and 2",
+	NSBT_CHECK(st.rescues == 3 && st.unverified == 3,
+		   "rescues %llu, unverified %llu: expected 3 and 3",
 		   (unsigned long long)st.rescues, (unsigned long long)st.unverified);
 	return 0;
 }
