@@ -535,12 +535,13 @@ add(uint64_t dev, uint64_t ino, const char *path)
 }
 
 /* Does a rescue of this file need its size?  Always (rescue.c's
- * check()), but under NOSIGBUS_ERRORS=zero. */
+ * check()), but under NOSIGBUS_ERRORS=zero, and for a received file that
+ * cannot be described (NSB_META_FOREIGN: no stat of it answers; its
+ * entry is there only for the log's path and sender). */
 static bool
 wants_descriptor(uint32_t meta)
 {
-	(void)meta;
-	return nsb_config.errors != NSB_ERRORS_ZERO;
+	return nsb_config.errors != NSB_ERRORS_ZERO && !(meta & NSB_META_FOREIGN);
 }
 
 #ifndef SYS_open_tree
@@ -1130,7 +1131,7 @@ close(int fd)
 static void
 stream_closing(FILE *stream)
 {
-	if (stream && nsb_received_any()) {
+	if (stream && (nsb_received_any() || nsb_received_foreign_any())) {
 		int fd = fileno(stream);
 
 		if (fd >= 0)

@@ -496,6 +496,7 @@ void *nsb_memory_table(int which, size_t bytes);
 #define NSB_META_ANON		0x0010u		/* no file behind it */
 #define NSB_META_MEMFS		0x0020u		/* a file that lives in memory */
 #define NSB_META_RECEIVED	0x0040u		/* a file another process handed over */
+#define NSB_META_FOREIGN	0x10000000u	/* with RECEIVED: its size cannot be learnt */
 #define NSB_META_POLICY		0x8000u		/* protected by the policy, not asked for */
 #define NSB_META_SHIFT(m)	(((m) >> 8) & 0x3fu)	/* log2 of the page size */
 #define NSB_META_MKSHIFT(s)	((uint32_t)(s) << 8)
@@ -883,6 +884,17 @@ bool nsb_received_is(const struct nsb_identity *id);
 bool nsb_received_hint_take(int fd);
 /* [signal-safe] The program closes or replaces [first, last]. */
 void nsb_received_hint_drop(unsigned first, unsigned last);
+/*
+ * A received descriptor whose file cannot be described (a stat of it
+ * fails: a FUSE file system of another user's refuses it), still the
+ * peer's file: was fd one, not closed or replaced since through a call
+ * the library saw?  Its arrival number then, which stands for its
+ * identity: (NSB_DEV_FOREIGN, arrival), a device no file has.  Not taken
+ * by a mapping (received.c).
+ */
+#define NSB_DEV_FOREIGN UINT64_MAX
+bool nsb_received_foreign_any(void);
+bool nsb_received_foreign(int fd, uint32_t *arrival);
 /* [signal-safe] The process that sent this file, where known. */
 bool nsb_received_sender(uint64_t dev, uint64_t ino, int *pid, char comm[16]);
 

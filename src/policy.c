@@ -47,6 +47,8 @@
  * is the peer's error (rescue.c, issue 37).  That check costs a disk
  * file's mapping one statx, and only in a process that has received a
  * regular file; a memory-backed one's, a look in the received table.
+ * A received descriptor that no stat describes (a FUSE mount of another
+ * user's: EACCES) is protected with its size unknown: foreign() below.
  *
  * Not used in signal context.
  */
@@ -255,6 +257,41 @@ nsb_policy_drop_fd(struct nsb_decision *d)
 	d->pfd = -1;
 }
 
+/*
+ * A stat of fd failed with err: is fd a descriptor another process handed
+ * over whose file system refuses to describe it (received.c: a FUSE file
+ * system of another user's, mounted without allow_other, answers EACCES
+ * to this process's fstat and statx, and maps and reads all the same)?
+ * Then it is the peer's file, protected as a received one whatever the
+ * policy but flag, with its size unknown (NSB_META_FOREIGN): every
+ * fault in it is rescued and counted unverified under NOSIGBUS_ERRORS=peer
+ * and zero (rescue.c), and under pass none is, so the mapping is not
+ * protected at all - pass gives every error of the file system to the
+ * program, and without the size a fault past the end cannot be told from
+ * one.  Its identity is its arrival (NSB_DEV_FOREIGN, arrival): never the
+ * same as another file's, never merged with one; a files.c entry is made
+ * for it only with the log on, to name its path and sender.  No system
+ * call: the decision costs what the failed stat cost.
+ */
+static bool
+foreign(int flags, int err, int fd, struct nsb_decision *d)
+{
+	uint32_t arrival;
+
+	if (err == ENOSYS || err == EBADF || err == EINVAL || err == EFAULT ||
+	    !nsb_received_foreign(fd, &arrival) ||
+	    (!(flags & MAP_NOSIGBUS) && nsb_config.errors == NSB_ERRORS_PASS))
+		return false;
+	memset(&d->st, 0, sizeof(d->st));
+	d->st.st_dev = (dev_t)NSB_DEV_FOREIGN;
+	d->st.st_ino = (ino_t)arrival;
+	d->st.st_mode = S_IFREG;
+	d->has_file = nsb_config.log != 0;
+	d->memfs = false;
+	d->meta = NSB_META_FOREIGN;
+	return true;
+}
+
 static void
 decide(int prot, int flags, int fd, struct nsb_decision *d)
 {
@@ -278,6 +315,10 @@ decide(int prot, int flags, int fd, struct nsb_decision *d)
 		 * from another process is protected, and whatever else the
 		 * policy might have protected stays as the program made it. */
 		d->has_file = nsb_fstat(fd, &d->st) == 0;
+		if (!d->has_file && foreign(flags, errno, fd, d)) {
+			received = true;
+			goto decided;
+		}
 		if (!d->has_file || !S_ISREG(d->st.st_mode))
 			return;
 		if (nsb_received_any()) {
@@ -313,10 +354,17 @@ decide(int prot, int flags, int fd, struct nsb_decision *d)
 		by_mount = atomic_load_explicit(&unique_ids, memory_order_relaxed) != 2;
 		if (by_mount && nsb_config.errors != NSB_ERRORS_ZERO && nsb_received_hint_take(fd))
 			d->pfd = nsb_files_path_descriptor(fd);
-		by_mount = by_mount &&
-			   statx(d->pfd >= 0 ? d->pfd : fd, "", AT_EMPTY_PATH,
-				 STATX_BASIC_STATS | STATX_MNT_ID_UNIQUE | STATX_BTIME, &sx) == 0 &&
-			   (sx.stx_mask & STATX_BASIC_STATS) == STATX_BASIC_STATS;
+		if (by_mount &&
+		    statx(d->pfd >= 0 ? d->pfd : fd, "", AT_EMPTY_PATH,
+			  STATX_BASIC_STATS | STATX_MNT_ID_UNIQUE | STATX_BTIME, &sx) != 0) {
+			if (foreign(flags, errno, fd, d)) {
+				nsb_policy_drop(d);
+				received = true;
+				goto decided;
+			}
+			by_mount = false;
+		}
+		by_mount = by_mount && (sx.stx_mask & STATX_BASIC_STATS) == STATX_BASIC_STATS;
 		if (by_mount && !(sx.stx_mask & STATX_MNT_ID_UNIQUE)) {
 			atomic_store_explicit(&unique_ids, 2, memory_order_relaxed);
 			by_mount = false;
@@ -336,7 +384,7 @@ decide(int prot, int flags, int fd, struct nsb_decision *d)
 		/* Under shm, a file on disk is protected only if another
 		 * process handed it over (received.c); a memory-backed one
 		 * is asked too, for its errors are the peer's (rescue.c). */
-		maybe_received = nsb_received_any();
+		maybe_received = nsb_received_any() || nsb_received_foreign_any();
 		if (!flagged && nsb_config.policy == NSB_POLICY_SHM && !d->memfs && !maybe_received)
 			return;
 		if (by_mount) {
@@ -346,8 +394,14 @@ decide(int prot, int flags, int fd, struct nsb_decision *d)
 				mask = memfd_mount(&memfd_mnt);
 			if (statx(fd, "", AT_EMPTY_PATH,
 				  STATX_BASIC_STATS | mask | (maybe_received ? STATX_BTIME : 0),
-				  &sx) < 0 ||
-			    (sx.stx_mask & STATX_BASIC_STATS) != STATX_BASIC_STATS)
+				  &sx) < 0) {
+				if (foreign(flags, errno, fd, d)) {
+					received = true;
+					goto decided;
+				}
+				goto slow;
+			}
+			if ((sx.stx_mask & STATX_BASIC_STATS) != STATX_BASIC_STATS)
 				goto slow;
 			memfd = mask && (sx.stx_mask & mask) && sx.stx_mnt_id == memfd_mnt;
 		}
@@ -382,6 +436,10 @@ slow:
 		if (fs.f_type == HUGETLBFS_MAGIC)
 			shift = nsb_log2((size_t)fs.f_bsize);
 		d->has_file = nsb_fstat(fd, &d->st) == 0;
+		if (!d->has_file && foreign(flags, errno, fd, d)) {
+			received = true;
+			goto decided;
+		}
 		if (d->has_file && nsb_received_any()) {
 			struct nsb_identity id = { .dev = (uint64_t)d->st.st_dev,
 						   .ino = (uint64_t)d->st.st_ino };
@@ -396,6 +454,7 @@ slow:
 		}
 		d->meta = d->memfs ? NSB_META_MEMFS : 0;
 	}
+decided:
 	if (received)
 		d->meta |= NSB_META_RECEIVED;	/* a client's buffer: its default fill */
 	d->meta |= ((uint32_t)prot & NSB_META_PROT) | NSB_META_MKSHIFT(shift) |

@@ -30,7 +30,8 @@
  * again).  The sender, named only in the log, costs two more system calls
  * with the log on, once per message that brings a regular file:
  * SO_PEERCRED and /proc/PID/comm.  A program that never received a
- * regular file never asks the table anything (nsb_received_any()).
+ * regular file never asks the table anything (nsb_received_any()).  A
+ * descriptor whose statx is refused (below, "foreign") costs nothing more.
  *
  * The table is lock-free: an entry is written between two increments of
  * its sequence number (odd while it is written), and read only if the
@@ -39,8 +40,9 @@
  * lock, allocates or uses stdio.
  *
  * Signal context: recvmsg, recvmmsg (a program's handler may call them),
- * nsb_received_sender (the rescue log).  nsb_received_is runs under
- * mmap, never in a handler of ours.
+ * nsb_received_sender (the rescue log), nsb_received_hint_drop (the
+ * interposed close).  nsb_received_is, nsb_received_hint_take and
+ * nsb_received_foreign run under mmap, never in a handler of ours.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -95,6 +97,34 @@ static atomic_int hint_fd[HINTS];
 static atomic_uint hint_next;
 static atomic_uint hints;	/* ever given: 0, nothing to look at */
 
+/*
+ * Received descriptors whose file cannot be described (issue 37): a stat
+ * of it fails, so it has no identity.  A FUSE file system mounted by
+ * another user without allow_other refuses every fstat and statx of this
+ * process's (fuse's per-process permission check on getattr: EACCES),
+ * while a read or a mapping through the descriptor works, and so does its
+ * fault that fails - a file system the peer controls.  It still came
+ * over SCM_RIGHTS, so it is the peer's file: its number is kept here, as
+ * (arrival << 32) | (number + 1), 0 free, with an arrival number of its
+ * own that stands for its identity (received.c's table knows the sender
+ * by it, with the log on: dev NSB_DEV_FOREIGN, ino the arrival).  Nothing
+ * better is to be had: fstatfs answers only the file system's type,
+ * and /proc/self/fdinfo's inode (Linux 5.14) would cost an open, a read
+ * and a close per descriptor to tell apart what the number already does.
+ * Unlike the hints above this is the only evidence the policy has (it
+ * cannot ask the file), so a mapping does not take it: it stays until
+ * the program closes or replaces the number through a call the library
+ * sees, or FOREIGN newer ones push it out.  A number closed behind the
+ * library's back and reused for a file of the program's own that cannot
+ * be described either would be taken for the peer's (libnosigbus(7),
+ * BUGS).
+ */
+#define FOREIGN 8
+static atomic_uint_least64_t foreign_fd[FOREIGN];
+static atomic_uint foreign_next;
+static atomic_uint foreign_arrivals;
+static atomic_uint foreign_given;	/* 0: nothing to look at */
+
 /* [signal-safe] */
 static void
 hint_give(int fd)
@@ -131,6 +161,74 @@ nsb_received_hint_drop(unsigned first, unsigned last)
 		if (v >= 0 && (unsigned)v >= first && (unsigned)v <= last)
 			atomic_compare_exchange_strong(&hint_fd[i], &(int){ v + 1 }, 0);
 	}
+	if (!nsb_received_foreign_any())
+		return;
+	for (int i = 0; i < FOREIGN; i++) {
+		uint64_t v = atomic_load_explicit(&foreign_fd[i], memory_order_relaxed);
+		unsigned n = (uint32_t)v;
+
+		if (n && n - 1 >= first && n - 1 <= last)
+			atomic_compare_exchange_strong(&foreign_fd[i], &v, 0);
+	}
+}
+
+/* [signal-safe] A descriptor just arrived at fd: whatever was kept of
+ * that number before names a file gone (closed behind our back). */
+static void
+foreign_forget(int fd)
+{
+	for (int i = 0; i < FOREIGN; i++) {
+		uint64_t v = atomic_load_explicit(&foreign_fd[i], memory_order_relaxed);
+
+		if (v && (uint32_t)v == (uint32_t)(fd + 1))
+			atomic_compare_exchange_strong(&foreign_fd[i], &v, 0);
+	}
+}
+
+/* [signal-safe] Keeps fd as a foreign descriptor; its arrival number. */
+static uint32_t
+foreign_give(int fd)
+{
+	uint32_t arrival = atomic_fetch_add(&foreign_arrivals, 1) + 1;
+
+	if (!arrival)	/* wrapped: 0 is "free" */
+		arrival = atomic_fetch_add(&foreign_arrivals, 1) + 1;
+	atomic_store_explicit(&foreign_fd[atomic_fetch_add(&foreign_next, 1) % FOREIGN],
+			      ((uint64_t)arrival << 32) | (uint32_t)(fd + 1), memory_order_relaxed);
+	atomic_store_explicit(&foreign_given, 1, memory_order_relaxed);
+	return arrival;
+}
+
+/* [signal-safe] */
+bool
+nsb_received_foreign_any(void)
+{
+	return atomic_load_explicit(&foreign_given, memory_order_relaxed) != 0;
+}
+
+bool
+nsb_received_foreign(int fd, uint32_t *arrival)
+{
+	if (fd < 0 || !nsb_received_foreign_any())
+		return false;
+	for (int i = 0; i < FOREIGN; i++) {
+		uint64_t v = atomic_load_explicit(&foreign_fd[i], memory_order_relaxed);
+
+		if (v && (uint32_t)v == (uint32_t)(fd + 1)) {
+			*arrival = (uint32_t)(v >> 32);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* [signal-safe] Does a failed stat of a descriptor that just arrived
+ * (err) say its file system refuses to describe it, rather than that the
+ * call or the number is wrong (or statx missing)? */
+static bool
+refused(int err)
+{
+	return err != ENOSYS && err != EBADF && err != EINVAL && err != EFAULT;
 }
 
 bool
@@ -287,12 +385,14 @@ remember(const struct nsb_identity *id, int pid, const char comm[16])
 		;
 }
 
-/* [signal-safe] The identity of a regular file open as fd, or false. */
+/* [signal-safe] The identity of a regular file open as fd, or false:
+ * with errno that of the stat that failed, or 0 (not a regular file). */
 bool
 nsb_identity_of(int fd, struct nsb_identity *id)
 {
 	struct statx sx;
 
+	errno = 0;
 	/* Under a seccomp filter, fstat (every filter allows it; a browser's
 	 * refuses statx): the identity without the birth time. */
 	if (!nsb_unfiltered()) {
@@ -340,12 +440,25 @@ note_message(int sock, const struct msghdr *msg)
 		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 		for (size_t k = 0; k < n; k++) {
 			struct nsb_identity id;
+			bool foreign = false;
 			int fd;
 
 			memcpy(&fd, CMSG_DATA(c) + k * sizeof(int), sizeof(fd));
-			if (!nsb_identity_of(fd, &id))
-				continue;
-			hint_give(fd);
+			if (nsb_received_foreign_any())
+				foreign_forget(fd);
+			if (!nsb_identity_of(fd, &id)) {
+				/* Not described (above): the peer's all the same.
+				 * Its arrival is its identity, for the log only. */
+				if (!errno || !refused(errno))
+					continue;
+				id = (struct nsb_identity){ .dev = NSB_DEV_FOREIGN,
+							    .ino = foreign_give(fd) };
+				if (!nsb_config.log)
+					continue;
+				foreign = true;
+			}
+			if (!foreign)
+				hint_give(fd);
 			/* The sender is only ever named in the log. */
 			/* (SO_PEERCRED and /proc/PID/comm: not under a filter.) */
 			if (pid < 0 && (!nsb_config.log || !nsb_unfiltered())) {

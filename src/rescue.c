@@ -522,7 +522,12 @@ enum check { PAST_EOF, INSIDE, UNKNOWN };
  * program as without the library - unless NOSIGBUS_ERRORS=zero asks for
  * zeros there, or the file is a peer's (peers_error).  Anonymous memory
  * has no size (only its huge pages fault).  Where the size cannot be
- * learnt, the unit is rescued and counted as unverified.  Every unit
+ * learnt, the unit is rescued and counted as unverified - always so in a
+ * received file that no stat describes (NSB_META_FOREIGN, policy.c: a
+ * FUSE file system of another user's), whose faults are the peer's but
+ * for the program's own userfaultfd registrations (peers_error); under
+ * NOSIGBUS_ERRORS=pass such a mapping is protected only if the program
+ * asked (MAP_NOSIGBUS), as any file whose size is unknown.  Every unit
  * after one past the end is past it too, so a fill goes on only from a
  * unit known to be past the end.
  */
@@ -534,6 +539,9 @@ check(const struct nsb_range *r, uintptr_t page, size_t unit, struct seen *seen)
 
 	if (r->meta & NSB_META_ANON)
 		return PAST_EOF;
+	/* A received file no stat describes (policy.c): no size to ask. */
+	if (r->meta & NSB_META_FOREIGN)
+		return UNKNOWN;
 	/* The vDSO's coarse clock: no system call. */
 	if (clock_gettime(CLOCK_REALTIME_COARSE, &now) != 0)
 		now.tv_sec = now.tv_nsec = 0;
@@ -702,9 +710,18 @@ rescue(uintptr_t addr, bool read)
 	 * program mapped something there with a raw system call, and took
 	 * the record's protection with it): once it comes back, it is
 	 * rescued like a huge page. */
-	c = nsb_config.errors == NSB_ERRORS_ZERO && units == 1
+	c = nsb_config.errors == NSB_ERRORS_ZERO && units == 1 && !(r.meta & NSB_META_FOREIGN)
 		    ? INSIDE	/* rescued either way, alone: no size needed */
 		    : check(&r, start, unit, &seen);
+	/* A peer's file of unknown size: every fault the peer's, but one
+	 * the program arranged itself (its userfaultfd registration). */
+	if ((r.meta & (NSB_META_FOREIGN | NSB_META_POLICY)) == (NSB_META_FOREIGN | NSB_META_POLICY) &&
+	    nsb_config.errors == NSB_ERRORS_PEER && !peers_error(&r, start, unit)) {
+		nsb_account_unclaim(r.acct, off, 1);
+		busy_leave(slot);
+		nsb_ranges_leave(ticket);
+		return NOT_OURS;
+	}
 	if ((r.meta & NSB_META_ANON) && unit == nsb_config.page_size && first_again(start, &r)) {
 		nsb_account_unclaim(r.acct, off, 1);
 		busy_leave(slot);
