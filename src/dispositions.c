@@ -249,6 +249,17 @@ is_function(const struct sigaction *act)
 static int lib_flags;
 static void (*lib_restorer)(void);
 
+/* Does the kernel keep flags it does not know?  Before Linux 5.11 it
+ * stored sa_flags as given and a query read them all back; since, it
+ * drops the bits it does not know.  Learnt from our own installation,
+ * made with SA_UNSUPPORTED (a bit no kernel knows, defined for this
+ * question). */
+#ifndef SA_UNSUPPORTED
+#define SA_UNSUPPORTED 0x00000400
+#endif
+static bool keeps_unknown;
+static bool flags_learnt;
+
 /* What the kernel keeps of an action the program installs, so that a
  * query reads back exactly what it would without us: unknown flags
  * dropped, SIGKILL and SIGSTOP out of the mask, the C library's restorer
@@ -263,7 +274,7 @@ normalize(struct sigaction *act)
 				SA_RESTART | SA_NODEFER | SA_RESETHAND | SA_EXPOSE_TAGBITS |
 				SA_RESTORER;
 
-	act->sa_flags = (act->sa_flags & kept) | lib_flags;
+	act->sa_flags = (keeps_unknown ? act->sa_flags : act->sa_flags & kept) | lib_flags;
 	if (lib_flags)
 		act->sa_restorer = lib_restorer;
 	sigdelset(&act->sa_mask, SIGKILL);
@@ -295,7 +306,8 @@ kernel_install(int sig, const struct sigaction *prog)
 		 * it has no handler: a signal it ignores should interrupt
 		 * nothing (a sleep still ends early: see libnosigbus(7)). */
 		k.sa_flags = SA_SIGINFO | (prog->sa_flags & SA_ONSTACK) |
-			     (is_function(prog) ? prog->sa_flags & SA_RESTART : SA_RESTART);
+			     (is_function(prog) ? prog->sa_flags & SA_RESTART : SA_RESTART) |
+			     (flags_learnt ? 0 : SA_UNSUPPORTED);
 		/* Asynchronous signals wait while we rescue; the program's own
 		 * mask is set explicitly before its handler runs. */
 		sigfillset(&k.sa_mask);
@@ -377,7 +389,10 @@ nsb_disp_install(void)
 			if (sig == SIGBUS && nsb_sys_sigaction(SIGBUS, NULL, &act) == 0) {
 				lib_flags = act.sa_flags & SA_RESTORER;
 				lib_restorer = act.sa_restorer;
+				keeps_unknown = (act.sa_flags & SA_UNSUPPORTED) != 0;
 			}
+			if (sig == SIGBUS)
+				flags_learnt = true;
 		}
 		atomic_store(&installed, true);
 		/* Our locks block everything: the mask from before is saved,

@@ -410,9 +410,10 @@ run_all(const char *what, void (*fn)(void *))
 /* ---- hugetlbfs ----------------------------------------------------------- */
 
 static size_t hs;		/* huge page size */
-/* Does the kernel resize and move hugetlbfs mappings?  Linux 5.16 and
- * later; before, mremap of one is EINVAL (vma_to_resize), with or without
- * the library, and the library must leave its records as they were. */
+/* Does the kernel resize and move hugetlbfs mappings, rounding lengths to
+ * huge pages?  Linux 5.16 and later; before, such an mremap is EINVAL
+ * (vma_to_resize, munmap of part of a huge page), with or without the
+ * library, and the library must leave its records as they were. */
 static bool huge_mremap;
 
 /* An empty hugetlbfs file: every page of a mapping of it is past its end. */
@@ -653,7 +654,8 @@ main(int argc, char **argv)
 		char *h = mmap(NULL, 2 * hs, PROT_READ, MAP_SHARED | MAP_NORESERVE, fd, 0);
 
 		NSBT_CHECK(h != MAP_FAILED, "hugetlbfs mmap: %s", strerror(errno));
-		huge_mremap = syscall(SYS_mremap, h, 2 * hs, hs, 0) != -1;
+		/* A length that is not whole huge pages: rounded up since 5.16. */
+		huge_mremap = syscall(SYS_mremap, h, 2 * hs, hs + ps, 0) != -1;
 		NSBT_CHECK(huge_mremap || errno == EINVAL, "mremap of hugetlbfs: %s", strerror(errno));
 		munmap(h, 2 * hs);
 		close(fd);
