@@ -8,8 +8,9 @@ Usage: cpython.py --preload LIB --installer SO [--python PY] [--tests T,...]
 Runs Debian's CPython test suite (package libpython3.11-testsuite) on
 MODULES below with `PY -m test -u subprocess,cpu -j2 --junit-xml`: twice
 without the library (with the installer alone; a test case whose two
-results differ is reported and left out), then once under each policy
-with the library and the installer preloaded (LD_PRELOAD is inherited by
+results differ is reported and left out), then once for each of
+LIBRARY_RUNS: every policy with the library and the installer preloaded,
+and the default policy with the library alone (LD_PRELOAD is inherited by
 every worker and every child Python starts).  Each test case's result
 (passed, skipped, failure, error; and missing) must be the same in every
 run, and no line of the library ("nosigbus: ...") may appear on standard
@@ -27,7 +28,11 @@ import xml.etree.ElementTree as ET
 MODULES = ("test_signal test_threadsignals test_faulthandler test_mmap test_subprocess "
            "test_os test_posix test_eintr test_pty test_wait3 test_wait4 test_fork1 "
            "test.test_asyncio.test_unix_events test.test_asyncio.test_subprocess").split()
-POLICIES = ("shm", "files", "flag")  # shm: the default, NOSIGBUS_POLICY unset
+# The runs with the library: NOSIGBUS_POLICY (shm: the default, unset)
+# and whether nsb-compat-installer.so is preloaded too (installer.c).
+LIBRARY_RUNS = {"shm": ("shm", True), "files": ("files", True), "flag": ("flag", True),
+                "shm-bare": ("shm", False)}
+POLICIES = tuple(LIBRARY_RUNS)
 # Test cases left out of the comparison, with the reason (found flaky
 # without the library on the machine of the last run).
 EXCLUDE = {
@@ -97,11 +102,11 @@ def main():
     preload = os.path.abspath(a.preload)
     configs = [("without", dict(base, LD_PRELOAD=installer)),
                ("without-again", dict(base, LD_PRELOAD=installer))]
-    for p in POLICIES:
-        env = dict(base, LD_PRELOAD=f"{preload} {installer}")
+    for label, (p, inst) in LIBRARY_RUNS.items():
+        env = dict(base, LD_PRELOAD=f"{preload} {installer}" if inst else preload)
         if p != "shm":
             env["NOSIGBUS_POLICY"] = p
-        configs.append((p, env))
+        configs.append((label, env))
 
     # The library is loaded and rescues under each policy in this Python.
     check = ("import os, mmap; fd = os.memfd_create('c'); os.ftruncate(fd, mmap.PAGESIZE); "
