@@ -168,7 +168,7 @@ fuse_pool_serve(struct fuse_pool *p, int ctl)
 	fuse_pool_fuse = fuse_new(&args, &ops, sizeof(ops), NULL);
 	if (fuse_pool_fuse == NULL || fuse_mount(fuse_pool_fuse, p->dir) != 0) {
 		/* libfuse said why on stderr. */
-		(void)write(ctl, &byte, 1);
+		(void)!write(ctl, &byte, 1);
 		_exit(1);
 	}
 	byte = 1;
