@@ -128,16 +128,27 @@ __asm__(".text\n\t"
  * Entering it (setcontext) resumes in the program, never in the wrapper's
  * frame.  Elsewhere glibc's own (libnosigbus(7)).
  */
-#if defined(__aarch64__)
+#if defined(__x86_64__) || defined(__aarch64__)
 NSB_INTERNAL nsb_any_fn nsb_jumps_getcontext_real(void) __attribute__((used));
-NSB_INTERNAL int nsb_jumps_getcontext(ucontext_t *uc, uintptr_t sp, uintptr_t ret, uintptr_t fp)
-	__attribute__((used));
 
 nsb_any_fn
 nsb_jumps_getcontext_real(void)
 {
 	return nsb_real(NSB_REAL_GETCONTEXT);
 }
+
+/* [signal-safe] The view's SIGBUS bit into a context glibc saved. */
+static void
+getcontext_view(ucontext_t *uc)
+{
+	if (nsb_disp_installed() && nsb_disp_blocked())
+		sigaddset(&uc->uc_sigmask, SIGBUS);
+}
+#endif
+
+#if defined(__aarch64__)
+NSB_INTERNAL int nsb_jumps_getcontext(ucontext_t *uc, uintptr_t sp, uintptr_t ret, uintptr_t fp)
+	__attribute__((used));
 
 /* [signal-safe] */
 int
@@ -147,8 +158,7 @@ nsb_jumps_getcontext(ucontext_t *uc, uintptr_t sp, uintptr_t ret, uintptr_t fp)
 	uc->uc_mcontext.regs[30] = ret;
 	uc->uc_mcontext.regs[29] = fp;
 	uc->uc_mcontext.sp = sp;
-	if (nsb_disp_installed() && nsb_disp_blocked())
-		sigaddset(&uc->uc_sigmask, SIGBUS);
+	getcontext_view(uc);
 	return 0;
 }
 
@@ -187,15 +197,8 @@ __asm__(".text\n\t"
 	".size getcontext, .-getcontext\n\t"
 	".previous");
 #elif defined(__x86_64__)
-NSB_INTERNAL nsb_any_fn nsb_jumps_getcontext_real(void) __attribute__((used));
 NSB_INTERNAL int nsb_jumps_getcontext(ucontext_t *uc, uintptr_t sp, uintptr_t ret)
 	__attribute__((used));
-
-nsb_any_fn
-nsb_jumps_getcontext_real(void)
-{
-	return nsb_real(NSB_REAL_GETCONTEXT);
-}
 
 /* [signal-safe] */
 int
@@ -203,8 +206,7 @@ nsb_jumps_getcontext(ucontext_t *uc, uintptr_t sp, uintptr_t ret)
 {
 	uc->uc_mcontext.gregs[REG_RIP] = (greg_t)ret;
 	uc->uc_mcontext.gregs[REG_RSP] = (greg_t)sp;
-	if (nsb_disp_installed() && nsb_disp_blocked())
-		sigaddset(&uc->uc_sigmask, SIGBUS);
+	getcontext_view(uc);
 	return 0;
 }
 

@@ -19,29 +19,21 @@ error.  Each run is under timeout -s KILL.  Exit status 0: identical;
 """
 import argparse
 import os
-import re
 import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
 
+import runs
+from runs import LIBRARY_LINE, POLICIES, log
+
 MODULES = ("test_signal test_threadsignals test_faulthandler test_mmap test_subprocess "
            "test_os test_posix test_eintr test_pty test_wait3 test_wait4 test_fork1 "
            "test.test_asyncio.test_unix_events test.test_asyncio.test_subprocess").split()
-# The runs with the library: NOSIGBUS_POLICY (shm: the default, unset)
-# and whether nsb-compat-installer.so is preloaded too (installer.c).
-LIBRARY_RUNS = {"shm": ("shm", True), "files": ("files", True), "flag": ("flag", True),
-                "shm-bare": ("shm", False)}
-POLICIES = tuple(LIBRARY_RUNS)
 # Test cases left out of the comparison, with the reason (found flaky
 # without the library on the machine of the last run).
 EXCLUDE = {
 }
-LIBRARY_LINE = re.compile(r"^(lib)?nosigbus:.*$", re.M)
-
-
-def log(*a):
-    print(*a, flush=True)
 
 
 def cases(path):
@@ -96,17 +88,7 @@ def main():
     version = subprocess.run([a.python, "-c", "import sys; print(sys.version.split()[0])"],
                              capture_output=True, text=True).stdout.strip()
 
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith("NOSIGBUS_") and k not in ("LD_PRELOAD", "PYTHONPATH", "PYTHONHOME")}
-    installer = os.path.abspath(a.installer)
-    preload = os.path.abspath(a.preload)
-    configs = [("without", dict(base, LD_PRELOAD=installer)),
-               ("without-again", dict(base, LD_PRELOAD=installer))]
-    for label, (p, inst) in LIBRARY_RUNS.items():
-        env = dict(base, LD_PRELOAD=f"{preload} {installer}" if inst else preload)
-        if p != "shm":
-            env["NOSIGBUS_POLICY"] = p
-        configs.append((label, env))
+    configs = runs.configs(a.preload, a.installer, drop=("PYTHONPATH", "PYTHONHOME"))
 
     # The library is loaded and rescues under each policy in this Python.
     check = ("import os, mmap; fd = os.memfd_create('c'); os.ftruncate(fd, mmap.PAGESIZE); "

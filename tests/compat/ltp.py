@@ -31,17 +31,15 @@ import subprocess
 import sys
 import time
 
+import runs
+from runs import LIBRARY_LINE, POLICIES, log
+
 DIRS = ("rt_sigaction rt_sigprocmask rt_sigqueueinfo rt_sigsuspend rt_sigtimedwait "
         "sigaction sigaltstack sighold signal sigpending sigprocmask sigrelse "
         "sigsuspend sigtimedwait sigwait sigwaitinfo kill tgkill pause "
         "pidfd_send_signal signalfd signalfd4 rt_tgsigqueueinfo getcontext "
         "fork vfork clone clone3 execve execveat close_range "
         "mmap mremap mprotect madvise munmap memfd_create").split()
-# The runs with the library: NOSIGBUS_POLICY (shm: the default, unset)
-# and whether nsb-compat-installer.so is preloaded too (installer.c).
-LIBRARY_RUNS = {"shm": ("shm", True), "files": ("files", True), "flag": ("flag", True),
-                "shm-bare": ("shm", False)}
-POLICIES = tuple(LIBRARY_RUNS)
 RESULTS = ("TPASS", "TFAIL", "TBROK", "TCONF", "TWARN")
 GIT_URL = "https://github.com/linux-test-project/ltp"
 # Tests left out of the comparison, with the reason (found flaky or
@@ -55,11 +53,6 @@ EXPECTED = {
     "library; NOSIGBUS_POLICY=files protects every regular file, so it gets zeros "
     "(libnosigbus(7), \"Which mappings are protected\")",
 }
-LIBRARY_LINE = re.compile(r"^(lib)?nosigbus:", re.M)
-
-
-def log(*a):
-    print(*a, flush=True)
 
 
 def sh(cmd, cwd, logf, timeout):
@@ -227,17 +220,7 @@ def main():
         log("FAIL: no LTP test found for the directories: " + " ".join(DIRS))
         return 1
 
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith("NOSIGBUS_") and k != "LD_PRELOAD"}
-    installer = os.path.abspath(a.installer)
-    preload = os.path.abspath(a.preload)
-    configs = [("without", dict(base, LD_PRELOAD=installer)),
-               ("without-again", dict(base, LD_PRELOAD=installer))]
-    for label, (p, inst) in LIBRARY_RUNS.items():
-        env = dict(base, LD_PRELOAD=f"{preload} {installer}" if inst else preload)
-        if p != "shm":
-            env["NOSIGBUS_POLICY"] = p
-        configs.append((label, env))
+    configs = runs.configs(a.preload, a.installer)
 
     tmp = os.path.join(a.cache, "tmp")
     os.makedirs(tmp, exist_ok=True)
