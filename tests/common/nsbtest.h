@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -414,6 +415,24 @@ nsbt_file(enum nsbt_backing b, size_t size)
 		nsbt_fail("creating a %s file: %s", nsbt_backing_name(b), strerror(errno));
 	nsbt_fill(fd, size);
 	return fd;
+}
+
+/* Sends fd over the Unix socket sock (SCM_RIGHTS) with one byte of data:
+ * sendmsg's result. */
+static inline ssize_t
+nsbt_send_fd(int sock, int fd, unsigned char byte, int flags)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec iov = { &byte, 1 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+			      .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	return sendmsg(sock, &msg, flags);
 }
 
 #endif /* NSBTEST_H */

@@ -205,17 +205,7 @@ start_receiver(const char *self, int s, int errfd, const char *const *env)
 static void
 send_fd(int s, int fd)
 {
-	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 }, byte = 'F';
-	struct iovec iov = { &byte, 1 };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
-			      .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	NSBT_CHECK(sendmsg(s, &msg, 0) == 1, "sendmsg: %s", strerror(errno));
+	NSBT_CHECK(nsbt_send_fd(s, fd, 'F', 0) == 1, "sendmsg: %s", strerror(errno));
 }
 
 /* Runs one scenario; its status, and its stderr in err. */

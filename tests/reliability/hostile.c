@@ -75,18 +75,7 @@ peer_file(int kind, bool *sealable)
 static void
 send_fd(int sock, int index, int fd)
 {
-	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
-	unsigned char byte = (unsigned char)index;
-	struct iovec iov = { &byte, 1 };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
-			      .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	if (sendmsg(sock, &msg, MSG_NOSIGNAL) != 1)
+	if (nsbt_send_fd(sock, fd, (unsigned char)index, MSG_NOSIGNAL) != 1)
 		_exit(0);	/* the program is done */
 }
 
