@@ -45,6 +45,12 @@
  * with Debian 12's weston, sway, cage, mutter and kwin).  Nothing is
  * truncated (the seals forbid it): implies --no-truncate.
  *
+ * With --subsurface the hostile pool's buffer is shown on a subsurface
+ * (wl_subcompositor.get_subsurface, synchronized, at 0,0) of the toplevel,
+ * whose own buffer, of the same size and colour, is a memfd the client
+ * never touches; each frame commits the subsurface, then the toplevel.
+ * Exits with 5 (and "no wl_subcompositor") where it is not offered.
+ *
  * With --keymap-attack there is no window: the client makes a virtual
  * keyboard (zwp_virtual_keyboard_manager_v1, on the first wl_seat) and
  * sends zwp_virtual_keyboard_v1.keymap with a file of one page and a size
@@ -128,6 +134,11 @@ struct client {
 	struct wl_shm *shm;
 	struct xdg_wm_base *wm_base;
 	struct wl_seat *seat;			/* --keymap-attack only */
+	struct wl_subcompositor *subcompositor;	/* --subsurface only */
+	struct wl_surface *parent;		/* --subsurface: the toplevel's */
+	struct wl_subsurface *subsurface;
+	struct wl_buffer *parent_buffer;
+	int parent_fd;
 	struct zwp_virtual_keyboard_manager_v1 *vk_manager;
 	struct wl_surface *surface;
 	struct xdg_surface *xdg_surface;
@@ -145,6 +156,7 @@ struct client {
 	bool closed;
 	bool keyboard;		/* --keymap-attack: bind the seat and manager */
 	bool fuse;		/* --backing fuse */
+	bool sub;		/* --subsurface */
 #ifdef NSB_HAVE_FUSE
 	struct fuse_pool fuse_pool;
 #endif
@@ -211,6 +223,10 @@ registry_global(void *data, struct wl_registry *registry, uint32_t name,
 		c->wm_base = wl_registry_bind(registry, name,
 					      &xdg_wm_base_interface, 1);
 		xdg_wm_base_add_listener(c->wm_base, &wm_base_listener, c);
+	} else if (c->sub &&
+		   strcmp(interface, wl_subcompositor_interface.name) == 0) {
+		c->subcompositor = wl_registry_bind(registry, name,
+						    &wl_subcompositor_interface, 1);
 	} else if (c->keyboard && c->seat == NULL &&
 		   strcmp(interface, wl_seat_interface.name) == 0) {
 		c->seat = wl_registry_bind(registry, name, &wl_seat_interface, 1);
@@ -401,10 +417,16 @@ draw_frame(struct client *c, int32_t width, int32_t height)
 	}
 	wl_surface_attach(c->surface, c->buffer, 0, 0);
 	wl_surface_damage(c->surface, 0, 0, width, height);
-	callback = wl_surface_frame(c->surface);
+	if (c->sub) {
+		/* The subsurface's state is applied with its parent's. */
+		wl_surface_commit(c->surface);
+		wl_surface_attach(c->parent, c->parent_buffer, 0, 0);
+		wl_surface_damage(c->parent, 0, 0, width, height);
+	}
+	callback = wl_surface_frame(c->sub ? c->parent : c->surface);
 	wl_callback_add_listener(callback, &frame_listener, c);
 	c->frame_done = false;
-	wl_surface_commit(c->surface);
+	wl_surface_commit(c->sub ? c->parent : c->surface);
 	while (!c->frame_done)
 		dispatch_or_die(c);
 }
@@ -529,7 +551,7 @@ usage(void)
 	fprintf(stderr, "usage: hostile-client [--pause] [--no-truncate] "
 		"[--truncate-to BYTES] [--backing memfd|shm|disk|fuse] [--dir DIR] "
 		"[--regrow RRGGBB [--resize]] [--no-ack] [--sealed-resize] "
-		"[--colour RRGGBB] [--size WxH] FRAMES\n"
+		"[--colour RRGGBB] [--size WxH] [--subsurface] FRAMES\n"
 		"       hostile-client --keymap-attack memfd|sealed|fuse [--keymap-size BYTES]\n");
 	exit(EXIT_USAGE);
 }
@@ -589,6 +611,8 @@ main(int argc, char **argv)
 			keymap_size = strtoul(argv[++i], &end, 10);
 			if (*end != '\0' || keymap_size == 0 || keymap_size > UINT32_MAX)
 				usage();
+		} else if (strcmp(argv[i], "--subsurface") == 0) {
+			c.sub = true;
 		} else if (strcmp(argv[i], "--sealed-resize") == 0) {
 			sealed = true;
 			truncate_it = false;
@@ -652,13 +676,26 @@ main(int argc, char **argv)
 		return EXIT_SETUP;
 	}
 
+	if (c.sub && c.subcompositor == NULL) {
+		printf("no wl_subcompositor\n");
+		return EXIT_NO_GLOBAL;
+	}
+
 	c.surface = wl_compositor_create_surface(c.compositor);
-	c.xdg_surface = xdg_wm_base_get_xdg_surface(c.wm_base, c.surface);
+	if (c.sub) {
+		/* The toplevel is the parent; c.surface shows the pool. */
+		c.parent = wl_compositor_create_surface(c.compositor);
+		c.subsurface = wl_subcompositor_get_subsurface(c.subcompositor,
+							       c.surface, c.parent);
+		wl_subsurface_set_position(c.subsurface, 0, 0);
+	}
+	c.xdg_surface = xdg_wm_base_get_xdg_surface(c.wm_base,
+						    c.sub ? c.parent : c.surface);
 	xdg_surface_add_listener(c.xdg_surface, &xdg_surface_listener, &c);
 	c.toplevel = xdg_surface_get_toplevel(c.xdg_surface);
 	xdg_toplevel_add_listener(c.toplevel, &toplevel_listener, &c);
 	xdg_toplevel_set_title(c.toplevel, "nosigbus hostile client");
-	wl_surface_commit(c.surface);
+	wl_surface_commit(c.sub ? c.parent : c.surface);
 	while (!c.configured)
 		dispatch_or_die(&c);
 	/* A size imposed by the shell wins; desktop-shell leaves it to us. */
@@ -679,6 +716,22 @@ main(int argc, char **argv)
 		return EXIT_SETUP;
 	}
 
+	if (c.sub) {
+		/* The toplevel's own buffer: a good memfd, never touched. */
+		struct wl_shm_pool *pool;
+		size_t size = (size_t)width * 4 * (size_t)height;
+
+		c.parent_fd = memfd_create("nosigbus-parent", MFD_CLOEXEC);
+		if (c.parent_fd < 0 || ftruncate(c.parent_fd, (off_t)size) < 0 ||
+		    fill(c.parent_fd, size, colour) < 0) {
+			perror("hostile-client: the toplevel's buffer");
+			return EXIT_SETUP;
+		}
+		pool = wl_shm_create_pool(c.shm, c.parent_fd, (int32_t)size);
+		c.parent_buffer = wl_shm_pool_create_buffer(pool, 0, width, height,
+							    width * 4, WL_SHM_FORMAT_XRGB8888);
+		wl_shm_pool_destroy(pool);
+	}
 	draw_frame(&c, width, height);
 	printf("frame 0\n");
 	if (pause)
