@@ -73,6 +73,13 @@
 # unverified).  The tests skip, with the client's reason, where FUSE
 # cannot be mounted.
 #
+# A subsurface (hostile-client --subsurface, issue 37): the pool of a
+# wl_subsurface (every compositor here offers wl_subcompositor) truncated
+# to 0 after frame 0, its toplevel's buffer good.  Without the library:
+# libwayland cuts the client off, Mir dies of SIGBUS (134), as for a
+# toplevel; with the bare preload every compositor keeps the client.
+# A cursor (wl_pointer.set_cursor) is not tried: see doc/compositors.md.
+#
 # kwin_wayland with its file capability (secure execution), run as nobody:
 # the library by path is not loaded, libwayland cuts the client off; the
 # library set-user-ID in the loader's system directory (as
@@ -633,4 +640,98 @@ fuse_with() {
 	stop_compositor
 	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
 	assert_library_silent
+}
+
+# A subsurface (hostile-client --subsurface, issue 37): the hostile
+# pool's buffer on a wl_subsurface of a toplevel whose own buffer is good,
+# the pool truncated to 0 after frame 0.  Without the library it goes as
+# for a toplevel: libwayland cuts the client off; Mir dies of SIGBUS
+# (134).  Every compositor here offers wl_subcompositor.
+sub_without() {
+	start_compositor "$1"
+	if [ "$COMP" = mir ]; then
+		CLIENT_MAY_HANG=1 CLIENT_DEADLINE=$(scaled 20) \
+			run_client --subsurface --truncate-to 0 "$FRAMES"
+		if [ "$CLIENT_STATUS" = 124 ]; then
+			assert_compositor_running
+			echo "# Mir, subsurface pool truncated to 0: Mir hung in its fatal-signal handler (killed)" >&3
+			kill -KILL "$COMP_PID"
+			wait "$COMP_PID" || true
+			COMP_PID=
+			return 0
+		fi
+		assert_client_lost
+		wait_compositor_death
+		assert_equal "$COMP_STATUS" 134
+		run -0 cat "$COMP_ERR"
+		assert_output --partial "Mir fatal error: Unsupported attempt to continue after a fatal signal: SIGBUS"
+		return 0
+	fi
+	run_client --subsurface --truncate-to 0 "$FRAMES"
+	assert_client_cut_off
+	assert_compositor_running
+	assert_good_clients_render
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+}
+
+# With the bare preload: the client keeps every frame, the compositor
+# lives and says nothing.
+sub_with() {
+	start_compositor "$1" "$NSB_PRELOAD"
+	run_client --subsurface --truncate-to 0 "$FRAMES"
+	assert_client_stayed "$FRAMES"
+	assert_compositor_running
+	assert_good_clients_render
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+	assert_library_silent
+}
+
+@test "weston: without the library, a subsurface's pool truncated: libwayland cuts the client off" {
+	sub_without weston
+}
+
+@test "weston: with LD_PRELOAD alone, a subsurface's pool truncated: the client stays, weston lives" {
+	sub_with weston
+}
+
+@test "sway: without the library, a subsurface's pool truncated: libwayland cuts the client off" {
+	sub_without sway
+}
+
+@test "sway: with LD_PRELOAD alone, a subsurface's pool truncated: the client stays, sway lives" {
+	sub_with sway
+}
+
+@test "mutter: without the library, a subsurface's pool truncated: libwayland cuts the client off" {
+	sub_without mutter
+}
+
+@test "mutter: with LD_PRELOAD alone, a subsurface's pool truncated: the client stays, mutter lives" {
+	sub_with mutter
+}
+
+@test "kwin_wayland: without the library, a subsurface's pool truncated: libwayland cuts the client off" {
+	sub_without kwin
+}
+
+@test "kwin_wayland: with LD_PRELOAD alone, a subsurface's pool truncated: the client stays, kwin_wayland lives" {
+	sub_with kwin
+}
+
+@test "Mir: without the library, a subsurface's pool truncated: it dies (SIGBUS)" {
+	sub_without mir
+}
+
+@test "Mir: with LD_PRELOAD alone, a subsurface's pool truncated: the client stays, Mir lives" {
+	sub_with mir
+}
+
+@test "cage: without the library, a subsurface's pool truncated: libwayland cuts the client off" {
+	sub_without cage
+}
+
+@test "cage: with LD_PRELOAD alone, a subsurface's pool truncated: the client stays, cage lives" {
+	sub_with cage
 }

@@ -48,7 +48,8 @@
  * With --subsurface the hostile pool's buffer is shown on a subsurface
  * (wl_subcompositor.get_subsurface, synchronized, at 0,0) of the toplevel,
  * whose own buffer, of the same size and colour, is a memfd the client
- * never touches; each frame commits the subsurface, then the toplevel.
+ * never touches; each frame commits the subsurface (with the frame
+ * callback: Mir 2.12 answers none on the toplevel then), then the toplevel.
  * Exits with 5 (and "no wl_subcompositor") where it is not offered.
  *
  * With --keymap-attack there is no window: the client makes a virtual
@@ -417,16 +418,16 @@ draw_frame(struct client *c, int32_t width, int32_t height)
 	}
 	wl_surface_attach(c->surface, c->buffer, 0, 0);
 	wl_surface_damage(c->surface, 0, 0, width, height);
-	if (c->sub) {
-		/* The subsurface's state is applied with its parent's. */
-		wl_surface_commit(c->surface);
-		wl_surface_attach(c->parent, c->parent_buffer, 0, 0);
-		wl_surface_damage(c->parent, 0, 0, width, height);
-	}
-	callback = wl_surface_frame(c->sub ? c->parent : c->surface);
+	callback = wl_surface_frame(c->surface);
 	wl_callback_add_listener(callback, &frame_listener, c);
 	c->frame_done = false;
-	wl_surface_commit(c->sub ? c->parent : c->surface);
+	wl_surface_commit(c->surface);
+	if (c->sub) {
+		/* The subsurface's state is applied with its parent's. */
+		wl_surface_attach(c->parent, c->parent_buffer, 0, 0);
+		wl_surface_damage(c->parent, 0, 0, width, height);
+		wl_surface_commit(c->parent);
+	}
 	while (!c->frame_done)
 		dispatch_or_die(c);
 }
