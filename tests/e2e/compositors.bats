@@ -80,6 +80,17 @@
 # toplevel; with the bare preload every compositor keeps the client.
 # A cursor (wl_pointer.set_cursor) is not tried: see doc/compositors.md.
 #
+# wlroots' screencopy (hostile-client --screencopy, issue 37; protocols/
+# has the XML, written from the documented interface): the client's
+# wl_shm buffer for a frame of the output is a memfd it truncates to 0
+# before the copy, so the compositor writes past the file's end.  sway
+# and cage offer it, Mir when asked (--add-wayland-extensions
+# zwlr_screencopy_manager_v1); weston, mutter and kwin do not.  Without
+# the library sway and cage cut the client off (the write is inside
+# libwayland's begin_access/end_access, whose handler catches it), Mir
+# dies of SIGBUS (134); with the bare preload the copy is "ready", the
+# client stays, the compositor lives.
+#
 # kwin_wayland with its file capability (secure execution), run as nobody:
 # the library by path is not loaded, libwayland cuts the client off; the
 # library set-user-ID in the loader's system directory (as
@@ -734,4 +745,118 @@ sub_with() {
 
 @test "cage: with LD_PRELOAD alone, a subsurface's pool truncated: the client stays, cage lives" {
 	sub_with cage
+}
+
+# wlroots' screencopy (hostile-client --screencopy, issue 37; protocols/
+# has the XML): the client gives the frame a wl_shm buffer in a memfd it
+# truncates to 0 before the copy, so the compositor WRITES past the
+# file's end.  Offered by sway and cage (wlroots), and by Mir when asked
+# (MIR_EXTENSIONS); weston, mutter, kwin offer none.
+# shellcheck disable=SC2034 # MIR_EXTENSIONS is read by start_compositor
+sc_start() {
+	local MIR_EXTENSIONS=
+	[ "$1" != mir ] || MIR_EXTENSIONS=zwlr_screencopy_manager_v1
+	start_compositor "$@"
+}
+
+# The screencopy client's lines up to the copy.
+assert_sc_first() {
+	run -0 printf '%s\n' "$CLIENT_OUTPUT"
+	assert_line --index 0 --regexp '^buffer [0-9]+x[0-9]+ stride [0-9]+$'
+	assert_line --index 1 "truncated"
+}
+
+# Without the library: sway and cage write inside libwayland's
+# wl_shm_buffer_begin_access/end_access, whose handler cuts the client off
+# (wl_shm error 2); Mir dies of SIGBUS (134).
+sc_without() {
+	sc_start "$1"
+	if [ "$COMP" = mir ]; then
+		CLIENT_MAY_HANG=1 CLIENT_DEADLINE=$(scaled 20) run_client --screencopy
+		if [ "$CLIENT_STATUS" = 124 ]; then
+			assert_compositor_running
+			echo "# Mir, screencopy into a truncated memfd: Mir hung in its fatal-signal handler (killed)" >&3
+			kill -KILL "$COMP_PID"
+			wait "$COMP_PID" || true
+			COMP_PID=
+			return 0
+		fi
+		assert_equal "$CLIENT_STATUS" 4
+		assert_sc_first
+		assert_line --index 2 --regexp '^disconnected: '
+		assert_equal "${#lines[@]}" 3
+		wait_compositor_death
+		assert_equal "$COMP_STATUS" 134
+		run -0 cat "$COMP_ERR"
+		assert_output --partial "Mir fatal error: Unsupported attempt to continue after a fatal signal: SIGBUS"
+		return 0
+	fi
+	run_client --screencopy
+	assert_equal "$CLIENT_STATUS" 3
+	assert_sc_first
+	assert_line --index 2 --regexp '^disconnected: protocol error 2 on wl_buffer@[0-9]+$'
+	assert_equal "${#lines[@]}" 3
+	run -0 printf '%s\n' "$CLIENT_ERR"
+	assert_output --regexp '^wl_buffer@[0-9]+: error 2: [Ee]rror accessing SHM buffer$'
+	assert_compositor_running
+	assert_good_clients_render
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+}
+
+# With the bare preload: the copy is "ready" (its pixels went to pages
+# past the file's end that nobody reads), the client stays, the
+# compositor lives and says nothing.
+sc_with() {
+	sc_start "$1" "$NSB_PRELOAD"
+	run_client --screencopy
+	assert_equal "$CLIENT_STATUS" 0
+	assert_sc_first
+	assert_line --index 2 "ready"
+	assert_line --index 3 "connected after copy"
+	assert_equal "${#lines[@]}" 4
+	assert_equal "$CLIENT_ERR" ""
+	assert_compositor_running
+	assert_good_clients_render
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+	assert_library_silent
+}
+
+@test "sway: without the library, a screencopy into a truncated memfd: libwayland cuts the client off" {
+	sc_without sway
+}
+
+@test "sway: with LD_PRELOAD alone, a screencopy into a truncated memfd: the client stays, sway lives" {
+	sc_with sway
+}
+
+@test "cage: without the library, a screencopy into a truncated memfd: libwayland cuts the client off" {
+	sc_without cage
+}
+
+@test "cage: with LD_PRELOAD alone, a screencopy into a truncated memfd: the client stays, cage lives" {
+	sc_with cage
+}
+
+@test "Mir with its screencopy: without the library, a screencopy into a truncated memfd: it dies (SIGBUS)" {
+	sc_without mir
+}
+
+@test "Mir with its screencopy: with LD_PRELOAD alone, a screencopy into a truncated memfd: the client stays, Mir lives" {
+	sc_with mir
+}
+
+@test "weston, mutter, kwin_wayland and Mir by default offer no wlroots screencopy" {
+	local c
+	for c in weston mutter kwin mir; do
+		start_compositor "$c"
+		run_client --screencopy
+		assert_equal "$CLIENT_STATUS" 5
+		assert_equal "$CLIENT_OUTPUT" "no zwlr_screencopy_manager_v1"
+		assert_compositor_running
+		stop_compositor
+		assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+		comp_next
+	done
 }

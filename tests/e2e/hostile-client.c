@@ -10,6 +10,7 @@
  *                  [--regrow RRGGBB [--resize]] [--no-ack]
  *                  [--sealed-resize] [--colour RRGGBB] [--size WxH] N
  *   hostile-client --keymap-attack memfd|sealed|fuse [--keymap-size BYTES]
+ *   hostile-client --screencopy [--no-truncate]
  *
  * It maps an ordinary xdg_toplevel of WxH (default 128x96) with an XRGB8888
  * buffer filled with the colour (default 33cc66), commits and waits for the
@@ -70,6 +71,17 @@
  * the compositor does not offer the global.  The protocol's XML is in
  * protocols/ (Debian packages none).
  *
+ * With --screencopy there is no window either: the client asks wlroots'
+ * screencopy (zwlr_screencopy_manager_v1, protocols/ has the XML) for a
+ * frame of the first wl_output, takes the wl_shm buffer it announces
+ * ("buffer WxH stride S"), makes it in a memfd of that size, lets the
+ * compositor map the pool (a roundtrip), truncates the memfd to 0
+ * ("truncated"; not with --no-truncate) and asks for the copy: the
+ * compositor WRITES the output's pixels past the file's end.  Then
+ * "ready" or "failed" (the frame's answer), and "connected after copy"
+ * after a roundtrip; 5 (and "no zwlr_screencopy_manager_v1") where the
+ * compositor does not offer it.
+ *
  * Every configure is acknowledged at the next commit, the buffer keeping
  * its size; with --no-ack only the first one is (a tiling shell then
  * shows the window only when its transaction times out: what made sway
@@ -104,6 +116,7 @@
 #include "fuse-pool.h"
 #endif
 #include "virtual-keyboard-unstable-v1-client-protocol.h"
+#include "wlr-screencopy-unstable-v1-client-protocol.h"
 #include "xdg-shell-client-protocol.h"
 
 enum {
@@ -136,6 +149,11 @@ struct client {
 	struct xdg_wm_base *wm_base;
 	struct wl_seat *seat;			/* --keymap-attack only */
 	struct wl_subcompositor *subcompositor;	/* --subsurface only */
+	struct wl_output *output;		/* --screencopy only */
+	struct zwlr_screencopy_manager_v1 *sc_manager;
+	uint32_t sc_format, sc_width, sc_height, sc_stride;
+	int sc_state;		/* 0 waiting, 1 buffer_done, 2 ready, 3 failed */
+	bool sc_v3;
 	struct wl_surface *parent;		/* --subsurface: the toplevel's */
 	struct wl_subsurface *subsurface;
 	struct wl_buffer *parent_buffer;
@@ -158,6 +176,7 @@ struct client {
 	bool keyboard;		/* --keymap-attack: bind the seat and manager */
 	bool fuse;		/* --backing fuse */
 	bool sub;		/* --subsurface */
+	bool screencopy;	/* --screencopy */
 #ifdef NSB_HAVE_FUSE
 	struct fuse_pool fuse_pool;
 #endif
@@ -224,6 +243,15 @@ registry_global(void *data, struct wl_registry *registry, uint32_t name,
 		c->wm_base = wl_registry_bind(registry, name,
 					      &xdg_wm_base_interface, 1);
 		xdg_wm_base_add_listener(c->wm_base, &wm_base_listener, c);
+	} else if (c->screencopy && c->output == NULL &&
+		   strcmp(interface, wl_output_interface.name) == 0) {
+		c->output = wl_registry_bind(registry, name, &wl_output_interface, 1);
+	} else if (c->screencopy &&
+		   strcmp(interface, zwlr_screencopy_manager_v1_interface.name) == 0) {
+		c->sc_v3 = version >= 3;
+		c->sc_manager = wl_registry_bind(registry, name,
+						 &zwlr_screencopy_manager_v1_interface,
+						 c->sc_v3 ? 3 : 1);
 	} else if (c->sub &&
 		   strcmp(interface, wl_subcompositor_interface.name) == 0) {
 		c->subcompositor = wl_registry_bind(registry, name,
@@ -546,6 +574,126 @@ send:
 	return 0;
 }
 
+static void
+sc_buffer(void *data, struct zwlr_screencopy_frame_v1 *frame, uint32_t format,
+	  uint32_t width, uint32_t height, uint32_t stride)
+{
+	struct client *c = data;
+
+	c->sc_format = format;
+	c->sc_width = width;
+	c->sc_height = height;
+	c->sc_stride = stride;
+	if (!c->sc_v3)
+		c->sc_state = 1;
+}
+
+static void
+sc_flags(void *data, struct zwlr_screencopy_frame_v1 *frame, uint32_t flags)
+{
+}
+
+static void
+sc_ready(void *data, struct zwlr_screencopy_frame_v1 *frame, uint32_t sec_hi,
+	 uint32_t sec_lo, uint32_t nsec)
+{
+	((struct client *)data)->sc_state = 2;
+}
+
+static void
+sc_failed(void *data, struct zwlr_screencopy_frame_v1 *frame)
+{
+	((struct client *)data)->sc_state = 3;
+}
+
+static void
+sc_damage(void *data, struct zwlr_screencopy_frame_v1 *frame, uint32_t x,
+	  uint32_t y, uint32_t width, uint32_t height)
+{
+}
+
+static void
+sc_linux_dmabuf(void *data, struct zwlr_screencopy_frame_v1 *frame,
+		uint32_t format, uint32_t width, uint32_t height)
+{
+}
+
+static void
+sc_buffer_done(void *data, struct zwlr_screencopy_frame_v1 *frame)
+{
+	((struct client *)data)->sc_state = 1;
+}
+
+static const struct zwlr_screencopy_frame_v1_listener sc_listener = {
+	.buffer = sc_buffer,
+	.flags = sc_flags,
+	.ready = sc_ready,
+	.failed = sc_failed,
+	.damage = sc_damage,
+	.linux_dmabuf = sc_linux_dmabuf,
+	.buffer_done = sc_buffer_done,
+};
+
+/* --screencopy: a copy of the first output into a truncated memfd. */
+static int
+screencopy(struct client *c, bool truncate_it)
+{
+	struct zwlr_screencopy_frame_v1 *frame;
+	struct wl_shm_pool *pool;
+	struct wl_buffer *buffer;
+	size_t size;
+	int fd;
+
+	if (c->sc_manager == NULL) {
+		printf("no zwlr_screencopy_manager_v1\n");
+		return EXIT_NO_GLOBAL;
+	}
+	if (c->output == NULL || c->shm == NULL) {
+		fprintf(stderr, "hostile-client: no wl_output or wl_shm\n");
+		return EXIT_SETUP;
+	}
+	frame = zwlr_screencopy_manager_v1_capture_output(c->sc_manager, 0, c->output);
+	zwlr_screencopy_frame_v1_add_listener(frame, &sc_listener, c);
+	while (c->sc_state == 0)
+		dispatch_or_die(c);
+	if (c->sc_width == 0 || c->sc_stride == 0) {
+		fprintf(stderr, "hostile-client: the compositor offers no wl_shm buffer\n");
+		return EXIT_SETUP;
+	}
+	printf("buffer %ux%u stride %u\n", c->sc_width, c->sc_height, c->sc_stride);
+	size = (size_t)c->sc_stride * c->sc_height;
+	fd = memfd_create("nosigbus-hostile", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)size) < 0) {
+		perror("hostile-client: memfd");
+		return EXIT_SETUP;
+	}
+	pool = wl_shm_create_pool(c->shm, fd, (int32_t)size);
+	buffer = wl_shm_pool_create_buffer(pool, 0, (int32_t)c->sc_width,
+					   (int32_t)c->sc_height,
+					   (int32_t)c->sc_stride, c->sc_format);
+	/* The compositor has mapped the pool before the file shrinks. */
+	roundtrip_or_die(c);
+	if (truncate_it) {
+		if (ftruncate(fd, 0) < 0) {
+			perror("hostile-client: ftruncate");
+			return EXIT_SETUP;
+		}
+		printf("truncated\n");
+	}
+	zwlr_screencopy_frame_v1_copy(frame, buffer);
+	while (c->sc_state == 1)
+		dispatch_or_die(c);
+	printf("%s\n", c->sc_state == 2 ? "ready" : "failed");
+	roundtrip_or_die(c);
+	printf("connected after copy\n");
+	zwlr_screencopy_frame_v1_destroy(frame);
+	wl_buffer_destroy(buffer);
+	wl_shm_pool_destroy(pool);
+	wl_display_disconnect(c->display);
+	close(fd);
+	return 0;
+}
+
 static void __attribute__((noreturn))
 usage(void)
 {
@@ -553,7 +701,8 @@ usage(void)
 		"[--truncate-to BYTES] [--backing memfd|shm|disk|fuse] [--dir DIR] "
 		"[--regrow RRGGBB [--resize]] [--no-ack] [--sealed-resize] "
 		"[--colour RRGGBB] [--size WxH] [--subsurface] FRAMES\n"
-		"       hostile-client --keymap-attack memfd|sealed|fuse [--keymap-size BYTES]\n");
+		"       hostile-client --keymap-attack memfd|sealed|fuse [--keymap-size BYTES]\n"
+		"       hostile-client --screencopy [--no-truncate]\n");
 	exit(EXIT_USAGE);
 }
 
@@ -612,6 +761,8 @@ main(int argc, char **argv)
 			keymap_size = strtoul(argv[++i], &end, 10);
 			if (*end != '\0' || keymap_size == 0 || keymap_size > UINT32_MAX)
 				usage();
+		} else if (strcmp(argv[i], "--screencopy") == 0) {
+			c.screencopy = true;
 		} else if (strcmp(argv[i], "--subsurface") == 0) {
 			c.sub = true;
 		} else if (strcmp(argv[i], "--sealed-resize") == 0) {
@@ -638,7 +789,7 @@ main(int argc, char **argv)
 			usage();
 		}
 	}
-	if (c.keyboard && frames < 0)
+	if ((c.keyboard || c.screencopy) && frames < 0)
 		frames = 0;
 	if (c.fuse && (regrow_colour != 0 || sealed))
 		usage();
@@ -671,6 +822,8 @@ main(int argc, char **argv)
 	roundtrip_or_die(&c);
 	if (c.keyboard)
 		return keymap_attack(&c, keymap_sealed, (uint32_t)keymap_size);
+	if (c.screencopy)
+		return screencopy(&c, truncate_it);
 	if (c.compositor == NULL || c.shm == NULL || c.wm_base == NULL) {
 		fprintf(stderr, "hostile-client: compositor lacks wl_compositor, "
 			"wl_shm or xdg_wm_base\n");
