@@ -53,6 +53,14 @@
  * callback: Mir 2.12 answers none on the toplevel then), then the toplevel.
  * Exits with 5 (and "no wl_subcompositor") where it is not offered.
  *
+ * With --cursor the hostile pool's buffer is the pointer's cursor
+ * (wl_pointer.set_cursor, at the serial of the pointer's enter into the
+ * toplevel, whose own buffer is good); each frame commits the cursor
+ * surface, then the toplevel (with the frame callback).  Exits with 5
+ * and "no pointer" where the seat has no pointer capability, or "no
+ * pointer enter" where the pointer never enters the window (within 5
+ * seconds after it shows: the test moves the pointer meanwhile).
+ *
  * With --keymap-attack there is no window: the client makes a virtual
  * keyboard (zwp_virtual_keyboard_manager_v1, on the first wl_seat) and
  * sends zwp_virtual_keyboard_v1.keymap with a file of one page and a size
@@ -150,6 +158,9 @@ struct client {
 	struct wl_seat *seat;			/* --keymap-attack only */
 	struct wl_subcompositor *subcompositor;	/* --subsurface only */
 	struct wl_output *output;		/* --screencopy only */
+	struct wl_pointer *pointer;		/* --cursor only */
+	uint32_t seat_caps, enter_serial;
+	bool entered;
 	struct zwlr_screencopy_manager_v1 *sc_manager;
 	uint32_t sc_format, sc_width, sc_height, sc_stride;
 	int sc_state;		/* 0 waiting, 1 buffer_done, 2 ready, 3 failed */
@@ -177,6 +188,7 @@ struct client {
 	bool fuse;		/* --backing fuse */
 	bool sub;		/* --subsurface */
 	bool screencopy;	/* --screencopy */
+	bool cursor;		/* --cursor */
 #ifdef NSB_HAVE_FUSE
 	struct fuse_pool fuse_pool;
 #endif
@@ -256,7 +268,7 @@ registry_global(void *data, struct wl_registry *registry, uint32_t name,
 		   strcmp(interface, wl_subcompositor_interface.name) == 0) {
 		c->subcompositor = wl_registry_bind(registry, name,
 						    &wl_subcompositor_interface, 1);
-	} else if (c->keyboard && c->seat == NULL &&
+	} else if ((c->keyboard || c->cursor) && c->seat == NULL &&
 		   strcmp(interface, wl_seat_interface.name) == 0) {
 		c->seat = wl_registry_bind(registry, name, &wl_seat_interface, 1);
 	} else if (c->keyboard &&
@@ -446,6 +458,19 @@ draw_frame(struct client *c, int32_t width, int32_t height)
 	}
 	wl_surface_attach(c->surface, c->buffer, 0, 0);
 	wl_surface_damage(c->surface, 0, 0, width, height);
+	if (c->cursor) {
+		/* The cursor's state applies at once; the toplevel answers. */
+		wl_surface_commit(c->surface);
+		wl_surface_attach(c->parent, c->parent_buffer, 0, 0);
+		wl_surface_damage(c->parent, 0, 0, width, height);
+		callback = wl_surface_frame(c->parent);
+		wl_callback_add_listener(callback, &frame_listener, c);
+		c->frame_done = false;
+		wl_surface_commit(c->parent);
+		while (!c->frame_done)
+			dispatch_or_die(c);
+		return;
+	}
 	callback = wl_surface_frame(c->surface);
 	wl_callback_add_listener(callback, &frame_listener, c);
 	c->frame_done = false;
@@ -573,6 +598,58 @@ send:
 	wl_display_disconnect(c->display);
 	return 0;
 }
+
+static void
+seat_capabilities(void *data, struct wl_seat *seat, uint32_t caps)
+{
+	((struct client *)data)->seat_caps = caps;
+}
+
+static const struct wl_seat_listener seat_listener = {
+	.capabilities = seat_capabilities,
+};
+
+static void
+pointer_enter(void *data, struct wl_pointer *pointer, uint32_t serial,
+	      struct wl_surface *surface, wl_fixed_t x, wl_fixed_t y)
+{
+	struct client *c = data;
+
+	c->enter_serial = serial;
+	c->entered = true;
+}
+
+static void
+pointer_leave(void *data, struct wl_pointer *pointer, uint32_t serial,
+	      struct wl_surface *surface)
+{
+}
+
+static void
+pointer_motion(void *data, struct wl_pointer *pointer, uint32_t time,
+	       wl_fixed_t x, wl_fixed_t y)
+{
+}
+
+static void
+pointer_button(void *data, struct wl_pointer *pointer, uint32_t serial,
+	       uint32_t time, uint32_t button, uint32_t state)
+{
+}
+
+static void
+pointer_axis(void *data, struct wl_pointer *pointer, uint32_t time,
+	     uint32_t axis, wl_fixed_t value)
+{
+}
+
+static const struct wl_pointer_listener pointer_listener = {
+	.enter = pointer_enter,
+	.leave = pointer_leave,
+	.motion = pointer_motion,
+	.button = pointer_button,
+	.axis = pointer_axis,
+};
 
 static void
 sc_buffer(void *data, struct zwlr_screencopy_frame_v1 *frame, uint32_t format,
@@ -761,6 +838,8 @@ main(int argc, char **argv)
 			keymap_size = strtoul(argv[++i], &end, 10);
 			if (*end != '\0' || keymap_size == 0 || keymap_size > UINT32_MAX)
 				usage();
+		} else if (strcmp(argv[i], "--cursor") == 0) {
+			c.cursor = true;
 		} else if (strcmp(argv[i], "--screencopy") == 0) {
 			c.screencopy = true;
 		} else if (strcmp(argv[i], "--subsurface") == 0) {
@@ -830,12 +909,26 @@ main(int argc, char **argv)
 		return EXIT_SETUP;
 	}
 
+	if (c.cursor) {
+		if (c.seat != NULL) {
+			wl_seat_add_listener(c.seat, &seat_listener, &c);
+			roundtrip_or_die(&c);
+		}
+		if (!(c.seat_caps & WL_SEAT_CAPABILITY_POINTER)) {
+			printf("no pointer\n");
+			return EXIT_NO_GLOBAL;
+		}
+		c.pointer = wl_seat_get_pointer(c.seat);
+		wl_pointer_add_listener(c.pointer, &pointer_listener, &c);
+	}
 	if (c.sub && c.subcompositor == NULL) {
 		printf("no wl_subcompositor\n");
 		return EXIT_NO_GLOBAL;
 	}
 
 	c.surface = wl_compositor_create_surface(c.compositor);
+	if (c.cursor)
+		c.parent = wl_compositor_create_surface(c.compositor);
 	if (c.sub) {
 		/* The toplevel is the parent; c.surface shows the pool. */
 		c.parent = wl_compositor_create_surface(c.compositor);
@@ -844,12 +937,12 @@ main(int argc, char **argv)
 		wl_subsurface_set_position(c.subsurface, 0, 0);
 	}
 	c.xdg_surface = xdg_wm_base_get_xdg_surface(c.wm_base,
-						    c.sub ? c.parent : c.surface);
+						    c.parent ? c.parent : c.surface);
 	xdg_surface_add_listener(c.xdg_surface, &xdg_surface_listener, &c);
 	c.toplevel = xdg_surface_get_toplevel(c.xdg_surface);
 	xdg_toplevel_add_listener(c.toplevel, &toplevel_listener, &c);
 	xdg_toplevel_set_title(c.toplevel, "nosigbus hostile client");
-	wl_surface_commit(c.sub ? c.parent : c.surface);
+	wl_surface_commit(c.parent ? c.parent : c.surface);
 	while (!c.configured)
 		dispatch_or_die(&c);
 	/* A size imposed by the shell wins; desktop-shell leaves it to us. */
@@ -870,7 +963,7 @@ main(int argc, char **argv)
 		return EXIT_SETUP;
 	}
 
-	if (c.sub) {
+	if (c.sub || c.cursor) {
 		/* The toplevel's own buffer: a good memfd, never touched. */
 		struct wl_shm_pool *pool;
 		size_t size = (size_t)width * 4 * (size_t)height;
@@ -885,6 +978,33 @@ main(int argc, char **argv)
 		c.parent_buffer = wl_shm_pool_create_buffer(pool, 0, width, height,
 							    width * 4, WL_SHM_FORMAT_XRGB8888);
 		wl_shm_pool_destroy(pool);
+	}
+	if (c.cursor) {
+		/* The toplevel shows; the pointer must enter it. */
+		struct wl_callback *callback;
+		int tries;
+
+		wl_surface_attach(c.parent, c.parent_buffer, 0, 0);
+		wl_surface_damage(c.parent, 0, 0, width, height);
+		callback = wl_surface_frame(c.parent);
+		wl_callback_add_listener(callback, &frame_listener, &c);
+		wl_surface_commit(c.parent);
+		while (!c.frame_done)
+			dispatch_or_die(&c);
+		for (tries = 0; tries < 100 && !c.entered; tries++) {
+			struct pollfd pfd = { .fd = wl_display_get_fd(c.display),
+					      .events = POLLIN };
+
+			/* Someone must move the pointer: a bounded wait. */
+			wl_display_flush(c.display);
+			if (poll(&pfd, 1, 50) > 0)
+				dispatch_or_die(&c);
+		}
+		if (!c.entered) {
+			printf("no pointer enter\n");
+			return EXIT_NO_GLOBAL;
+		}
+		wl_pointer_set_cursor(c.pointer, c.enter_serial, c.surface, 0, 0);
 	}
 	draw_frame(&c, width, height);
 	printf("frame 0\n");
