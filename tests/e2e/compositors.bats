@@ -482,6 +482,128 @@ fuse_with() {
 	assert_library_silent
 }
 
+# A subsurface (hostile-client --subsurface, issue 37): the hostile
+# pool's buffer on a wl_subsurface of a toplevel whose own buffer is good,
+# the pool truncated to 0 after frame 0.  Without the library it goes as
+# for a toplevel: libwayland cuts the client off; Mir dies of SIGBUS
+# (134).  Every compositor here offers wl_subcompositor.
+sub_without() {
+	start_compositor "$1"
+	if [ "$COMP" = mir ]; then
+		CLIENT_MAY_HANG=1 CLIENT_DEADLINE=$(scaled 20) \
+			run_client --subsurface --truncate-to 0 "$FRAMES"
+		if [ "$CLIENT_STATUS" = 124 ]; then
+			assert_compositor_running
+			echo "# Mir, subsurface pool truncated to 0: Mir hung in its fatal-signal handler (killed)" >&3
+			kill -KILL "$COMP_PID"
+			wait "$COMP_PID" || true
+			COMP_PID=
+			return 0
+		fi
+		assert_client_lost
+		wait_compositor_death
+		assert_equal "$COMP_STATUS" 134
+		run -0 cat "$COMP_ERR"
+		assert_output --partial "Mir fatal error: Unsupported attempt to continue after a fatal signal: SIGBUS"
+		return 0
+	fi
+	run_client --subsurface --truncate-to 0 "$FRAMES"
+	assert_client_cut_off
+	assert_compositor_running
+	assert_good_clients_render
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+}
+
+# With the bare preload: the client keeps every frame, the compositor
+# lives and says nothing.
+sub_with() {
+	start_compositor "$1" "$NSB_PRELOAD"
+	run_client --subsurface --truncate-to 0 "$FRAMES"
+	assert_client_stayed "$FRAMES"
+	assert_compositor_running
+	assert_good_clients_render
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+	assert_library_silent
+}
+
+# wlroots' screencopy (hostile-client --screencopy, issue 37; protocols/
+# has the XML): the client gives the frame a wl_shm buffer in a memfd it
+# truncates to 0 before the copy, so the compositor WRITES past the
+# file's end.  Offered by sway and cage (wlroots), and by Mir when asked
+# (MIR_EXTENSIONS); weston, mutter, kwin offer none.
+# shellcheck disable=SC2034 # MIR_EXTENSIONS is read by start_compositor
+sc_start() {
+	local MIR_EXTENSIONS=
+	[ "$1" != mir ] || MIR_EXTENSIONS=zwlr_screencopy_manager_v1
+	start_compositor "$@"
+}
+
+# The screencopy client's lines up to the copy.
+assert_sc_first() {
+	run -0 printf '%s\n' "$CLIENT_OUTPUT"
+	assert_line --index 0 --regexp '^buffer [0-9]+x[0-9]+ stride [0-9]+$'
+	assert_line --index 1 "truncated"
+}
+
+# Without the library: sway and cage write inside libwayland's
+# wl_shm_buffer_begin_access/end_access, whose handler cuts the client off
+# (wl_shm error 2); Mir dies of SIGBUS (134).
+sc_without() {
+	sc_start "$1"
+	if [ "$COMP" = mir ]; then
+		CLIENT_MAY_HANG=1 CLIENT_DEADLINE=$(scaled 20) run_client --screencopy
+		if [ "$CLIENT_STATUS" = 124 ]; then
+			assert_compositor_running
+			echo "# Mir, screencopy into a truncated memfd: Mir hung in its fatal-signal handler (killed)" >&3
+			kill -KILL "$COMP_PID"
+			wait "$COMP_PID" || true
+			COMP_PID=
+			return 0
+		fi
+		assert_equal "$CLIENT_STATUS" 4
+		assert_sc_first
+		assert_line --index 2 --regexp '^disconnected: '
+		assert_equal "${#lines[@]}" 3
+		wait_compositor_death
+		assert_equal "$COMP_STATUS" 134
+		run -0 cat "$COMP_ERR"
+		assert_output --partial "Mir fatal error: Unsupported attempt to continue after a fatal signal: SIGBUS"
+		return 0
+	fi
+	run_client --screencopy
+	assert_equal "$CLIENT_STATUS" 3
+	assert_sc_first
+	assert_line --index 2 --regexp '^disconnected: protocol error 2 on wl_buffer@[0-9]+$'
+	assert_equal "${#lines[@]}" 3
+	run -0 printf '%s\n' "$CLIENT_ERR"
+	assert_output --regexp '^wl_buffer@[0-9]+: error 2: [Ee]rror accessing SHM buffer$'
+	assert_compositor_running
+	assert_good_clients_render
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+}
+
+# With the bare preload: the copy is "ready" (its pixels went to pages
+# past the file's end that nobody reads), the client stays, the
+# compositor lives and says nothing.
+sc_with() {
+	sc_start "$1" "$NSB_PRELOAD"
+	run_client --screencopy
+	assert_equal "$CLIENT_STATUS" 0
+	assert_sc_first
+	assert_line --index 2 "ready"
+	assert_line --index 3 "connected after copy"
+	assert_equal "${#lines[@]}" 4
+	assert_equal "$CLIENT_ERR" ""
+	assert_compositor_running
+	assert_good_clients_render
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+	assert_library_silent
+}
+
 @test "weston: without the library, libwayland cuts the client off" {
 	matrix_without weston
 }
@@ -660,52 +782,6 @@ fuse_with() {
 	assert_library_silent
 }
 
-# A subsurface (hostile-client --subsurface, issue 37): the hostile
-# pool's buffer on a wl_subsurface of a toplevel whose own buffer is good,
-# the pool truncated to 0 after frame 0.  Without the library it goes as
-# for a toplevel: libwayland cuts the client off; Mir dies of SIGBUS
-# (134).  Every compositor here offers wl_subcompositor.
-sub_without() {
-	start_compositor "$1"
-	if [ "$COMP" = mir ]; then
-		CLIENT_MAY_HANG=1 CLIENT_DEADLINE=$(scaled 20) \
-			run_client --subsurface --truncate-to 0 "$FRAMES"
-		if [ "$CLIENT_STATUS" = 124 ]; then
-			assert_compositor_running
-			echo "# Mir, subsurface pool truncated to 0: Mir hung in its fatal-signal handler (killed)" >&3
-			kill -KILL "$COMP_PID"
-			wait "$COMP_PID" || true
-			COMP_PID=
-			return 0
-		fi
-		assert_client_lost
-		wait_compositor_death
-		assert_equal "$COMP_STATUS" 134
-		run -0 cat "$COMP_ERR"
-		assert_output --partial "Mir fatal error: Unsupported attempt to continue after a fatal signal: SIGBUS"
-		return 0
-	fi
-	run_client --subsurface --truncate-to 0 "$FRAMES"
-	assert_client_cut_off
-	assert_compositor_running
-	assert_good_clients_render
-	stop_compositor
-	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
-}
-
-# With the bare preload: the client keeps every frame, the compositor
-# lives and says nothing.
-sub_with() {
-	start_compositor "$1" "$NSB_PRELOAD"
-	run_client --subsurface --truncate-to 0 "$FRAMES"
-	assert_client_stayed "$FRAMES"
-	assert_compositor_running
-	assert_good_clients_render
-	stop_compositor
-	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
-	assert_library_silent
-}
-
 @test "weston: without the library, a subsurface's pool truncated: libwayland cuts the client off" {
 	sub_without weston
 }
@@ -752,82 +828,6 @@ sub_with() {
 
 @test "cage: with LD_PRELOAD alone, a subsurface's pool truncated: the client stays, cage lives" {
 	sub_with cage
-}
-
-# wlroots' screencopy (hostile-client --screencopy, issue 37; protocols/
-# has the XML): the client gives the frame a wl_shm buffer in a memfd it
-# truncates to 0 before the copy, so the compositor WRITES past the
-# file's end.  Offered by sway and cage (wlroots), and by Mir when asked
-# (MIR_EXTENSIONS); weston, mutter, kwin offer none.
-# shellcheck disable=SC2034 # MIR_EXTENSIONS is read by start_compositor
-sc_start() {
-	local MIR_EXTENSIONS=
-	[ "$1" != mir ] || MIR_EXTENSIONS=zwlr_screencopy_manager_v1
-	start_compositor "$@"
-}
-
-# The screencopy client's lines up to the copy.
-assert_sc_first() {
-	run -0 printf '%s\n' "$CLIENT_OUTPUT"
-	assert_line --index 0 --regexp '^buffer [0-9]+x[0-9]+ stride [0-9]+$'
-	assert_line --index 1 "truncated"
-}
-
-# Without the library: sway and cage write inside libwayland's
-# wl_shm_buffer_begin_access/end_access, whose handler cuts the client off
-# (wl_shm error 2); Mir dies of SIGBUS (134).
-sc_without() {
-	sc_start "$1"
-	if [ "$COMP" = mir ]; then
-		CLIENT_MAY_HANG=1 CLIENT_DEADLINE=$(scaled 20) run_client --screencopy
-		if [ "$CLIENT_STATUS" = 124 ]; then
-			assert_compositor_running
-			echo "# Mir, screencopy into a truncated memfd: Mir hung in its fatal-signal handler (killed)" >&3
-			kill -KILL "$COMP_PID"
-			wait "$COMP_PID" || true
-			COMP_PID=
-			return 0
-		fi
-		assert_equal "$CLIENT_STATUS" 4
-		assert_sc_first
-		assert_line --index 2 --regexp '^disconnected: '
-		assert_equal "${#lines[@]}" 3
-		wait_compositor_death
-		assert_equal "$COMP_STATUS" 134
-		run -0 cat "$COMP_ERR"
-		assert_output --partial "Mir fatal error: Unsupported attempt to continue after a fatal signal: SIGBUS"
-		return 0
-	fi
-	run_client --screencopy
-	assert_equal "$CLIENT_STATUS" 3
-	assert_sc_first
-	assert_line --index 2 --regexp '^disconnected: protocol error 2 on wl_buffer@[0-9]+$'
-	assert_equal "${#lines[@]}" 3
-	run -0 printf '%s\n' "$CLIENT_ERR"
-	assert_output --regexp '^wl_buffer@[0-9]+: error 2: [Ee]rror accessing SHM buffer$'
-	assert_compositor_running
-	assert_good_clients_render
-	stop_compositor
-	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
-}
-
-# With the bare preload: the copy is "ready" (its pixels went to pages
-# past the file's end that nobody reads), the client stays, the
-# compositor lives and says nothing.
-sc_with() {
-	sc_start "$1" "$NSB_PRELOAD"
-	run_client --screencopy
-	assert_equal "$CLIENT_STATUS" 0
-	assert_sc_first
-	assert_line --index 2 "ready"
-	assert_line --index 3 "connected after copy"
-	assert_equal "${#lines[@]}" 4
-	assert_equal "$CLIENT_ERR" ""
-	assert_compositor_running
-	assert_good_clients_render
-	stop_compositor
-	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
-	assert_library_silent
 }
 
 @test "sway: without the library, a screencopy into a truncated memfd: libwayland cuts the client off" {
