@@ -10,7 +10,8 @@
  *
  * Never a sealed memfd: one sealed with F_SEAL_SHRINK could not be
  * truncated, which is the whole point of these clients (hostile-client's
- * --sealed-resize makes its own, shorter than its pool instead).  The shm and disk
+ * --sealed-resize and xshm-client's --backing sealed make their own,
+ * shorter than the buffer, instead).  The shm and disk
  * files are unlinked at once, so nothing is left behind when a client is
  * killed; the server maps them all the same.
  */

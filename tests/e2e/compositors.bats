@@ -73,6 +73,31 @@
 # unverified).  The tests skip, with the client's reason, where FUSE
 # cannot be mounted.
 #
+# A subsurface (hostile-client --subsurface, issue 37): the pool of a
+# wl_subsurface (every compositor here offers wl_subcompositor) truncated
+# to 0 after frame 0, its toplevel's buffer good.  Without the library:
+# libwayland cuts the client off, Mir dies of SIGBUS (134), as for a
+# toplevel; with the bare preload every compositor keeps the client.
+# A cursor (hostile-client --cursor: its pool as the pointer's cursor,
+# wl_pointer.set_cursor) needs a seat with a pointer, and the serial of
+# the pointer's entering the window.  Headless, weston has no wl_seat,
+# sway, mutter and cage seats without capabilities, kwin a keyboard only
+# (weston-info; asserted: the client says "no pointer").  Mir's seat has
+# a pointer (its Xvfb's), but nothing moves it: no enter, no serial (a
+# core WarpPointer in its Xvfb gave none either), so that test skips,
+# saying so, unless the pointer enters.
+#
+# wlroots' screencopy (hostile-client --screencopy, issue 37; protocols/
+# has the XML, written from the documented interface): the client's
+# wl_shm buffer for a frame of the output is a memfd it truncates to 0
+# before the copy, so the compositor writes past the file's end.  sway
+# and cage offer it, Mir when asked (--add-wayland-extensions
+# zwlr_screencopy_manager_v1); weston, mutter and kwin do not.  Without
+# the library sway and cage cut the client off (the write is inside
+# libwayland's begin_access/end_access, whose handler catches it), Mir
+# dies of SIGBUS (134); with the bare preload the copy is "ready", the
+# client stays, the compositor lives.
+#
 # kwin_wayland with its file capability (secure execution), run as nobody:
 # the library by path is not loaded, libwayland cuts the client off; the
 # library set-user-ID in the loader's system directory (as
@@ -457,6 +482,128 @@ fuse_with() {
 	assert_library_silent
 }
 
+# A subsurface (hostile-client --subsurface, issue 37): the hostile
+# pool's buffer on a wl_subsurface of a toplevel whose own buffer is good,
+# the pool truncated to 0 after frame 0.  Without the library it goes as
+# for a toplevel: libwayland cuts the client off; Mir dies of SIGBUS
+# (134).  Every compositor here offers wl_subcompositor.
+sub_without() {
+	start_compositor "$1"
+	if [ "$COMP" = mir ]; then
+		CLIENT_MAY_HANG=1 CLIENT_DEADLINE=$(scaled 20) \
+			run_client --subsurface --truncate-to 0 "$FRAMES"
+		if [ "$CLIENT_STATUS" = 124 ]; then
+			assert_compositor_running
+			echo "# Mir, subsurface pool truncated to 0: Mir hung in its fatal-signal handler (killed)" >&3
+			kill -KILL "$COMP_PID"
+			wait "$COMP_PID" || true
+			COMP_PID=
+			return 0
+		fi
+		assert_client_lost
+		wait_compositor_death
+		assert_equal "$COMP_STATUS" 134
+		run -0 cat "$COMP_ERR"
+		assert_output --partial "Mir fatal error: Unsupported attempt to continue after a fatal signal: SIGBUS"
+		return 0
+	fi
+	run_client --subsurface --truncate-to 0 "$FRAMES"
+	assert_client_cut_off
+	assert_compositor_running
+	assert_good_clients_render
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+}
+
+# With the bare preload: the client keeps every frame, the compositor
+# lives and says nothing.
+sub_with() {
+	start_compositor "$1" "$NSB_PRELOAD"
+	run_client --subsurface --truncate-to 0 "$FRAMES"
+	assert_client_stayed "$FRAMES"
+	assert_compositor_running
+	assert_good_clients_render
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+	assert_library_silent
+}
+
+# wlroots' screencopy (hostile-client --screencopy, issue 37; protocols/
+# has the XML): the client gives the frame a wl_shm buffer in a memfd it
+# truncates to 0 before the copy, so the compositor WRITES past the
+# file's end.  Offered by sway and cage (wlroots), and by Mir when asked
+# (MIR_EXTENSIONS); weston, mutter, kwin offer none.
+# shellcheck disable=SC2034 # MIR_EXTENSIONS is read by start_compositor
+sc_start() {
+	local MIR_EXTENSIONS=
+	[ "$1" != mir ] || MIR_EXTENSIONS=zwlr_screencopy_manager_v1
+	start_compositor "$@"
+}
+
+# The screencopy client's lines up to the copy.
+assert_sc_first() {
+	run -0 printf '%s\n' "$CLIENT_OUTPUT"
+	assert_line --index 0 --regexp '^buffer [0-9]+x[0-9]+ stride [0-9]+$'
+	assert_line --index 1 "truncated"
+}
+
+# Without the library: sway and cage write inside libwayland's
+# wl_shm_buffer_begin_access/end_access, whose handler cuts the client off
+# (wl_shm error 2); Mir dies of SIGBUS (134).
+sc_without() {
+	sc_start "$1"
+	if [ "$COMP" = mir ]; then
+		CLIENT_MAY_HANG=1 CLIENT_DEADLINE=$(scaled 20) run_client --screencopy
+		if [ "$CLIENT_STATUS" = 124 ]; then
+			assert_compositor_running
+			echo "# Mir, screencopy into a truncated memfd: Mir hung in its fatal-signal handler (killed)" >&3
+			kill -KILL "$COMP_PID"
+			wait "$COMP_PID" || true
+			COMP_PID=
+			return 0
+		fi
+		assert_equal "$CLIENT_STATUS" 4
+		assert_sc_first
+		assert_line --index 2 --regexp '^disconnected: '
+		assert_equal "${#lines[@]}" 3
+		wait_compositor_death
+		assert_equal "$COMP_STATUS" 134
+		run -0 cat "$COMP_ERR"
+		assert_output --partial "Mir fatal error: Unsupported attempt to continue after a fatal signal: SIGBUS"
+		return 0
+	fi
+	run_client --screencopy
+	assert_equal "$CLIENT_STATUS" 3
+	assert_sc_first
+	assert_line --index 2 --regexp '^disconnected: protocol error 2 on wl_buffer@[0-9]+$'
+	assert_equal "${#lines[@]}" 3
+	run -0 printf '%s\n' "$CLIENT_ERR"
+	assert_output --regexp '^wl_buffer@[0-9]+: error 2: [Ee]rror accessing SHM buffer$'
+	assert_compositor_running
+	assert_good_clients_render
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+}
+
+# With the bare preload: the copy is "ready" (its pixels went to pages
+# past the file's end that nobody reads), the client stays, the
+# compositor lives and says nothing.
+sc_with() {
+	sc_start "$1" "$NSB_PRELOAD"
+	run_client --screencopy
+	assert_equal "$CLIENT_STATUS" 0
+	assert_sc_first
+	assert_line --index 2 "ready"
+	assert_line --index 3 "connected after copy"
+	assert_equal "${#lines[@]}" 4
+	assert_equal "$CLIENT_ERR" ""
+	assert_compositor_running
+	assert_good_clients_render
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+	assert_library_silent
+}
+
 @test "weston: without the library, libwayland cuts the client off" {
 	matrix_without weston
 }
@@ -632,5 +779,121 @@ fuse_with() {
 	done
 	stop_compositor
 	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+	assert_library_silent
+}
+
+@test "weston: without the library, a subsurface's pool truncated: libwayland cuts the client off" {
+	sub_without weston
+}
+
+@test "weston: with LD_PRELOAD alone, a subsurface's pool truncated: the client stays, weston lives" {
+	sub_with weston
+}
+
+@test "sway: without the library, a subsurface's pool truncated: libwayland cuts the client off" {
+	sub_without sway
+}
+
+@test "sway: with LD_PRELOAD alone, a subsurface's pool truncated: the client stays, sway lives" {
+	sub_with sway
+}
+
+@test "mutter: without the library, a subsurface's pool truncated: libwayland cuts the client off" {
+	sub_without mutter
+}
+
+@test "mutter: with LD_PRELOAD alone, a subsurface's pool truncated: the client stays, mutter lives" {
+	sub_with mutter
+}
+
+@test "kwin_wayland: without the library, a subsurface's pool truncated: libwayland cuts the client off" {
+	sub_without kwin
+}
+
+@test "kwin_wayland: with LD_PRELOAD alone, a subsurface's pool truncated: the client stays, kwin_wayland lives" {
+	sub_with kwin
+}
+
+@test "Mir: without the library, a subsurface's pool truncated: it dies (SIGBUS)" {
+	sub_without mir
+}
+
+@test "Mir: with LD_PRELOAD alone, a subsurface's pool truncated: the client stays, Mir lives" {
+	sub_with mir
+}
+
+@test "cage: without the library, a subsurface's pool truncated: libwayland cuts the client off" {
+	sub_without cage
+}
+
+@test "cage: with LD_PRELOAD alone, a subsurface's pool truncated: the client stays, cage lives" {
+	sub_with cage
+}
+
+@test "sway: without the library, a screencopy into a truncated memfd: libwayland cuts the client off" {
+	sc_without sway
+}
+
+@test "sway: with LD_PRELOAD alone, a screencopy into a truncated memfd: the client stays, sway lives" {
+	sc_with sway
+}
+
+@test "cage: without the library, a screencopy into a truncated memfd: libwayland cuts the client off" {
+	sc_without cage
+}
+
+@test "cage: with LD_PRELOAD alone, a screencopy into a truncated memfd: the client stays, cage lives" {
+	sc_with cage
+}
+
+@test "Mir with its screencopy: without the library, a screencopy into a truncated memfd: it dies (SIGBUS)" {
+	sc_without mir
+}
+
+@test "Mir with its screencopy: with LD_PRELOAD alone, a screencopy into a truncated memfd: the client stays, Mir lives" {
+	sc_with mir
+}
+
+@test "weston, mutter, kwin_wayland and Mir by default offer no wlroots screencopy" {
+	local c
+	for c in weston mutter kwin mir; do
+		start_compositor "$c"
+		run_client --screencopy
+		assert_equal "$CLIENT_STATUS" 5
+		assert_equal "$CLIENT_OUTPUT" "no zwlr_screencopy_manager_v1"
+		assert_compositor_running
+		stop_compositor
+		assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+		comp_next
+	done
+}
+
+@test "weston, sway, mutter, kwin_wayland and cage headless have no pointer: no cursor can be set" {
+	local c
+	for c in weston sway mutter kwin cage; do
+		start_compositor "$c"
+		run_client --cursor --truncate-to 0 "$FRAMES"
+		assert_equal "$CLIENT_STATUS" 5
+		assert_equal "$CLIENT_OUTPUT" "no pointer"
+		assert_compositor_running
+		stop_compositor
+		assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+		comp_next
+	done
+}
+
+@test "Mir: with LD_PRELOAD alone, a cursor's pool truncated: the client stays, Mir lives" {
+	start_compositor mir "$NSB_PRELOAD"
+	run_client --cursor --truncate-to 0 "$FRAMES"
+	if [ "$CLIENT_STATUS" = 5 ]; then
+		stop_compositor
+		assert_equal "$COMP_STATUS" 0
+		skip "Mir's pointer never entered the window (nothing moves it headless): $(tail -1 <<<"$CLIENT_OUTPUT")"
+	fi
+	assert_client_stayed "$FRAMES"
+	assert_compositor_running
+	assert_good_clients_render
+	stop_compositor
+	assert_equal "$COMP_STATUS" 0
 	assert_library_silent
 }

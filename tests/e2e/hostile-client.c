@@ -10,6 +10,7 @@
  *                  [--regrow RRGGBB [--resize]] [--no-ack]
  *                  [--sealed-resize] [--colour RRGGBB] [--size WxH] N
  *   hostile-client --keymap-attack memfd|sealed|fuse [--keymap-size BYTES]
+ *   hostile-client --screencopy [--no-truncate]
  *
  * It maps an ordinary xdg_toplevel of WxH (default 128x96) with an XRGB8888
  * buffer filled with the colour (default 33cc66), commits and waits for the
@@ -45,6 +46,21 @@
  * with Debian 12's weston, sway, cage, mutter and kwin).  Nothing is
  * truncated (the seals forbid it): implies --no-truncate.
  *
+ * With --subsurface the hostile pool's buffer is shown on a subsurface
+ * (wl_subcompositor.get_subsurface, synchronized, at 0,0) of the toplevel,
+ * whose own buffer, of the same size and colour, is a memfd the client
+ * never touches; each frame commits the subsurface (with the frame
+ * callback: Mir 2.12 answers none on the toplevel then), then the toplevel.
+ * Exits with 5 (and "no wl_subcompositor") where it is not offered.
+ *
+ * With --cursor the hostile pool's buffer is the pointer's cursor
+ * (wl_pointer.set_cursor, at the serial of the pointer's enter into the
+ * toplevel, whose own buffer is good); each frame commits the cursor
+ * surface, then the toplevel (with the frame callback).  Exits with 5
+ * and "no pointer" where the seat has no pointer capability, or "no
+ * pointer enter" where the pointer never enters the window (within 5
+ * seconds after it shows: the test moves the pointer meanwhile).
+ *
  * With --keymap-attack there is no window: the client makes a virtual
  * keyboard (zwp_virtual_keyboard_manager_v1, on the first wl_seat) and
  * sends zwp_virtual_keyboard_v1.keymap with a file of one page and a size
@@ -62,6 +78,17 @@
  * the statuses below; 5 (and "no zwp_virtual_keyboard_manager_v1") when
  * the compositor does not offer the global.  The protocol's XML is in
  * protocols/ (Debian packages none).
+ *
+ * With --screencopy there is no window either: the client asks wlroots'
+ * screencopy (zwlr_screencopy_manager_v1, protocols/ has the XML) for a
+ * frame of the first wl_output, takes the wl_shm buffer it announces
+ * ("buffer WxH stride S"), makes it in a memfd of that size, lets the
+ * compositor map the pool (a roundtrip), truncates the memfd to 0
+ * ("truncated"; not with --no-truncate) and asks for the copy: the
+ * compositor WRITES the output's pixels past the file's end.  Then
+ * "ready" or "failed" (the frame's answer), and "connected after copy"
+ * after a roundtrip; 5 (and "no zwlr_screencopy_manager_v1") where the
+ * compositor does not offer it.
  *
  * Every configure is acknowledged at the next commit, the buffer keeping
  * its size; with --no-ack only the first one is (a tiling shell then
@@ -97,6 +124,7 @@
 #include "fuse-pool.h"
 #endif
 #include "virtual-keyboard-unstable-v1-client-protocol.h"
+#include "wlr-screencopy-unstable-v1-client-protocol.h"
 #include "xdg-shell-client-protocol.h"
 
 enum {
@@ -128,6 +156,19 @@ struct client {
 	struct wl_shm *shm;
 	struct xdg_wm_base *wm_base;
 	struct wl_seat *seat;			/* --keymap-attack only */
+	struct wl_subcompositor *subcompositor;	/* --subsurface only */
+	struct wl_output *output;		/* --screencopy only */
+	struct wl_pointer *pointer;		/* --cursor only */
+	uint32_t seat_caps, enter_serial;
+	bool entered;
+	struct zwlr_screencopy_manager_v1 *sc_manager;
+	uint32_t sc_format, sc_width, sc_height, sc_stride;
+	int sc_state;		/* 0 waiting, 1 buffer_done, 2 ready, 3 failed */
+	bool sc_v3;
+	struct wl_surface *parent;		/* --subsurface: the toplevel's */
+	struct wl_subsurface *subsurface;
+	struct wl_buffer *parent_buffer;
+	int parent_fd;
 	struct zwp_virtual_keyboard_manager_v1 *vk_manager;
 	struct wl_surface *surface;
 	struct xdg_surface *xdg_surface;
@@ -145,6 +186,9 @@ struct client {
 	bool closed;
 	bool keyboard;		/* --keymap-attack: bind the seat and manager */
 	bool fuse;		/* --backing fuse */
+	bool sub;		/* --subsurface */
+	bool screencopy;	/* --screencopy */
+	bool cursor;		/* --cursor */
 #ifdef NSB_HAVE_FUSE
 	struct fuse_pool fuse_pool;
 #endif
@@ -211,7 +255,20 @@ registry_global(void *data, struct wl_registry *registry, uint32_t name,
 		c->wm_base = wl_registry_bind(registry, name,
 					      &xdg_wm_base_interface, 1);
 		xdg_wm_base_add_listener(c->wm_base, &wm_base_listener, c);
-	} else if (c->keyboard && c->seat == NULL &&
+	} else if (c->screencopy && c->output == NULL &&
+		   strcmp(interface, wl_output_interface.name) == 0) {
+		c->output = wl_registry_bind(registry, name, &wl_output_interface, 1);
+	} else if (c->screencopy &&
+		   strcmp(interface, zwlr_screencopy_manager_v1_interface.name) == 0) {
+		c->sc_v3 = version >= 3;
+		c->sc_manager = wl_registry_bind(registry, name,
+						 &zwlr_screencopy_manager_v1_interface,
+						 c->sc_v3 ? 3 : 1);
+	} else if (c->sub &&
+		   strcmp(interface, wl_subcompositor_interface.name) == 0) {
+		c->subcompositor = wl_registry_bind(registry, name,
+						    &wl_subcompositor_interface, 1);
+	} else if ((c->keyboard || c->cursor) && c->seat == NULL &&
 		   strcmp(interface, wl_seat_interface.name) == 0) {
 		c->seat = wl_registry_bind(registry, name, &wl_seat_interface, 1);
 	} else if (c->keyboard &&
@@ -401,10 +458,29 @@ draw_frame(struct client *c, int32_t width, int32_t height)
 	}
 	wl_surface_attach(c->surface, c->buffer, 0, 0);
 	wl_surface_damage(c->surface, 0, 0, width, height);
+	if (c->cursor) {
+		/* The cursor's state applies at once; the toplevel answers. */
+		wl_surface_commit(c->surface);
+		wl_surface_attach(c->parent, c->parent_buffer, 0, 0);
+		wl_surface_damage(c->parent, 0, 0, width, height);
+		callback = wl_surface_frame(c->parent);
+		wl_callback_add_listener(callback, &frame_listener, c);
+		c->frame_done = false;
+		wl_surface_commit(c->parent);
+		while (!c->frame_done)
+			dispatch_or_die(c);
+		return;
+	}
 	callback = wl_surface_frame(c->surface);
 	wl_callback_add_listener(callback, &frame_listener, c);
 	c->frame_done = false;
 	wl_surface_commit(c->surface);
+	if (c->sub) {
+		/* The subsurface's state is applied with its parent's. */
+		wl_surface_attach(c->parent, c->parent_buffer, 0, 0);
+		wl_surface_damage(c->parent, 0, 0, width, height);
+		wl_surface_commit(c->parent);
+	}
 	while (!c->frame_done)
 		dispatch_or_die(c);
 }
@@ -523,14 +599,187 @@ send:
 	return 0;
 }
 
+static void
+seat_capabilities(void *data, struct wl_seat *seat, uint32_t caps)
+{
+	((struct client *)data)->seat_caps = caps;
+}
+
+static const struct wl_seat_listener seat_listener = {
+	.capabilities = seat_capabilities,
+};
+
+static void
+pointer_enter(void *data, struct wl_pointer *pointer, uint32_t serial,
+	      struct wl_surface *surface, wl_fixed_t x, wl_fixed_t y)
+{
+	struct client *c = data;
+
+	c->enter_serial = serial;
+	c->entered = true;
+}
+
+static void
+pointer_leave(void *data, struct wl_pointer *pointer, uint32_t serial,
+	      struct wl_surface *surface)
+{
+}
+
+static void
+pointer_motion(void *data, struct wl_pointer *pointer, uint32_t time,
+	       wl_fixed_t x, wl_fixed_t y)
+{
+}
+
+static void
+pointer_button(void *data, struct wl_pointer *pointer, uint32_t serial,
+	       uint32_t time, uint32_t button, uint32_t state)
+{
+}
+
+static void
+pointer_axis(void *data, struct wl_pointer *pointer, uint32_t time,
+	     uint32_t axis, wl_fixed_t value)
+{
+}
+
+static const struct wl_pointer_listener pointer_listener = {
+	.enter = pointer_enter,
+	.leave = pointer_leave,
+	.motion = pointer_motion,
+	.button = pointer_button,
+	.axis = pointer_axis,
+};
+
+static void
+sc_buffer(void *data, struct zwlr_screencopy_frame_v1 *frame, uint32_t format,
+	  uint32_t width, uint32_t height, uint32_t stride)
+{
+	struct client *c = data;
+
+	c->sc_format = format;
+	c->sc_width = width;
+	c->sc_height = height;
+	c->sc_stride = stride;
+	if (!c->sc_v3)
+		c->sc_state = 1;
+}
+
+static void
+sc_flags(void *data, struct zwlr_screencopy_frame_v1 *frame, uint32_t flags)
+{
+}
+
+static void
+sc_ready(void *data, struct zwlr_screencopy_frame_v1 *frame, uint32_t sec_hi,
+	 uint32_t sec_lo, uint32_t nsec)
+{
+	((struct client *)data)->sc_state = 2;
+}
+
+static void
+sc_failed(void *data, struct zwlr_screencopy_frame_v1 *frame)
+{
+	((struct client *)data)->sc_state = 3;
+}
+
+static void
+sc_damage(void *data, struct zwlr_screencopy_frame_v1 *frame, uint32_t x,
+	  uint32_t y, uint32_t width, uint32_t height)
+{
+}
+
+static void
+sc_linux_dmabuf(void *data, struct zwlr_screencopy_frame_v1 *frame,
+		uint32_t format, uint32_t width, uint32_t height)
+{
+}
+
+static void
+sc_buffer_done(void *data, struct zwlr_screencopy_frame_v1 *frame)
+{
+	((struct client *)data)->sc_state = 1;
+}
+
+static const struct zwlr_screencopy_frame_v1_listener sc_listener = {
+	.buffer = sc_buffer,
+	.flags = sc_flags,
+	.ready = sc_ready,
+	.failed = sc_failed,
+	.damage = sc_damage,
+	.linux_dmabuf = sc_linux_dmabuf,
+	.buffer_done = sc_buffer_done,
+};
+
+/* --screencopy: a copy of the first output into a truncated memfd. */
+static int
+screencopy(struct client *c, bool truncate_it)
+{
+	struct zwlr_screencopy_frame_v1 *frame;
+	struct wl_shm_pool *pool;
+	struct wl_buffer *buffer;
+	size_t size;
+	int fd;
+
+	if (c->sc_manager == NULL) {
+		printf("no zwlr_screencopy_manager_v1\n");
+		return EXIT_NO_GLOBAL;
+	}
+	if (c->output == NULL || c->shm == NULL) {
+		fprintf(stderr, "hostile-client: no wl_output or wl_shm\n");
+		return EXIT_SETUP;
+	}
+	frame = zwlr_screencopy_manager_v1_capture_output(c->sc_manager, 0, c->output);
+	zwlr_screencopy_frame_v1_add_listener(frame, &sc_listener, c);
+	while (c->sc_state == 0)
+		dispatch_or_die(c);
+	if (c->sc_width == 0 || c->sc_stride == 0) {
+		fprintf(stderr, "hostile-client: the compositor offers no wl_shm buffer\n");
+		return EXIT_SETUP;
+	}
+	printf("buffer %ux%u stride %u\n", c->sc_width, c->sc_height, c->sc_stride);
+	size = (size_t)c->sc_stride * c->sc_height;
+	fd = memfd_create("nosigbus-hostile", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)size) < 0) {
+		perror("hostile-client: memfd");
+		return EXIT_SETUP;
+	}
+	pool = wl_shm_create_pool(c->shm, fd, (int32_t)size);
+	buffer = wl_shm_pool_create_buffer(pool, 0, (int32_t)c->sc_width,
+					   (int32_t)c->sc_height,
+					   (int32_t)c->sc_stride, c->sc_format);
+	/* The compositor has mapped the pool before the file shrinks. */
+	roundtrip_or_die(c);
+	if (truncate_it) {
+		if (ftruncate(fd, 0) < 0) {
+			perror("hostile-client: ftruncate");
+			return EXIT_SETUP;
+		}
+		printf("truncated\n");
+	}
+	zwlr_screencopy_frame_v1_copy(frame, buffer);
+	while (c->sc_state == 1)
+		dispatch_or_die(c);
+	printf("%s\n", c->sc_state == 2 ? "ready" : "failed");
+	roundtrip_or_die(c);
+	printf("connected after copy\n");
+	zwlr_screencopy_frame_v1_destroy(frame);
+	wl_buffer_destroy(buffer);
+	wl_shm_pool_destroy(pool);
+	wl_display_disconnect(c->display);
+	close(fd);
+	return 0;
+}
+
 static void __attribute__((noreturn))
 usage(void)
 {
 	fprintf(stderr, "usage: hostile-client [--pause] [--no-truncate] "
 		"[--truncate-to BYTES] [--backing memfd|shm|disk|fuse] [--dir DIR] "
 		"[--regrow RRGGBB [--resize]] [--no-ack] [--sealed-resize] "
-		"[--colour RRGGBB] [--size WxH] FRAMES\n"
-		"       hostile-client --keymap-attack memfd|sealed|fuse [--keymap-size BYTES]\n");
+		"[--colour RRGGBB] [--size WxH] [--subsurface] FRAMES\n"
+		"       hostile-client --keymap-attack memfd|sealed|fuse [--keymap-size BYTES]\n"
+		"       hostile-client --screencopy [--no-truncate]\n");
 	exit(EXIT_USAGE);
 }
 
@@ -589,6 +838,12 @@ main(int argc, char **argv)
 			keymap_size = strtoul(argv[++i], &end, 10);
 			if (*end != '\0' || keymap_size == 0 || keymap_size > UINT32_MAX)
 				usage();
+		} else if (strcmp(argv[i], "--cursor") == 0) {
+			c.cursor = true;
+		} else if (strcmp(argv[i], "--screencopy") == 0) {
+			c.screencopy = true;
+		} else if (strcmp(argv[i], "--subsurface") == 0) {
+			c.sub = true;
 		} else if (strcmp(argv[i], "--sealed-resize") == 0) {
 			sealed = true;
 			truncate_it = false;
@@ -613,7 +868,7 @@ main(int argc, char **argv)
 			usage();
 		}
 	}
-	if (c.keyboard && frames < 0)
+	if ((c.keyboard || c.screencopy) && frames < 0)
 		frames = 0;
 	if (c.fuse && (regrow_colour != 0 || sealed))
 		usage();
@@ -646,19 +901,48 @@ main(int argc, char **argv)
 	roundtrip_or_die(&c);
 	if (c.keyboard)
 		return keymap_attack(&c, keymap_sealed, (uint32_t)keymap_size);
+	if (c.screencopy)
+		return screencopy(&c, truncate_it);
 	if (c.compositor == NULL || c.shm == NULL || c.wm_base == NULL) {
 		fprintf(stderr, "hostile-client: compositor lacks wl_compositor, "
 			"wl_shm or xdg_wm_base\n");
 		return EXIT_SETUP;
 	}
 
+	if (c.cursor) {
+		if (c.seat != NULL) {
+			wl_seat_add_listener(c.seat, &seat_listener, &c);
+			roundtrip_or_die(&c);
+		}
+		if (!(c.seat_caps & WL_SEAT_CAPABILITY_POINTER)) {
+			printf("no pointer\n");
+			return EXIT_NO_GLOBAL;
+		}
+		c.pointer = wl_seat_get_pointer(c.seat);
+		wl_pointer_add_listener(c.pointer, &pointer_listener, &c);
+	}
+	if (c.sub && c.subcompositor == NULL) {
+		printf("no wl_subcompositor\n");
+		return EXIT_NO_GLOBAL;
+	}
+
 	c.surface = wl_compositor_create_surface(c.compositor);
-	c.xdg_surface = xdg_wm_base_get_xdg_surface(c.wm_base, c.surface);
+	if (c.cursor)
+		c.parent = wl_compositor_create_surface(c.compositor);
+	if (c.sub) {
+		/* The toplevel is the parent; c.surface shows the pool. */
+		c.parent = wl_compositor_create_surface(c.compositor);
+		c.subsurface = wl_subcompositor_get_subsurface(c.subcompositor,
+							       c.surface, c.parent);
+		wl_subsurface_set_position(c.subsurface, 0, 0);
+	}
+	c.xdg_surface = xdg_wm_base_get_xdg_surface(c.wm_base,
+						    c.parent ? c.parent : c.surface);
 	xdg_surface_add_listener(c.xdg_surface, &xdg_surface_listener, &c);
 	c.toplevel = xdg_surface_get_toplevel(c.xdg_surface);
 	xdg_toplevel_add_listener(c.toplevel, &toplevel_listener, &c);
 	xdg_toplevel_set_title(c.toplevel, "nosigbus hostile client");
-	wl_surface_commit(c.surface);
+	wl_surface_commit(c.parent ? c.parent : c.surface);
 	while (!c.configured)
 		dispatch_or_die(&c);
 	/* A size imposed by the shell wins; desktop-shell leaves it to us. */
@@ -679,6 +963,49 @@ main(int argc, char **argv)
 		return EXIT_SETUP;
 	}
 
+	if (c.sub || c.cursor) {
+		/* The toplevel's own buffer: a good memfd, never touched. */
+		struct wl_shm_pool *pool;
+		size_t size = (size_t)width * 4 * (size_t)height;
+
+		c.parent_fd = memfd_create("nosigbus-parent", MFD_CLOEXEC);
+		if (c.parent_fd < 0 || ftruncate(c.parent_fd, (off_t)size) < 0 ||
+		    fill(c.parent_fd, size, colour) < 0) {
+			perror("hostile-client: the toplevel's buffer");
+			return EXIT_SETUP;
+		}
+		pool = wl_shm_create_pool(c.shm, c.parent_fd, (int32_t)size);
+		c.parent_buffer = wl_shm_pool_create_buffer(pool, 0, width, height,
+							    width * 4, WL_SHM_FORMAT_XRGB8888);
+		wl_shm_pool_destroy(pool);
+	}
+	if (c.cursor) {
+		/* The toplevel shows; the pointer must enter it. */
+		struct wl_callback *callback;
+		int tries;
+
+		wl_surface_attach(c.parent, c.parent_buffer, 0, 0);
+		wl_surface_damage(c.parent, 0, 0, width, height);
+		callback = wl_surface_frame(c.parent);
+		wl_callback_add_listener(callback, &frame_listener, &c);
+		wl_surface_commit(c.parent);
+		while (!c.frame_done)
+			dispatch_or_die(&c);
+		for (tries = 0; tries < 100 && !c.entered; tries++) {
+			struct pollfd pfd = { .fd = wl_display_get_fd(c.display),
+					      .events = POLLIN };
+
+			/* Someone must move the pointer: a bounded wait. */
+			wl_display_flush(c.display);
+			if (poll(&pfd, 1, 50) > 0)
+				dispatch_or_die(&c);
+		}
+		if (!c.entered) {
+			printf("no pointer enter\n");
+			return EXIT_NO_GLOBAL;
+		}
+		wl_pointer_set_cursor(c.pointer, c.enter_serial, c.surface, 0, 0);
+	}
 	draw_frame(&c, width, height);
 	printf("frame 0\n");
 	if (pause)

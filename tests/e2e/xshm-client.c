@@ -6,7 +6,7 @@
  * maps shared), lets the server read it once, shrinks the file and asks
  * the server to read it again.
  *
- *   xshm-client [--backing memfd|shm|disk] [--dir DIR]
+ *   xshm-client [--backing memfd|shm|disk|sealed|fuse] [--dir DIR]
  *               [--truncate-to BYTES] [--no-truncate]
  *               [--colour RRGGBB] [--size WxH]
  *
@@ -29,12 +29,30 @@
  *                          the segment after the request, see xshm.bats)
  *   detach: ...
  *
+ * With --backing sealed the file is a memfd of one page, filled with the
+ * colour and sealed F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL, shorter
+ * than the image the client then puts from it (its first rows fit the
+ * page).  MIT-SHM carries no size: the server maps the file's size as
+ * fstat gives it at ShmAttachFd and checks every ShmPutImage against it,
+ * so the full put is refused (an error line) and nothing can fault; the
+ * lines are those above with "sealed" for "truncated" and nothing
+ * truncated, then one more put of the rows that fit the page ("put page:
+ * ...", "image: ...").
+ *
+ * With --backing fuse the file is the one file of a FUSE file system of
+ * the client's own (fuse-pool.h, shared with hostile-client): "truncating"
+ * makes every read at or past BYTES fail with EIO and drops the file's
+ * pages from the server's mapping, so the server's next read faults
+ * inside the file's size.  Where FUSE cannot be mounted (or the client
+ * was built without libfuse3) it says "no fuse: REASON" and exits with 6.
+ *
  * Exit status: 0 when every request was answered (errors included: the
  * test reads them); 4 when the connection was lost (the server died);
  * 1 for setup failures (no MIT-SHM 1.2, no depth of 32 bits a pixel);
  * 2 for bad usage.  Every request is checked, so it is answered before the
  * next one is sent: no timing is involved.
  */
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -47,11 +65,15 @@
 #include <xcb/xcb.h>
 
 #include "backing.h"
+#ifdef NSB_HAVE_FUSE
+#include "fuse-pool.h"
+#endif
 
 enum {
 	EXIT_SETUP = 1,
 	EXIT_USAGE = 2,
 	EXIT_LOST = 4,
+	EXIT_NO_FUSE = 6,
 };
 
 struct client {
@@ -114,12 +136,19 @@ report(struct client *c, const char *what, xcb_void_cookie_t cookie)
 	}
 }
 
+/* Puts the image's first rows (all of them when rows is its height). */
+static void
+put_rows(struct client *c, const char *what, uint16_t rows)
+{
+	report(c, what, xcb_shm_put_image_checked(c->conn, c->pixmap, c->gc,
+		c->width, rows, 0, 0, c->width, rows, 0, 0,
+		c->depth, XCB_IMAGE_FORMAT_Z_PIXMAP, 0, c->seg, 0));
+}
+
 static void
 put(struct client *c)
 {
-	report(c, "put", xcb_shm_put_image_checked(c->conn, c->pixmap, c->gc,
-		c->width, c->height, 0, 0, c->width, c->height, 0, 0,
-		c->depth, XCB_IMAGE_FORMAT_Z_PIXMAP, 0, c->seg, 0));
+	put_rows(c, "put", c->height);
 }
 
 /*
@@ -187,7 +216,7 @@ depth_32bpp(const xcb_setup_t *setup, uint8_t depth)
 static void __attribute__((noreturn))
 usage(void)
 {
-	fprintf(stderr, "usage: xshm-client [--backing memfd|shm|disk] "
+	fprintf(stderr, "usage: xshm-client [--backing memfd|shm|disk|sealed|fuse] "
 		"[--dir DIR] [--truncate-to BYTES] [--no-truncate] "
 		"[--colour RRGGBB] [--size WxH]\n");
 	exit(EXIT_USAGE);
@@ -198,6 +227,11 @@ main(int argc, char **argv)
 {
 	struct client c = { .width = 64, .height = 48 };
 	enum backing backing = BACKING_MEMFD;
+	bool sealed = false, fuse = false;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+#ifdef NSB_HAVE_FUSE
+	struct fuse_pool fuse_pool;
+#endif
 	const char *dir = "/var/tmp";
 	uint32_t colour = 0x33cc66;
 	bool truncate_it = true;
@@ -212,7 +246,12 @@ main(int argc, char **argv)
 		char *end;
 
 		if (strcmp(argv[i], "--backing") == 0 && i + 1 < argc) {
-			if (parse_backing(argv[++i], &backing) < 0)
+			i++;
+			if (strcmp(argv[i], "sealed") == 0)
+				sealed = true;
+			else if (strcmp(argv[i], "fuse") == 0)
+				fuse = true;
+			else if (parse_backing(argv[i], &backing) < 0)
 				usage();
 		} else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
 			dir = argv[++i];
@@ -240,6 +279,21 @@ main(int argc, char **argv)
 		}
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (sealed && ((size_t)c.width * 4 > page ||
+		       (size_t)c.width * c.height * 4 <= page))
+		usage();	/* a row must fit the page, the image must not */
+	if (fuse) {
+		/* Before connecting: the server process holds no X socket. */
+#ifdef NSB_HAVE_FUSE
+		if (fuse_pool_start(&fuse_pool) < 0) {
+			printf("no fuse: %s\n", fuse_pool.why);
+			return EXIT_NO_FUSE;
+		}
+#else
+		printf("no fuse: xshm-client was built without libfuse3\n");
+		return EXIT_NO_FUSE;
+#endif
+	}
 
 	c.conn = xcb_connect(NULL, NULL);
 	if (xcb_connection_has_error(c.conn)) {
@@ -279,15 +333,34 @@ main(int argc, char **argv)
 	xcb_create_gc(c.conn, c.gc, c.pixmap, 0, NULL);
 
 	size = (size_t)c.width * c.height * 4;
-	fd = open_backing(backing, dir, "xshm-client");
-	if (fd < 0)
-		return EXIT_SETUP;
-	if (ftruncate(fd, (off_t)size) < 0) {
-		perror("xshm-client: ftruncate");
-		return EXIT_SETUP;
+	if (fuse) {
+#ifdef NSB_HAVE_FUSE
+		fd = fuse_pool_open(&fuse_pool, size, colour);
+		if (fd < 0)
+			return EXIT_SETUP;
+#endif
+	} else {
+		fd = sealed ? memfd_create("nosigbus-hostile-sealed",
+					   MFD_CLOEXEC | MFD_ALLOW_SEALING)
+			    : open_backing(backing, dir, "xshm-client");
+		if (fd < 0) {
+			perror("xshm-client: memfd_create");
+			return EXIT_SETUP;
+		}
+		if (sealed)
+			size = page;
+		if (ftruncate(fd, (off_t)size) < 0) {
+			perror("xshm-client: ftruncate");
+			return EXIT_SETUP;
+		}
+		if (fill_backing(fd, size, colour, "xshm-client") < 0)
+			return EXIT_SETUP;
+		if (sealed && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK |
+				    F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+			perror("xshm-client: F_ADD_SEALS");
+			return EXIT_SETUP;
+		}
 	}
-	if (fill_backing(fd, size, colour, "xshm-client") < 0)
-		return EXIT_SETUP;
 
 	/* xcb closes the descriptor it sends: it gets a copy. */
 	c.seg = xcb_generate_id(c.conn);
@@ -301,7 +374,15 @@ main(int argc, char **argv)
 
 	put(&c);
 	image(&c);
-	if (truncate_it) {
+	if (sealed) {
+		printf("sealed\n");
+	} else if (truncate_it && fuse) {
+#ifdef NSB_HAVE_FUSE
+		if (fuse_pool_fail(&fuse_pool, (off_t)truncate_to) < 0)
+			return EXIT_SETUP;
+		printf("truncated\n");
+#endif
+	} else if (truncate_it) {
 		if (ftruncate(fd, (off_t)truncate_to) < 0) {
 			perror("xshm-client: ftruncate");
 			return EXIT_SETUP;
@@ -310,6 +391,10 @@ main(int argc, char **argv)
 	}
 	for (int n = 0; n < 2; n++) {
 		put(&c);
+		image(&c);
+	}
+	if (sealed) {
+		put_rows(&c, "put page", (uint16_t)(page / ((size_t)c.width * 4)));
 		image(&c);
 	}
 	report(&c, "detach", xcb_shm_detach_checked(c.conn, c.seg));

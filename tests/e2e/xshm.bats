@@ -35,6 +35,20 @@
 # file only (the 3 pixels stay: pages inside the file are never
 # replaced), the segment stays until the client detaches it, and the
 # server prints nothing, of its own or of the library's.
+#
+# Issue 37, two more files, each asserted as found by running:
+#   - a sealed memfd of one page (F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL),
+#     shorter than the image put from it: MIT-SHM carries no size, the
+#     server maps what fstat says at ShmAttachFd and refuses every
+#     ShmPutImage past it with BadValue, with or without the library;
+#     nothing faults, the rows inside the page are put, the server lives.
+#   - a FUSE file of the client's own (fuse-pool.h) whose reads fail with
+#     EIO after the first put, from offset 0 or from the second page:
+#     faults inside the file's size.  Without the library it goes as a
+#     truncation (the server's handler zeros and frees the segment); with
+#     the bare preload the failing pages read zeros (the file is the
+#     peer's), the segment stays, the server prints nothing.  Skipped, with
+#     the client's reason, where FUSE cannot be mounted.
 
 load compositors
 
@@ -113,12 +127,13 @@ assert_first_put() {
 }
 
 # What the pixmap holds after a put from the truncated file: zeros past
-# its end (a truncation to 12 bytes keeps 3 pixels).
+# its end (a truncation to 12 bytes keeps 3 pixels; a FUSE file failing
+# from its second page keeps the first).
 image_after() {
 	if [ "$1" = 0 ]; then
 		echo "image: 000000"
 	else
-		echo "image: 33cc66*3 000000*$((PIXELS - 3))"
+		echo "image: 33cc66*$(($1 / 4)) 000000*$((PIXELS - $1 / 4))"
 	fi
 }
 
@@ -144,29 +159,48 @@ without_library() {
 	freed=$((freed + 1))
 }
 
-matrix() {
-	local server=$1 preload=${2-} backing to freed=0
-	start_x "$server" "$preload"
-	for backing in memfd shm disk; do
-		for to in 0 12; do
-			run_xshm --backing "$backing" --dir "$DISK_DIR" --truncate-to "$to"
-			assert_success
-			assert_first_put
-			assert_line --index 5 "put: ok"
-			assert_line --index 6 "$(image_after "$to")"
-			if [ -n "$preload" ]; then
-				# Only the pages past the end were replaced.
-				assert_line --index 7 "put: ok"
-				assert_line --index 8 "$(image_after "$to")"
-				assert_line --index 9 "detach: ok"
-			else
-				without_library "$server" "$backing" "$to"
-			fi
-			assert_equal "${#lines[@]}" 10
-			kill -0 "$X_PID" 2>/dev/null || fail "$server died"
-		done
-	done
-	# A well-behaved client, afterwards.
+# One truncation scenario: the client's lines, with or without the library.
+truncated_cell() {
+	local server=$1 preload=$2 backing=$3 to=$4
+	assert_success
+	assert_first_put
+	assert_line --index 5 "put: ok"
+	assert_line --index 6 "$(image_after "$to")"
+	if [ -n "$preload" ]; then
+		# Only the pages past the end (or failing) were replaced.
+		assert_line --index 7 "put: ok"
+		assert_line --index 8 "$(image_after "$to")"
+		assert_line --index 9 "detach: ok"
+	else
+		without_library "$server" "$backing" "$to"
+	fi
+	assert_equal "${#lines[@]}" 10
+	kill -0 "$X_PID" 2>/dev/null || fail "$server died"
+}
+
+# A sealed memfd of one page, shorter than the image put from it (issue
+# 37): the server maps what fstat says at ShmAttachFd and refuses every
+# ShmPutImage past it (BadValue), with or without the library; nothing
+# faults, and the rows that fit the page are put.
+sealed_cell() {
+	run_xshm --backing sealed
+	assert_success
+	assert_line --index 1 "attach: ok"
+	assert_line --index 2 "put: error BadValue"
+	assert_line --index 4 "sealed"
+	assert_line --index 5 "put: error BadValue"
+	assert_line --index 7 "put: error BadValue"
+	assert_line --index 9 "put page: ok"
+	assert_line --index 10 --regexp "^image: 33cc66\\*$(($(getconf PAGESIZE) / 4))( |\$)"
+	assert_line --index 11 "detach: ok"
+	assert_equal "${#lines[@]}" 12
+	kill -0 "$X_PID" 2>/dev/null || fail "$1 died"
+}
+
+# A well-behaved client, then the server's stop status and log: one line
+# of the server's per segment it freed (none with the library), and
+# nothing of the library's.
+finish_x() {
 	run_xshm --no-truncate
 	assert_success
 	assert_line --index 7 "image: 33cc66"
@@ -175,12 +209,41 @@ matrix() {
 	assert_equal "${#lines[@]}" 9
 	stop_x
 	assert_equal "$X_STATUS" 0
-	# One line of the server's per segment it freed (none with the
-	# library), and nothing of the library's.
 	run grep -c '^shared memory 0x[0-9a-f]* truncated by client$' "$X_ERR"
 	assert_output "$freed"
 	run grep -c 'nosigbus:' "$X_ERR"
 	assert_output 0
+}
+
+matrix() {
+	local server=$1 preload=${2-} backing to freed=0
+	start_x "$server" "$preload"
+	for backing in memfd shm disk; do
+		for to in 0 12; do
+			run_xshm --backing "$backing" --dir "$DISK_DIR" --truncate-to "$to"
+			truncated_cell "$server" "$preload" "$backing" "$to"
+		done
+	done
+	sealed_cell "$server"
+	finish_x
+}
+
+# A segment in a FUSE file system of the client's own (xshm-client
+# --backing fuse, fuse-pool.h, issue 37) whose reads fail with EIO after
+# the first put, from offset 0 or from the second page, its pages dropped
+# from the server's mapping: faults inside the file's size.  It goes as a
+# truncation: without the library the server's handler frees the segment;
+# with it (the file is the peer's) the failing pages read zeros and the
+# segment stays.  Skips, with the client's reason, without FUSE.
+fuse_matrix() {
+	local server=$1 preload=${2-} to freed=0
+	start_x "$server" "$preload"
+	for to in 0 "$(getconf PAGESIZE)"; do
+		run_xshm --backing fuse --truncate-to "$to"
+		[ "$status" != 6 ] || skip "$output"
+		truncated_cell "$server" "$preload" fuse "$to"
+	done
+	finish_x
 }
 
 @test "Xvfb: without the library, the server frees the truncated segment" {
@@ -199,6 +262,26 @@ matrix() {
 
 @test "Xwayland in weston: with LD_PRELOAD alone, the segment stays and reads zeros" {
 	matrix Xwayland "$NSB_PRELOAD"
+	stop_compositor
+	assert_equal "$COMP_STATUS" 0
+}
+
+@test "Xvfb: without the library, a FUSE segment whose reads fail: the server frees it" {
+	fuse_matrix Xvfb
+}
+
+@test "Xvfb: with LD_PRELOAD alone, a FUSE segment whose reads fail stays and reads zeros" {
+	fuse_matrix Xvfb "$NSB_PRELOAD"
+}
+
+@test "Xwayland in weston: without the library, a FUSE segment whose reads fail: the server frees it" {
+	fuse_matrix Xwayland
+	stop_compositor
+	assert_equal "$COMP_STATUS" 0
+}
+
+@test "Xwayland in weston: with LD_PRELOAD alone, a FUSE segment whose reads fail stays and reads zeros" {
+	fuse_matrix Xwayland "$NSB_PRELOAD"
 	stop_compositor
 	assert_equal "$COMP_STATUS" 0
 }
