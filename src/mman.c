@@ -1872,8 +1872,7 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 	 * refuse only after unmapping the destination moves in pieces
 	 * first; one the library did not split is the kernel's to answer. */
 	planned = false;
-	if (src.n > 1 && has_tail && from.r[0].start == old &&
-	    (old_len_r != new_len_r || (flags & MREMAP_DONTUNMAP) || !kernel_moves_vmas())) {
+	if (src.n > 1 && has_tail && from.r[0].start == old && !kernel_moves_vmas()) {
 		p = remap_pieces(old, old_len_r, new_len_r, flags, dest, unit, &planned);
 		err = errno;
 	}
