@@ -52,6 +52,44 @@ collect_vma(const struct nsb_vma *vma, void *arg)
 	return nsb_saved_push(&w->recs, &r) < 0 ? -1 : 0;
 }
 
+/* Records the parts of the VMA piece r that no record in old (the
+ * records of the range, lowest first, from *j on) covers.  What is
+ * recorded already stays as it is: a record knows more than the maps (a
+ * page rescued in a shared mapping of a file reads there as private
+ * anonymous memory, yet MADV_REMOVE, nosigbus_refresh() and the account
+ * of replaced pages need the file's record).  Table lock held. */
+static void
+record_unrecorded(const struct nsb_range *r, const struct nsb_saved *old, size_t *j)
+{
+	uintptr_t s = r->start;
+	bool recorded = false;
+
+	for (; s < r->end; (*j)++) {
+		const struct nsb_range *o = *j < old->n ? &old->r[*j] : NULL;
+		uintptr_t e = o && o->start < r->end ? o->start : r->end;
+
+		if (s < e) {
+			struct nsb_range piece = *r;
+
+			piece.start = s;
+			piece.end = e;
+			if (!(r->meta & NSB_META_ANON))
+				piece.off = r->off + (s - r->start);
+			recorded |= nsb_record(&piece) == 0;
+		}
+		if (!o || o->start >= r->end)
+			break;
+		if (o->end > r->end)	/* the next VMA piece starts in it */
+			break;
+		s = o->end;
+	}
+	/* An entry of the files named by no record goes (files.c). */
+	if (!recorded && r->file) {
+		nsb_files_ref(r->file, 1);
+		nsb_files_ref(r->file, -1);
+	}
+}
+
 /* [addr, addr + len) as whole pages: false (errno EINVAL) if addr is not
  * page aligned or the span is empty or wraps. */
 static bool
@@ -78,6 +116,7 @@ nosigbus_protect(void *addr, size_t len)
 {
 	uintptr_t start, end;
 	struct protect_walk w;
+	struct nsb_saved old;
 	int ret = -1, err = 0;
 
 	if (!user_span(addr, len, &start, &end))
@@ -87,6 +126,7 @@ nosigbus_protect(void *addr, size_t len)
 	w.start = w.next = start;
 	w.end = end;
 	nsb_saved_init(&w.recs);
+	nsb_saved_init(&old);
 	nsb_ranges_lock();
 	if (nsb_maps_each(start, end, true, collect_vma, &w) != 0 || w.hole || w.next < end) {
 		err = ENOMEM;
@@ -96,20 +136,21 @@ nosigbus_protect(void *addr, size_t len)
 		err = EINVAL;
 		goto out;
 	}
-	if (nsb_ranges_reserve(w.recs.n + 4) < 0) {
+	if (nsb_ranges_collect(start, end, &old) < 0 ||
+	    nsb_ranges_reserve(w.recs.n + old.n + 4) < 0) {
 		err = ENOMEM;
 		goto out;
 	}
-	/* Faults in the range wait until it is recorded anew. */
+	/* Faults in the range wait until it is recorded. */
 	nsb_ranges_flux(start, end, 0, 0);
-	nsb_ranges_cut(start, end);
-	for (size_t i = 0; i < w.recs.n; i++)
-		(void)nsb_record(&w.recs.r[i]);
+	for (size_t i = 0, j = 0; i < w.recs.n; i++)
+		record_unrecorded(&w.recs.r[i], &old, &j);
 	nsb_ranges_flux_end();
 	ret = 0;
 out:
 	nsb_ranges_unlock();
 	nsb_saved_free(&w.recs);
+	nsb_saved_free(&old);
 	if (ret < 0)
 		errno = err;
 	return ret;

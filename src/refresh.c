@@ -84,18 +84,36 @@ struct job {
 				 * for (-2: not yet), and its F_GETFL */
 };
 
-/* Maps the job's runs from fd, in order, until one fails. */
+/*
+ * Maps the job's runs from fd, in order, until one fails.  A writable
+ * mapping of a hugetlbfs file grows the file to its end (the file
+ * system's mmap does, private mappings too): a run past the end (an
+ * mremap's growth over a replaced last unit, whose file is not asked)
+ * would lengthen the program's file.  There it is mapped without write
+ * first, then given it: mprotect changes no size.
+ */
 static size_t
 map_runs(const struct job *j, int fd)
 {
 	int prot = (int)(j->r->meta & NSB_META_PROT);
 	int flags = MAP_FIXED | ((j->r->meta & NSB_META_SHARED) ? MAP_SHARED : MAP_PRIVATE);
+	bool huge = ((size_t)1 << NSB_META_SHIFT(j->r->meta)) > nsb_config.page_size;
+	int first = huge ? prot & ~PROT_WRITE : prot;
 	size_t i;
 
-	for (i = 0; i < j->n; i++)
-		if (nsb_sys_mmap((void *)j->runs[i].start, j->runs[i].end - j->runs[i].start, prot,
-				 flags, fd, (off_t)j->runs[i].off) == MAP_FAILED)
+	for (i = 0; i < j->n; i++) {
+		void *at = (void *)j->runs[i].start;
+		size_t len = j->runs[i].end - j->runs[i].start;
+
+		if (nsb_sys_mmap(at, len, first, flags, fd, (off_t)j->runs[i].off) == MAP_FAILED)
 			break;
+		/* Refused (the commit charge of a private mapping): private
+		 * zeros again, as replaced units are. */
+		if (first != prot && nsb_sys_mprotect(at, len, prot) != 0) {
+			(void)nsb_sys_mmap(at, len, prot, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			break;
+		}
+	}
 	return i;
 }
 

@@ -48,10 +48,27 @@
  * a resize; one opened for writing, mapped read-only, can still be made
  * writable.
  *
+ * "reprotect": nosigbus_protect() over a range already protected, where a
+ * page was replaced, keeps what the records know of it (the man page:
+ * "records it once"): a compositor that protects its pool again after a
+ * rescue still gets the file back from nosigbus_refresh() once the client
+ * regrows it, and MADV_REMOVE over the pool still succeeds.  (The library
+ * recorded the replaced page anew from the maps, as private anonymous
+ * memory: refresh returned 0 and MADV_REMOVE failed with EINVAL.)
+ *
+ * "hugegrow": an mremap growth over a replaced last huge page of a
+ * private hugetlbfs mapping is the file again (as with the kernel's
+ * flag), and leaves the file's size alone: a writable mmap of a hugetlbfs
+ * file grows the file to the mapping's end (the library's map of the
+ * growth made an empty file 2 huge pages long).  Needs no free huge page
+ * (MAP_NORESERVE, nothing faulted in from the file: every access is past
+ * its end).
+ *
  * "errors": EINVAL for an unaligned address and a zero or wrapping length;
  * unprotected and unmapped ranges return 0; errno is kept on success.
  *
- * Usage: core-refresh shared|private|locks|dontfork|move|zero|batches|errors|access
+ * Usage: core-refresh shared|private|locks|dontfork|move|zero|batches|errors|access|
+ *        reprotect|hugegrow
  */
 #include "core.h"
 
@@ -435,6 +452,69 @@ access_child(void *arg)
 }
 
 static void
+reprotect_child(void *arg)
+{
+	const char *what = "protected again after a rescue";
+	int fd = nsbt_file(NSBT_MEMFD, NPAGES * ps);
+	volatile char *p = core_map(NULL, NPAGES * ps, CORE_PROT_RW, MAP_SHARED | MAP_NOSIGBUS, fd, 0);
+	long n;
+
+	(void)arg;
+	core_truncate(fd, 0);
+	for (size_t i = 0; i < NPAGES; i++)
+		NSBT_CHECK(p[i * ps] == 0, "%s: page %zu after the cut", what, i);
+	NSBT_CHECK(core_stats().pages >= NPAGES, "%s: not every page was replaced", what);
+	NSBT_CHECK(nosigbus_protect((void *)p, NPAGES * ps) == 0, "nosigbus_protect: %s",
+		   strerror(errno));
+	NSBT_CHECK(madvise((void *)p, NPAGES * ps, MADV_REMOVE) == 0,
+		   "%s: MADV_REMOVE over the pool: %s", what, strerror(errno));
+	nsbt_fill(fd, REGROWN * ps);
+	n = nosigbus_refresh((void *)p, NPAGES * ps);
+	NSBT_CHECK(n == REGROWN, "%s: nosigbus_refresh returned %ld, expected %d", what, n, REGROWN);
+	core_expect_pattern((const void *)p, 0, REGROWN * ps, what);
+	printf("ok: %s: MADV_REMOVE works and the regrown file is shown again\n", what);
+	close(fd);
+}
+
+#ifndef MFD_HUGETLB
+#define MFD_HUGETLB 4U
+#endif
+
+static void
+hugegrow_child(void *arg)
+{
+	const char *what = "an mremap growth of a hugetlbfs mapping";
+	size_t hs = nsbt_huge_page_size();
+	int fd = hs ? memfd_create("core-refresh-huge", MFD_HUGETLB | MFD_CLOEXEC) : -1;
+	char *room;
+	volatile char *p;
+	struct stat st;
+
+	(void)arg;
+	if (fd < 0)
+		nsbt_skip("no hugetlbfs memfd here (%s)", hs ? strerror(errno) : "no huge page size");
+	room = core_free_range(4 * hs);
+	room = (char *)(((uintptr_t)room + hs - 1) & ~(uintptr_t)(hs - 1));
+	/* Mapped without write, which would make the file a huge page long,
+	 * then made writable: the mapping the library grows is writable. */
+	p = core_map(room, hs, PROT_READ, MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE | MAP_NOSIGBUS,
+		     fd, 0);
+	NSBT_CHECK(p[5] == 0, "%s: the read past the end", what);
+	NSBT_CHECK(core_stats().rescues == 1, "%s: the read past the end was not rescued", what);
+	NSBT_CHECK(mprotect((void *)p, hs, CORE_PROT_RW) == 0, "mprotect: %s", strerror(errno));
+	NSBT_CHECK(mremap((void *)p, hs, 2 * hs, 0) == p, "%s: mremap: %s", what, strerror(errno));
+	NSBT_CHECK(fstat(fd, &st) == 0 && st.st_size == 0,
+		   "%s: the empty file is %lld bytes long now", what, (long long)st.st_size);
+	expect_file_vma(p + hs, "core-refresh-huge", what);
+	NSBT_CHECK(p[hs + 7] == 0, "%s: the read of the growth", what);
+	p[hs + 7] = 'x';
+	NSBT_CHECK(fstat(fd, &st) == 0 && st.st_size == 0,
+		   "%s: after a write the empty file is %lld bytes long", what, (long long)st.st_size);
+	printf("ok: %s: the growth is the file again, and the file keeps its size\n", what);
+	close(fd);
+}
+
+static void
 errors(void)
 {
 	char *free_range = core_free_range(4 * ps);
@@ -483,13 +563,18 @@ main(int argc, char **argv)
 	} else if (strcmp(what, "batches") == 0) {
 		core_setenv_reexec(argv, "NOSIGBUS_FILL", "page");
 		nsbt_expect_exit(nsbt_run(batches_child, NULL), 0, "refresh in batches");
+	} else if (strcmp(what, "reprotect") == 0) {
+		nsbt_expect_exit(nsbt_run(reprotect_child, NULL), 0, "protected again");
+	} else if (strcmp(what, "hugegrow") == 0) {
+		nsbt_expect_exit(nsbt_run(hugegrow_child, NULL), 0, "a hugetlbfs growth");
 	} else if (strcmp(what, "errors") == 0) {
 		errors();
 	} else if (strcmp(what, "access") == 0) {
 		nsbt_expect_exit(nsbt_run(access_child, NULL), 0, "a file opened read-only");
 		nsbt_expect_exit(nsbt_run(access_child, (void *)1), 0, "a file opened for writing");
 	} else {
-		nsbt_fail("usage: %s shared|private|locks|dontfork|move|zero|batches|errors|access", argv[0]);
+		nsbt_fail("usage: %s shared|private|locks|dontfork|move|zero|batches|errors|access|"
+			  "reprotect|hugegrow", argv[0]);
 	}
 	return 0;
 }

@@ -1781,8 +1781,12 @@ run_protect(struct seq *s, const struct op *op)
 	expect_result(s, err == 0, err, ret, errno);
 	if (err)
 		return;
-	/* New records, with a new account: nothing replaced in them yet. */
+	/* New records, with a new account, where there were none: nothing
+	 * replaced in them yet.  The records there are kept as they are
+	 * (what they replaced, of which file), as the man page says. */
 	for (int i = op->a; i < op->a + op->n; i++) {
+		if (s->m.pg[i].prot_d)
+			continue;
 		s->m.pg[i].prot_d = 1;
 		s->m.pg[i].rescued = 0;
 		s->m.pg[i].rfile = 0;
@@ -2496,11 +2500,15 @@ run_hprotect(struct seq *s, const struct op *op)
 		return;
 	}
 	expect_result(s, err == 0, err, ret, errno);
-	/* Recorded as the kernel has it now: a rescued huge page is
-	 * anonymous memory in system pages, and so is its new record. */
+	/* Recorded as the kernel has it now where there were no records
+	 * (a rescued huge page is anonymous memory in system pages there);
+	 * the records there are kept as they are. */
 	for (int i = op->a; !err && i < op->a + op->n; i++) {
+		if (s->m.hu[i].prot_d)
+			continue;
 		s->m.hu[i].prot_d = 1;
 		s->m.hu[i].rescued = 0;
+		s->m.hu[i].rfile = 0;
 	}
 }
 
@@ -2535,6 +2543,9 @@ run_hread(struct seq *s, const struct op *op)
 			fail(s, F_ACCESS, "read huge page %d: got 0x%02x; the model expects %s",
 			     op->a, *p, why);
 		if (u->kind == K_FILE) {
+			/* Of the file still: a growth by mremap is the file
+			 * again (model_mremap). */
+			u->rfile = (uint8_t)(1 + !!u->shared);
 			u->kind = K_ANON;
 			u->shared = 0;
 			u->rescued = 1;
