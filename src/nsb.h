@@ -728,6 +728,7 @@ int nsb_disp_pending(sigset_t *set);
 struct nsb_wait {
 	bool active;
 	bool was;
+	bool outer;		/* in a wait already (a handler's) */
 	unsigned swallowed, handled;
 	const sigset_t *kmask;
 	sigset_t copy;
@@ -917,6 +918,7 @@ bool nsb_unfiltered(void);
 /* [signal-safe] openat(AT_FDCWD, path, flags) of a /proc file, with
  * SIGSYS deliverable under a filter (a browser's broker trap). */
 int nsb_proc_open(const char *path, int flags);
+int nsb_proc_open_trapped(const char *path, int flags);	/* [signal-safe] */
 /* [signal-safe] A mapping the policy would protect, left as the program
  * made it for want of an allowed call: counted, logged once. */
 void nsb_sandbox_unchecked(void);

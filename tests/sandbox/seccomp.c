@@ -39,6 +39,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -448,7 +449,7 @@ situation_setup(const char *name)
 	}
 	if (!strcmp(name, "own-handler"))
 		s.file = make_disk_file(page);
-	if (!strcmp(name, "flag-first")) {
+	if (!strcmp(name, "flag-first") || !strcmp(name, "poll-sent")) {
 		/* MAP_NOSIGBUS needs no look at the sandbox: the library's
 		 * first look comes in its handler, at the fault (below). */
 		s.flag_fd = make_memfd(4 * page);
@@ -459,6 +460,20 @@ situation_setup(const char *name)
 		}
 	}
 	return s;
+}
+
+static pthread_t main_thread;
+
+/* Three SIGBUS to the main thread, 20 ms apart (some land in its poll). */
+static void *
+send_bus_thread(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 3; i++) {
+		nanosleep(&(struct timespec){ 0, 20000000 }, NULL);
+		pthread_kill(main_thread, SIGBUS);
+	}
+	return NULL;
 }
 
 static int
@@ -484,6 +499,33 @@ situation(const char *name, struct setup *s)
 		fflush(stdout);
 		/* Without the library (the flag unknown): SIGBUS. */
 		printf("rescued %u\n", sum(s->flag_map, 4 * page));
+	} else if (!strcmp(name, "poll-sent")) {
+		/* SIGBUS sent during a poll while the program ignores it, then
+		 * while it blocks it: the library's handler swallows or holds
+		 * it and asks whether a signal of the program's came with it -
+		 * never in /proc under a filter (a trapped openat there, every
+		 * signal blocked, killed).  The poll times out as without it. */
+		pthread_t t;
+		sigset_t bus;
+
+		signal(SIGBUS, SIG_IGN);
+		main_thread = pthread_self();
+		if (pthread_create(&t, NULL, send_bus_thread, NULL) != 0)
+			return perror("pthread_create"), 3;
+		printf("ignored: poll %d\n", poll(NULL, 0, 300));
+		pthread_join(t, NULL);
+		sigemptyset(&bus);
+		sigaddset(&bus, SIGBUS);
+		pthread_sigmask(SIG_BLOCK, &bus, NULL);
+		signal(SIGBUS, SIG_DFL);
+		if (pthread_create(&t, NULL, send_bus_thread, NULL) != 0)
+			return perror("pthread_create"), 3;
+		printf("blocked: poll %d\n", poll(NULL, 0, 300));
+		pthread_join(t, NULL);
+		/* Pending, taken (rt_sigpending is not every filter's). */
+		printf("took %d\n", sigtimedwait(&bus, NULL, &(struct timespec){ 0, 0 }));
+		pthread_sigmask(SIG_UNBLOCK, &bus, NULL);
+		puts("done");
 	} else if (!strcmp(name, "memfd")) {
 		int fd = make_memfd(2 * page);
 		unsigned char *p = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -658,7 +700,7 @@ run_situation(const char *name)
 static const char *const situations[] = {
 	"startup", "memfd", "closed", "devshm", "recv-disk", "recv-memfd", "rescue-kept",
 	"rescue-open", "rescue-disk", "own-handler", "block-all", "raise", "fork-exec",
-	"syscall", "flag-first", "api-probe",
+	"syscall", "flag-first", "api-probe", "poll-sent",
 };
 static const char *const filters[] = { "none", "system-service", "chrony", "flatpak", "renderer",
 				       "raw", "groups" };
