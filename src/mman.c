@@ -1817,6 +1817,16 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 	/* The kernel rounds lengths to the mapping's page size (a huge page
 	 * on hugetlbfs), and so do the records. */
 	unit = from.n ? unit_of(from.r[0].meta) : nsb_config.page_size;
+	/* An unrecorded source moved over a protected hugetlbfs mapping: the
+	 * kernel rounds by the source's huge page, unknown here, but a
+	 * length it rounds otherwise cannot unmap part of the destination's
+	 * huge pages (EINVAL): that unit then. */
+	if (!from.n && covers_dest) {
+		size_t n, dunit = nsb_ranges_unit(dest, dest_end, &n);
+
+		if (dunit > unit)
+			unit = dunit;
+	}
 	/* A duplicate maps new_len of the file from old on: its first unit
 	 * is what is recorded at old, the rest grows from it. */
 	old_len_r = old_len ? round_up(old_len, unit) : unit;

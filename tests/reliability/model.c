@@ -1399,16 +1399,22 @@ run_munmap(struct seq *s, const struct op *op)
 		memset(&s->m.pg[i], 0, sizeof(s->m.pg[i]));
 }
 
+static void read_locked(const struct seq *s, bool *locked);
+
 static void
 run_mprotect(struct seq *s, const struct op *op)
 {
+	bool ok, locked[W];
 	int j, ret;
-	bool ok;
 
 	/* The kernel changes every VMA up to the first hole, then fails. */
 	for (j = 0; j < op->n && s->m.pg[op->a + j].kind != K_NONE; j++)
 		;
 	ok = j == op->n;
+	if (op->prot & PROT_WRITE)
+		read_locked(s, locked);
+	else
+		memset(locked, 0, sizeof(locked));
 	errno = 0;
 	if (op->alt) {
 		ret = pkey_mprotect(page_addr(s, op->a), op_len(op, op->n), op->prot, -1);
@@ -1418,8 +1424,20 @@ run_mprotect(struct seq *s, const struct op *op)
 		ret = mprotect(page_addr(s, op->a), op_len(op, op->n), op->prot);
 	}
 	expect_result(s, ok, ENOMEM, ret, errno);
-	for (int i = 0; i < j; i++)
-		s->m.pg[op->a + i].prot = op->prot;
+	for (int i = 0; i < j; i++) {
+		struct mpage *p = &s->m.pg[op->a + i];
+
+		/* Write given to a locked private mapping of a file: the
+		 * kernel copies its pages at once (mprotect_fixup populates
+		 * it, breaking COW), so a later write to the file is not
+		 * seen there.  Past the file's end there is nothing to copy. */
+		if ((op->prot & PROT_WRITE) && !(p->prot & PROT_WRITE) && locked[op->a + i] &&
+		    p->kind == K_FILE && !p->shared && !p->cow && p->pgoff < s->m.f[p->file].size) {
+			p->cow = 1;
+			p->val = s->m.f[p->file].val[p->pgoff];
+		}
+		p->prot = op->prot;
+	}
 }
 
 /*
