@@ -1039,6 +1039,8 @@ main(int argc, char **argv)
 					      .events = POLLIN };
 
 			/* Someone must move the pointer: a bounded wait. */
+			if (tries > 0)
+				move_virtual_pointer(&c);
 			wl_display_flush(c.display);
 			if (poll(&pfd, 1, 50) > 0)
 				dispatch_or_die(&c);
