@@ -82,10 +82,20 @@
 # wl_pointer.set_cursor) needs a seat with a pointer, and the serial of
 # the pointer's entering the window.  Headless, weston has no wl_seat,
 # sway, mutter and cage seats without capabilities, kwin a keyboard only
-# (weston-info; asserted: the client says "no pointer").  Mir's seat has
-# a pointer (its Xvfb's), but nothing moves it: no enter, no serial (a
-# core WarpPointer in its Xvfb gave none either), so that test skips,
-# saying so, unless the pointer enters.
+# (weston-info).  Where wlroots' virtual pointer is offered (sway; Mir
+# when asked, --add-wayland-extensions zwlr_virtual_pointer_manager_v1;
+# protocols/ has the XML) the client makes one on the seat, which gives
+# it a pointer, and moves it over its window: the pointer enters, the
+# client sets its cursor, truncates the cursor's pool to 0 after frame 0
+# and commits it again, moving the pointer a pixel each frame.  Without
+# the library sway cuts the client off (libwayland's handler); with the
+# bare preload the client stays.  weston, mutter, kwin and cage offer no
+# virtual pointer: no pointer, no cursor (the client says so, asserted;
+# cage's own cells skip with that reason).  Mir's seat has a pointer (its
+# Xvfb's), but nothing moves it: neither a core WarpPointer in its Xvfb
+# nor its own virtual pointer (motion_absolute or motion, again every 50
+# ms) gives the window an enter, so its cells skip, saying so, unless
+# the pointer enters.
 #
 # wlroots' screencopy (hostile-client --screencopy, issue 37; protocols/
 # has the XML, written from the documented interface): the client's
@@ -604,6 +614,81 @@ sc_with() {
 	assert_library_silent
 }
 
+# A cursor (hostile-client --cursor, issue 37; see the top): the client
+# gives the seat a pointer with wlroots' virtual pointer where it is
+# offered (sway; Mir when asked, MIR_EXTENSIONS, though no enter follows
+# there), moves it over its window, sets its cursor from the hostile
+# pool and truncates the pool after frame 0.
+# shellcheck disable=SC2034 # MIR_EXTENSIONS is read by start_compositor
+cursor_start() {
+	local MIR_EXTENSIONS=
+	[ "$1" != mir ] || MIR_EXTENSIONS=zwlr_virtual_pointer_manager_v1
+	start_compositor "$@"
+}
+
+# No pointer, and no virtual pointer to give the seat one.
+assert_no_cursor() {
+	assert_equal "$CLIENT_STATUS" 5
+	assert_equal "$CLIENT_OUTPUT" "no pointer (no zwlr_virtual_pointer_manager_v1)"
+	assert_compositor_running
+}
+
+# Where the client could set no cursor (status 5): the compositor is
+# stopped, its end checked, and the test skips with the client's reason.
+cursor_skip_unless_set() {
+	[ "$CLIENT_STATUS" = 5 ] || return 0
+	assert_compositor_running
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+	skip "$COMP: no cursor can be set: $(tail -n 1 <<<"$CLIENT_OUTPUT")"
+}
+
+# Without the library: sway reads the cursor's buffer inside libwayland's
+# begin_access/end_access, whose handler cuts the client off.
+cursor_without() {
+	cursor_start "$1"
+	if [ "$COMP" = mir ]; then
+		CLIENT_MAY_HANG=1 CLIENT_DEADLINE=$(scaled 20) \
+			run_client --cursor --truncate-to 0 "$FRAMES"
+		cursor_skip_unless_set
+		if [ "$CLIENT_STATUS" = 124 ]; then
+			assert_compositor_running
+			echo "# Mir, cursor's pool truncated to 0: Mir hung in its fatal-signal handler (killed)" >&3
+			kill -KILL "$COMP_PID"
+			wait "$COMP_PID" || true
+			COMP_PID=
+			return 0
+		fi
+		assert_client_lost
+		wait_compositor_death
+		assert_equal "$COMP_STATUS" 134
+		run -0 cat "$COMP_ERR"
+		assert_output --partial "Mir fatal error: Unsupported attempt to continue after a fatal signal: SIGBUS"
+		return 0
+	fi
+	run_client --cursor --truncate-to 0 "$FRAMES"
+	cursor_skip_unless_set
+	assert_client_cut_off
+	assert_compositor_running
+	assert_good_clients_render
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+}
+
+# With the bare preload: the client keeps every frame, the compositor
+# lives and says nothing.
+cursor_with() {
+	cursor_start "$1" "$NSB_PRELOAD"
+	run_client --cursor --truncate-to 0 "$FRAMES"
+	cursor_skip_unless_set
+	assert_client_stayed "$FRAMES"
+	assert_compositor_running
+	assert_good_clients_render
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+	assert_library_silent
+}
+
 @test "weston: without the library, libwayland cuts the client off" {
 	matrix_without weston
 }
@@ -868,32 +953,38 @@ sc_with() {
 	done
 }
 
-@test "weston, sway, mutter, kwin_wayland and cage headless have no pointer: no cursor can be set" {
+@test "weston, mutter and kwin_wayland headless have no pointer and no virtual pointer: no cursor can be set" {
 	local c
-	for c in weston sway mutter kwin cage; do
+	for c in weston mutter kwin; do
 		start_compositor "$c"
 		run_client --cursor --truncate-to 0 "$FRAMES"
-		assert_equal "$CLIENT_STATUS" 5
-		assert_equal "$CLIENT_OUTPUT" "no pointer"
-		assert_compositor_running
+		assert_no_cursor
 		stop_compositor
 		assert_equal "$COMP_STATUS" "$(normal_stop_status)"
 		comp_next
 	done
 }
 
-@test "Mir: with LD_PRELOAD alone, a cursor's pool truncated: the client stays, Mir lives" {
-	start_compositor mir "$NSB_PRELOAD"
-	run_client --cursor --truncate-to 0 "$FRAMES"
-	if [ "$CLIENT_STATUS" = 5 ]; then
-		stop_compositor
-		assert_equal "$COMP_STATUS" 0
-		skip "Mir's pointer never entered the window (nothing moves it headless): $(tail -1 <<<"$CLIENT_OUTPUT")"
-	fi
-	assert_client_stayed "$FRAMES"
-	assert_compositor_running
-	assert_good_clients_render
-	stop_compositor
-	assert_equal "$COMP_STATUS" 0
-	assert_library_silent
+@test "sway: without the library, a cursor's pool truncated: libwayland cuts the client off" {
+	cursor_without sway
+}
+
+@test "sway: with LD_PRELOAD alone, a cursor's pool truncated: the client stays, sway lives" {
+	cursor_with sway
+}
+
+@test "cage: without the library, a cursor's pool truncated (no pointer headless, no virtual pointer: skipped)" {
+	cursor_without cage
+}
+
+@test "cage: with LD_PRELOAD alone, a cursor's pool truncated (no pointer headless, no virtual pointer: skipped)" {
+	cursor_with cage
+}
+
+@test "Mir with its virtual pointer: without the library, a cursor's pool truncated" {
+	cursor_without mir
+}
+
+@test "Mir with its virtual pointer: with LD_PRELOAD alone, a cursor's pool truncated: the client stays, Mir lives" {
+	cursor_with mir
 }

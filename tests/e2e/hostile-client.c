@@ -56,10 +56,18 @@
  * With --cursor the hostile pool's buffer is the pointer's cursor
  * (wl_pointer.set_cursor, at the serial of the pointer's enter into the
  * toplevel, whose own buffer is good); each frame commits the cursor
- * surface, then the toplevel (with the frame callback).  Exits with 5
- * and "no pointer" where the seat has no pointer capability, or "no
- * pointer enter" where the pointer never enters the window (within 5
- * seconds after it shows: the test moves the pointer meanwhile).
+ * surface, then the toplevel (with the frame callback).  Where the
+ * compositor offers wlroots' virtual pointer (zwlr_virtual_pointer_manager_v1,
+ * protocols/ has the XML) the client makes one on the seat (which gives
+ * a headless seat its pointer), and once the toplevel shows moves it to
+ * the middle of the output (motion_absolute, frame): a tiled or
+ * fullscreen window is under it there, and the pointer enters.  Every
+ * frame moves it again by a pixel, so that the compositor draws the
+ * cursor anew.  Exits with 5 and "no pointer" where the seat has no
+ * pointer capability ("no pointer (no zwlr_virtual_pointer_manager_v1)"
+ * where no virtual pointer could give it one), or "no pointer enter"
+ * where the pointer never enters the window (within 5 seconds after it
+ * shows).
  *
  * With --keymap-attack there is no window: the client makes a virtual
  * keyboard (zwp_virtual_keyboard_manager_v1, on the first wl_seat) and
@@ -125,6 +133,7 @@
 #endif
 #include "virtual-keyboard-unstable-v1-client-protocol.h"
 #include "wlr-screencopy-unstable-v1-client-protocol.h"
+#include "wlr-virtual-pointer-unstable-v1-client-protocol.h"
 #include "xdg-shell-client-protocol.h"
 
 enum {
@@ -161,6 +170,9 @@ struct client {
 	struct wl_pointer *pointer;		/* --cursor only */
 	uint32_t seat_caps, enter_serial;
 	bool entered;
+	struct zwlr_virtual_pointer_manager_v1 *vp_manager;	/* --cursor */
+	struct zwlr_virtual_pointer_v1 *vpointer;
+	uint32_t vp_moves;	/* motions sent: each goes a pixel apart */
 	struct zwlr_screencopy_manager_v1 *sc_manager;
 	uint32_t sc_format, sc_width, sc_height, sc_stride;
 	int sc_state;		/* 0 waiting, 1 buffer_done, 2 ready, 3 failed */
@@ -271,6 +283,10 @@ registry_global(void *data, struct wl_registry *registry, uint32_t name,
 	} else if ((c->keyboard || c->cursor) && c->seat == NULL &&
 		   strcmp(interface, wl_seat_interface.name) == 0) {
 		c->seat = wl_registry_bind(registry, name, &wl_seat_interface, 1);
+	} else if (c->cursor &&
+		   strcmp(interface, zwlr_virtual_pointer_manager_v1_interface.name) == 0) {
+		c->vp_manager = wl_registry_bind(registry, name,
+						 &zwlr_virtual_pointer_manager_v1_interface, 1);
 	} else if (c->keyboard &&
 		   strcmp(interface, zwp_virtual_keyboard_manager_v1_interface.name) == 0) {
 		c->vk_manager = wl_registry_bind(registry, name,
@@ -441,6 +457,24 @@ regrow(struct client *c, int32_t width, int32_t height, uint32_t colour,
 	return 0;
 }
 
+/*
+ * --cursor with a virtual pointer: to the middle of the output, a pixel
+ * right of it every other time (in an extent of the output's size in
+ * pixels as far as the client knows: 2 * 4096 covers any here), so that
+ * every call is a motion that makes the compositor draw the cursor again.
+ */
+static void
+move_virtual_pointer(struct client *c)
+{
+	uint32_t x = 4096 + (c->vp_moves++ & 1);
+
+	if (c->vpointer == NULL)
+		return;
+	zwlr_virtual_pointer_v1_motion_absolute(c->vpointer, c->vp_moves, x, 4096,
+						8192, 8192);
+	zwlr_virtual_pointer_v1_frame(c->vpointer);
+}
+
 /* Attach, damage everything, ask for a frame callback, commit, and wait. */
 static void
 draw_frame(struct client *c, int32_t width, int32_t height)
@@ -461,6 +495,7 @@ draw_frame(struct client *c, int32_t width, int32_t height)
 	if (c->cursor) {
 		/* The cursor's state applies at once; the toplevel answers. */
 		wl_surface_commit(c->surface);
+		move_virtual_pointer(c);
 		wl_surface_attach(c->parent, c->parent_buffer, 0, 0);
 		wl_surface_damage(c->parent, 0, 0, width, height);
 		callback = wl_surface_frame(c->parent);
@@ -912,10 +947,17 @@ main(int argc, char **argv)
 	if (c.cursor) {
 		if (c.seat != NULL) {
 			wl_seat_add_listener(c.seat, &seat_listener, &c);
+			if (c.vp_manager != NULL)
+				c.vpointer = zwlr_virtual_pointer_manager_v1_create_virtual_pointer(
+					c.vp_manager, c.seat);
+			/* The capabilities, with the virtual pointer's. */
+			roundtrip_or_die(&c);
 			roundtrip_or_die(&c);
 		}
 		if (!(c.seat_caps & WL_SEAT_CAPABILITY_POINTER)) {
-			printf("no pointer\n");
+			printf(c.vp_manager == NULL ?
+			       "no pointer (no zwlr_virtual_pointer_manager_v1)\n" :
+			       "no pointer\n");
 			return EXIT_NO_GLOBAL;
 		}
 		c.pointer = wl_seat_get_pointer(c.seat);
@@ -991,11 +1033,14 @@ main(int argc, char **argv)
 		wl_surface_commit(c.parent);
 		while (!c.frame_done)
 			dispatch_or_die(&c);
+		move_virtual_pointer(&c);
 		for (tries = 0; tries < 100 && !c.entered; tries++) {
 			struct pollfd pfd = { .fd = wl_display_get_fd(c.display),
 					      .events = POLLIN };
 
 			/* Someone must move the pointer: a bounded wait. */
+			if (tries > 0)
+				move_virtual_pointer(&c);
 			wl_display_flush(c.display);
 			if (poll(&pfd, 1, 50) > 0)
 				dispatch_or_die(&c);
@@ -1050,6 +1095,8 @@ main(int argc, char **argv)
 		printf("closed by compositor\n");
 	printf("connected after %ld frames\n", frames);
 
+	if (c.vpointer != NULL)
+		zwlr_virtual_pointer_v1_destroy(c.vpointer);
 	wl_buffer_destroy(c.buffer);
 	wl_shm_pool_destroy(c.pool);
 	xdg_toplevel_destroy(c.toplevel);
