@@ -175,6 +175,19 @@ fuse_pool_serve(struct fuse_pool *p, int ctl)
 	if (pthread_create(&thread, NULL, fuse_pool_ctl_thread, &ctl) != 0 ||
 	    write(ctl, &byte, 1) != 1)
 		_exit(1);
+	/* What libfuse says as the file system goes ("fuse: reading device:
+	 * Software caused connection abort", when the kernel ends the
+	 * connection while the server reads: once in a compositors run, kwin
+	 * with the preload) is not the client's: the cells check the
+	 * client's standard error, which this child shares. */
+	{
+		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+		if (null >= 0) {
+			dup2(null, 2);
+			close(null);
+		}
+	}
 	fuse_loop(fuse_pool_fuse);
 	_exit(0);
 }
