@@ -18,7 +18,9 @@
  * has one, the birth time: an inode number freed and reused for a new file
  * of the program's own is then a different identity.  Every regular file
  * received is kept, memfds too (their sender names a rescue in the log):
- * the last RECEIVED_MAX of them, the oldest forgotten first.  A file
+ * the last RECEIVED_MAX of them, the oldest forgotten first; a file
+ * received again is kept until at least RECEIVED_MAX / 2 other files
+ * have arrived after it (remember()).  A file
  * forgotten before it is mapped is not protected by this rule; a
  * compositor maps a pool when the message that brought it arrives, and a
  * mapping already made stays protected (its record does not need this
@@ -358,9 +360,21 @@ remember(const struct nsb_identity *id, int pid, const char comm[16])
 		return;	/* out of memory: not protected for this, as if forgotten */
 	i = find(id, &old);
 
-	if (i >= 0 && old.pid == pid)
-		return;	/* known already, from the same sender */
-	if (i < 0)
+	/* Known already, from the same sender: kept, unless the entry found
+	 * is among the older half, which the next files received overwrite
+	 * first.  Then it is written anew in the next slot (the old entry,
+	 * the same identity, goes in its turn): a file received again stays
+	 * until at least RECEIVED_MAX / 2 newer ones have arrived, so a peer
+	 * that keeps handing over the same file (the same pool again) is not
+	 * forgotten behind newer ones.  (The hostile-peer soak's FUSE file,
+	 * the one file of its file system, handed over again and again, was
+	 * mapped unprotected once 256 other files had arrived since its
+	 * first arrival, and its next fault killed the program.) */
+	if (i >= 0 && old.pid == pid &&
+	    (atomic_load_explicit(&next_slot, memory_order_relaxed) - 1u - (unsigned)i) %
+			    RECEIVED_MAX < RECEIVED_MAX / 2)
+		return;
+	if (i < 0 || old.pid == pid)
 		i = (int)(atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed) % RECEIVED_MAX);
 	e = &table[i];
 	/* Claim it: even -> odd.  An entry another thread is writing is left

@@ -16,6 +16,12 @@
  * captured and checked).  With NOSIGBUS_LOG=1 the rescue line names the
  * sender: its pid and command name.
  *
+ * A file handed over again counts as new: the sender hands over the file,
+ * then 200 others, then the file again and 200 more; the library keeps
+ * the last 256 files received, and the file must be among them (issue 37:
+ * the soak's FUSE file, handed over again and again, was forgotten after
+ * 256 others and its mapping left unprotected).
+ *
  * The scenarios that depend on NOSIGBUS_POLICY or NOSIGBUS_LOG re-execute
  * this program with the variable set (the library reads them at start).
  */
@@ -26,6 +32,10 @@
 #include "core.h"
 
 static size_t ps;
+
+/* Files the sender hands over between the two of the same file, and
+ * after: each count under the library's 256, both together over it. */
+#define AGAIN_OTHERS 200
 
 enum via { VIA_RECVMSG, VIA_RECVMMSG, VIA_DUP };
 
@@ -53,7 +63,7 @@ listener(struct sockaddr_un *addr, socklen_t *len)
  * message), truncates, answers, and exits.
  */
 static pid_t
-start_sender(const struct sockaddr_un *addr, socklen_t len, int fd, int trunc_fd)
+start_sender(const struct sockaddr_un *addr, socklen_t len, int fd, int trunc_fd, bool again)
 {
 	pid_t pid;
 
@@ -79,6 +89,15 @@ start_sender(const struct sockaddr_un *addr, socklen_t len, int fd, int trunc_fd
 		memcpy(CMSG_DATA(c), &fd, sizeof(int));
 		if (sendmsg(s, &msg, 0) != 1)
 			_exit(11);
+		/* Then others, the same file again, and others. */
+		for (int k = 0; again && k < 2 * AGAIN_OTHERS + 1; k++) {
+			int other = k == AGAIN_OTHERS ? fd : nsbt_file(NSBT_DISK, ps);
+
+			if (nsbt_send_fd(s, other, 'F', 0) != 1)
+				_exit(15);
+			if (other != fd)
+				close(other);
+		}
 		if (read(s, &size, sizeof(size)) != sizeof(size))
 			_exit(12);
 		if (ftruncate(trunc_fd, (off_t)size) != 0)
@@ -139,6 +158,8 @@ struct scenario {
 	bool reused;		/* the received number is made to name the
 				 * receiver's own file with a raw dup3 (the
 				 * library does not see it) before the mmap */
+	bool again;		/* the file again, between 2 * AGAIN_OTHERS
+				 * others (above) */
 };
 
 /*
@@ -160,12 +181,22 @@ receiver(void *arg)
 	/* Not received: the sender hands over another file, and shrinks ours. */
 	if (!sc->received)
 		decoy = nsbt_file(NSBT_DISK, ps);
-	sender = start_sender(&addr, len, sc->received ? own : decoy, own);
+	sender = start_sender(&addr, len, sc->received ? own : decoy, own, sc->again);
 	if (decoy >= 0)
 		close(decoy);
 	c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
 	NSBT_CHECK(c >= 0, "accept: %s", strerror(errno));
 	fd = receive_fd(c, sc->via);
+	for (int k = 0; sc->again && k < 2 * AGAIN_OTHERS + 1; k++) {
+		int other = receive_fd(c, sc->via);
+
+		if (k == AGAIN_OTHERS) {
+			close(fd);
+			fd = other;	/* the same file, the second time */
+		} else {
+			close(other);
+		}
+	}
 	if (sc->via == VIA_DUP) {
 		int d = dup(fd);
 
@@ -243,6 +274,7 @@ main(int argc, char **argv)
 	static const struct scenario mid_page = { VIA_RECVMSG, true, 12 };
 	static const struct scenario own_file = { VIA_RECVMSG, false, 0 };
 	static const struct scenario reused = { VIA_RECVMSG, false, 0, true };
+	static const struct scenario again = { VIA_RECVMSG, true, 0, false, true };
 
 	ps = nsbt_page();
 	if (!nsbt_have_library())
@@ -272,6 +304,8 @@ main(int argc, char **argv)
 	expect("a dup of a received descriptor, truncated to 12 bytes: rescued", &by_dup, 0, NULL);
 	expect("a received disk file truncated to 12 bytes: its bytes, then zeros", &mid_page, 0,
 	       NULL);
+	expect("a file handed over again, then 200 others after 200 before: still received, "
+	       "rescued", &again, 0, NULL);
 	expect("a disk file the program opened itself: SIGBUS, as without the library",
 	       &own_file, SIGBUS, NULL);
 	/* The library remembers the number a file arrived at, as a hint:

@@ -27,8 +27,11 @@
  * The file's contents are the pixel, repeated, after the text the client
  * may have put in shared->text (a keymap); writes are refused (the
  * compositor never writes a wl_shm buffer).  Each function returns 0, or
- * -1 having said why on stderr; fuse_pool_start's reason is also in
- * why[] (the test skips with it where FUSE cannot be mounted).
+ * -1 having said why on stderr (its lines begin with FUSE_POOL_WHO,
+ * "hostile-client" unless the includer defines another);
+ * fuse_pool_start's reason is also in why[] (the test skips with it where
+ * FUSE cannot be mounted).  tests/reliability/hostile.c's peer serves its
+ * FUSE file with it too.
  */
 #ifndef NSB_E2E_FUSE_POOL_H
 #define NSB_E2E_FUSE_POOL_H
@@ -52,6 +55,9 @@
 #include <unistd.h>
 
 #define FUSE_POOL_NAME "pool"
+#ifndef FUSE_POOL_WHO
+#define FUSE_POOL_WHO "hostile-client"
+#endif
 
 /* Shared between the client and its server (an anonymous shared page). */
 struct fuse_pool_shared {
@@ -272,7 +278,7 @@ fuse_pool_start(struct fuse_pool *p)
 fail_dir:
 	rmdir(p->dir);
 fail:
-	fprintf(stderr, "hostile-client: FUSE: %s\n", p->why);
+	fprintf(stderr, FUSE_POOL_WHO ": FUSE: %s\n", p->why);
 	return -1;
 }
 
@@ -287,7 +293,7 @@ fuse_pool_open(struct fuse_pool *p, size_t size, uint32_t pixel)
 	snprintf(path, sizeof(path), "%s/" FUSE_POOL_NAME, p->dir);
 	fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
-		fprintf(stderr, "hostile-client: open %s: %m\n", path);
+		fprintf(stderr, FUSE_POOL_WHO ": open %s: %m\n", path);
 	fuse_pool_unmount(p);
 	return fd;
 }
@@ -299,7 +305,7 @@ fuse_pool_fail(struct fuse_pool *p, off_t from)
 
 	p->shared->fail_from = from;
 	if (write(p->ctl, &byte, 1) != 1 || read(p->ctl, &byte, 1) != 1 || byte != 1) {
-		fprintf(stderr, "hostile-client: FUSE: the server could not drop the file's pages\n");
+		fprintf(stderr, FUSE_POOL_WHO ": FUSE: the server could not drop the file's pages\n");
 		return -1;
 	}
 	return 0;

@@ -1,11 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The hostile-peer soak (issue 37).  A peer process hands the program
- * memfds (one of them sealable), /dev/shm files and disk files over a
- * Unix socket (SCM_RIGHTS), then changes them as fast as it can, at
- * random: ftruncate to any size, fallocate (punch a hole, grow), writes,
- * seals, and closes (a file dropped and a fresh one handed over in its
- * place).  Meanwhile the program, under the bare preload and the default
+ * memfds (one of them sealable), /dev/shm files, disk files and the file
+ * of a FUSE file system of its own over a Unix socket (SCM_RIGHTS), then
+ * changes them as fast as it can, at random: ftruncate to any size,
+ * fallocate (punch a hole, grow), writes, seals, and closes (a file
+ * dropped and a fresh one handed over in its place).  Its FUSE file
+ * (../e2e/fuse-pool.h, served by a child of the peer) changes the way a
+ * file system the peer controls can: its size (what the server answers,
+ * the kernel's cached size and pages dropped each time), reads that fail
+ * with EIO from any page on (faults inside the size: the peer's errors,
+ * rescued by default, SPEC §5), healed again, new contents, and the same
+ * file handed over again (the library must keep it among the files
+ * received: it is the same file all along).  Where FUSE cannot be
+ * mounted (no /dev/fuse, not permitted, built without libfuse3) the peer
+ * says why in one line and the run goes on with the other files; its
+ * server answers every request at once (peer_fuse() says why it must).
+ * Meanwhile the program, under the bare preload and the default
  * policy, maps them from several threads, reads, writes, mremaps,
  * mprotects, forks children that read them, and unmaps them; each thread
  * also writes its own disk file through a shared mapping and reads it
@@ -24,6 +35,7 @@
  *        (--program: one run, under the preload, internal)
  */
 #include <fcntl.h>
+#include <glob.h>
 #include <inttypes.h>
 #include <linux/falloc.h>
 #include <pthread.h>
@@ -36,7 +48,13 @@
 
 #include "nsbtest.h"
 
-#define FILES		6	/* 2 memfds, 2 /dev/shm, 2 disk */
+#ifdef NSB_HAVE_FUSE
+#define FUSE_POOL_WHO "hostile"
+#include "../e2e/fuse-pool.h"
+#endif
+
+#define FILES		7	/* 2 memfds, 2 /dev/shm, 2 disk, 1 FUSE */
+#define FUSE_KIND	6
 #define MAX_PAGES	16
 #define WORKERS		4
 #define OWN_PAGES	8
@@ -79,6 +97,96 @@ send_fd(int sock, int index, int fd)
 		_exit(0);	/* the program is done */
 }
 
+/*
+ * The peer's FUSE file: the one file of a FUSE file system served by a
+ * child of the peer (fuse-pool.h), started before the peer opens its other
+ * files (the server holds none of them).  Returns its descriptor, or -1
+ * having said in one line why it is left out.
+ *
+ * The server answers every request at once, from memory: with data, with
+ * EIO, or with whatever size the peer set last.  It must: a fault on a
+ * FUSE file waits in the kernel until the server answers (only a fatal
+ * signal, or aborting the connection, ends that wait), so a server that
+ * stalls would hang the program's faulting thread for as long as it
+ * stalls; that is the kernel's FUSE, which no library inside the program
+ * can change.  What this soak asks of the library is what it does with
+ * the answers.
+ */
+#ifdef NSB_HAVE_FUSE
+static struct fuse_pool pool;
+#endif
+
+static int
+peer_fuse(void)
+{
+#ifdef NSB_HAVE_FUSE
+	int fd;
+
+	if (fuse_pool_start(&pool) != 0) {
+		printf("hostile: the FUSE file is left out: %s\n", pool.why);
+		fflush(stdout);
+		return -1;
+	}
+	fd = fuse_pool_open(&pool, (size_t)(FUSE_KIND + 1) * ps, 0x5a5a5a5au);
+	if (fd < 0) {
+		printf("hostile: the FUSE file is left out: it was mounted but did not open "
+		       "(said above)\n");
+		fflush(stdout);
+	}
+	return fd;
+#else
+	printf("hostile: the FUSE file is left out: built without libfuse3\n");
+	fflush(stdout);
+	return -1;
+#endif
+}
+
+#ifdef NSB_HAVE_FUSE
+/* Tells the kernel the FUSE file changed: its cached size and pages are
+ * dropped (from every mapping), so the next fault asks the server. */
+static void
+fuse_changed(void)
+{
+	if (fuse_pool_fail(&pool, pool.shared->fail_from) != 0)
+		_exit(21);	/* the server is gone: the program sees the peer's end */
+}
+
+/* One change to the FUSE file, drawn from the same r as the others'. */
+static void
+fuse_change(int sock, int fd, uint64_t r, off_t size, off_t at)
+{
+	switch ((r >> 56) % 16) {
+	case 0: case 1: case 2: case 3: case 4: case 5:
+		pool.shared->size = (uint64_t)size;
+		break;
+	case 6: case 7:
+		pool.shared->size = 0;
+		fuse_changed();
+		pool.shared->size = MAX_PAGES * ps;
+		break;
+	case 8: case 9:
+		/* Every read that touches a page at or past at: EIO. */
+		pool.shared->fail_from = at;
+		break;
+	case 10: case 13:
+		pool.shared->fail_from = -1;
+		break;
+	case 11: case 12:
+		pool.shared->pixel = (uint32_t)r;
+		break;
+	case 14:
+		/* The same file, handed over again (it cannot be opened
+		 * anew: fuse_pool_open unmounted it). */
+		send_fd(sock, FUSE_KIND, fd);
+		return;
+	default:
+		sched_yield();
+		return;
+	}
+	fuse_changed();
+}
+#endif
+
 /* Changes the files as fast as it can until its parent goes. */
 static void __attribute__((noreturn))
 peer(int sock)
@@ -90,10 +198,14 @@ peer(int sock)
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	prctl(PR_SET_NAME, "nsb-hostile-peer");
-	for (int i = 0; i < FILES; i++) {
+	fds[FUSE_KIND] = peer_fuse();
+	sealable[FUSE_KIND] = false;
+	for (int i = 0; i < FUSE_KIND; i++) {
 		fds[i] = peer_file(i, &sealable[i]);
 		send_fd(sock, i, fds[i]);
 	}
+	if (fds[FUSE_KIND] >= 0)
+		send_fd(sock, FUSE_KIND, fds[FUSE_KIND]);
 	for (uint64_t n = 0;; n++) {
 		uint64_t r = nsbt_random(&rng);
 		int i = (int)(r % FILES);
@@ -101,6 +213,13 @@ peer(int sock)
 		off_t at = (off_t)((r >> 24) % (MAX_PAGES * ps));
 		off_t len = (off_t)((r >> 40) % (4 * ps) + 1);
 
+		if (i == FUSE_KIND) {
+#ifdef NSB_HAVE_FUSE
+			if (fds[i] >= 0)
+				fuse_change(sock, fds[i], r, size, at);
+#endif
+			continue;
+		}
 		switch ((r >> 56) % 16) {
 		case 0: case 1: case 2: case 3: case 4: case 5:
 			if (ftruncate(fds[i], size) < 0) { /* a sealed file: refused */ }
@@ -145,7 +264,7 @@ static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
 static int slots[FILES];	/* the latest file of each kind, -1: none yet */
 static atomic_bool stop;
 static atomic_ulong progress[WORKERS];
-static atomic_ulong forks, maps;
+static atomic_ulong forks, maps, fuse_maps;
 
 static void *
 receiver(void *arg)
@@ -176,14 +295,19 @@ receiver(void *arg)
 	}
 }
 
-/* A descriptor of one of the peer's files, or -1. */
+/* A descriptor of one of the peer's files (the next one it handed over
+ * from r's), or -1; *kind says which. */
 static int
-peer_fd(uint64_t r)
+peer_fd(uint64_t r, int *kind)
 {
-	int fd;
+	int fd = -1;
 
 	pthread_mutex_lock(&slots_lock);
-	fd = slots[r % FILES] >= 0 ? dup(slots[r % FILES]) : -1;
+	for (int k = 0; k < FILES && fd < 0; k++) {
+		*kind = (int)((r + (uint64_t)k) % FILES);
+		if (slots[*kind] >= 0)
+			fd = dup(slots[*kind]);
+	}
 	pthread_mutex_unlock(&slots_lock);
 	return fd;
 }
@@ -240,7 +364,8 @@ peer_round(uint64_t *rng)
 	size_t len = ((r >> 8) % MAX_PAGES + 1) * ps;
 	int prot = r & 1 ? PROT_READ : PROT_READ | PROT_WRITE;
 	int type = r & 2 ? MAP_PRIVATE : MAP_SHARED;
-	int fd = peer_fd(r >> 16);
+	int kind;
+	int fd = peer_fd(r >> 16, &kind);
 	volatile char *p;
 
 	if (fd < 0)
@@ -248,8 +373,11 @@ peer_round(uint64_t *rng)
 	p = mmap(NULL, len, prot, type, fd, 0);
 	close(fd);
 	if (p == MAP_FAILED)
-		nsbt_fail("seed %" PRIu64 ": mmap of a peer's file: %s", seed, strerror(errno));
+		nsbt_fail("seed %" PRIu64 ": mmap of a peer's file (kind %d): %s", seed, kind,
+			  strerror(errno));
 	atomic_fetch_add(&maps, 1);
+	if (kind == FUSE_KIND)
+		atomic_fetch_add(&fuse_maps, 1);
 	for (int k = 0; k < 6; k++) {
 		uint64_t o = nsbt_random(rng);
 
@@ -352,11 +480,31 @@ worker(void *arg)
 	return NULL;
 }
 
+/* A file the peer had created but not yet unlinked when it was killed. */
+static void
+remove_leftovers(pid_t peer_pid)
+{
+	const char *dirs[] = { "/dev/shm", getenv("NSB_BUILD_ROOT") };
+
+	for (size_t d = 0; d < sizeof(dirs) / sizeof(dirs[0]); d++) {
+		char pattern[4096];
+		glob_t g;
+
+		snprintf(pattern, sizeof(pattern), "%s/nsb-hostile-%d-??????",
+			 dirs[d] ? dirs[d] : ".", (int)peer_pid);
+		if (glob(pattern, 0, NULL, &g) != 0)
+			continue;
+		for (size_t i = 0; i < g.gl_pathc; i++)
+			unlink(g.gl_pathv[i]);
+		globfree(&g);
+	}
+}
+
 static int
 program(const char *fill)
 {
 	pthread_t workers[WORKERS], recv_thread;
-	unsigned long last[WORKERS] = { 0 };
+	unsigned long last[WORKERS] = { 0 }, rounds = 0;
 	double stalled[WORKERS], end;
 	struct nosigbus_stats st = { 0 };
 	int (*get_stats)(struct nosigbus_stats *, size_t);
@@ -408,13 +556,17 @@ program(const char *fill)
 	waitpid(peer_pid, &status, 0);
 	if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL)
 		nsbt_fail("seed %" PRIu64 ": the peer ended: %s", seed, nsbt_status_str(status));
+	remove_leftovers(peer_pid);
 	get_stats = (int (*)(struct nosigbus_stats *, size_t))dlsym(RTLD_DEFAULT,
 								   "nosigbus_get_stats");
 	if (get_stats)
 		(void)get_stats(&st, sizeof(st));
-	printf("ok: fill=%s: %lu mappings of the peer's files, %lu forks, %" PRIu64
-	       " rescues in %d s; its own files intact\n", fill, atomic_load(&maps),
-	       atomic_load(&forks), (uint64_t)st.rescues, seconds);
+	for (int i = 0; i < WORKERS; i++)
+		rounds += atomic_load(&progress[i]);
+	printf("ok: fill=%s: %lu rounds, %lu mappings of the peer's files (%lu of its FUSE file), "
+	       "%lu forks, %" PRIu64 " rescues in %d s; its own files intact\n", fill, rounds,
+	       atomic_load(&maps), atomic_load(&fuse_maps), atomic_load(&forks),
+	       (uint64_t)st.rescues, seconds);
 	fflush(NULL);
 	_exit(0);	/* the receiver thread stays in recvmsg */
 }
