@@ -26,12 +26,17 @@
  * Mapping the file needs a descriptor of it with the mapping's access
  * mode, and a close must never release the program's POSIX locks (issue
  * 17): closing any ordinary descriptor of a file drops every lock the
- * process holds on it.  So:
+ * process holds on it.  Nor may a number found in /proc/self/fd be
+ * trusted later: the program's other threads close and reuse numbers
+ * meanwhile (the hostile soak saw another file of the peer's mapped into
+ * a FUSE file's mapping that way).  So the mapping is made in a child
+ * made by clone(CLONE_VM | CLONE_VFORK) without CLONE_FILES, with a copy
+ * of the descriptor table no thread changes, and only once fstat there
+ * says the descriptor is the record's file:
  *  - a descriptor of the program's whose access mode suffices is used as
  *    it is: nothing is opened or closed;
  *  - otherwise one that names the file (ours, O_PATH, or the program's)
- *    is opened anew through /proc/self/fd/N in a child made by
- *    clone(CLONE_VM | CLONE_VFORK) without CLONE_FILES.  The child shares
+ *    is opened anew through /proc/self/fd/N.  The child shares
  *    our memory, so its mmap is ours; it has a copy of the descriptor
  *    table, and POSIX locks belong to a table: the locks its exit
  *    releases are its own, none.  It runs with every signal blocked
@@ -82,6 +87,8 @@ struct job {
 	char *stack;		/* the child's, from scratch memory */
 	int fd, fd_flags;	/* the record's file's descriptor, once looked
 				 * for (-2: not yet), and its F_GETFL */
+	bool as_is;		/* the child maps from fd itself */
+	uint64_t dev, ino;	/* the record's file */
 };
 
 /*
@@ -122,11 +129,13 @@ static int
 child_main(void *arg)
 {
 	struct job *j = arg;
-	int fd = -1;
+	struct stat st;
+	int fd = j->as_is ? j->fd : -1;
 
 	for (int t = 0; t < j->tries && fd < 0; t++)
 		fd = (int)syscall(SYS_openat, AT_FDCWD, j->path, j->oflags[t] | O_CLOEXEC);
-	if (fd >= 0)
+	if (fd >= 0 && nsb_fstat(fd, &st) == 0 && (uint64_t)st.st_dev == j->dev &&
+	    (uint64_t)st.st_ino == j->ino)
 		j->mapped = map_runs(j, fd);
 	syscall(SYS_exit, 0);	/* closes fd in the child's table only */
 	return 0;
@@ -172,7 +181,7 @@ map_from_file(struct job *j)
 		j->fd = nsb_files_descriptor(r->file, &j->fd_flags);
 	fd = j->fd;
 	flags = j->fd_flags;
-	if (fd < 0)
+	if (fd < 0 || !nsb_files_identity(r->file, &j->dev, &j->ino))
 		return 0;
 	/* A shared mapping gets the access mode it was made with, no more:
 	 * through a descriptor for writing, mprotect could make a file the
@@ -181,10 +190,10 @@ map_from_file(struct job *j)
 	 * the descriptor. */
 	rdwr = shared && (nsb_account_may_write(r->acct) || (prot & PROT_WRITE));
 	readable = !(flags & O_PATH) && (flags & O_ACCMODE) != O_WRONLY;
-	if (readable && (!shared || ((flags & O_ACCMODE) == O_RDWR) == rdwr))
-		return map_runs(j, fd);
+	j->as_is = readable && (!shared || ((flags & O_ACCMODE) == O_RDWR) == rdwr);
 	j->tries = 0;
-	j->oflags[j->tries++] = rdwr ? O_RDWR : O_RDONLY;
+	if (!j->as_is)
+		j->oflags[j->tries++] = rdwr ? O_RDWR : O_RDONLY;
 	map_in_child(j, fd);
 	return j->mapped;
 }
