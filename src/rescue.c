@@ -548,7 +548,13 @@ check(const struct nsb_range *r, uintptr_t page, size_t unit, struct seen *seen)
 	if (!nsb_files_size(r->file, r->start, r->end, page, &size, &seen->ctime))
 		return UNKNOWN;
 	seen->size = size;
-	seen->sure = now.tv_sec != seen->ctime.tv_sec || now.tv_nsec != seen->ctime.tv_nsec;
+	/* Sure only when the clock had already left the stamp's tick before
+	 * the fstat: a stamp newer than the clock read (a resize between the
+	 * two) may be given again by the next resize in the same tick (before
+	 * Linux 6.13; core-peer-toggles-size died of it under fill=auto on
+	 * Debian 12's 6.1, where != counted it as sure). */
+	seen->sure = now.tv_sec > seen->ctime.tv_sec ||
+		     (now.tv_sec == seen->ctime.tv_sec && now.tv_nsec > seen->ctime.tv_nsec);
 	off = r->off + (page - r->start);
 	/* The kernel maps the unit that holds the last byte. */
 	return off >= ((size + unit - 1) & ~(uint64_t)(unit - 1)) ? PAST_EOF : INSIDE;
