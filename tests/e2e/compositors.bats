@@ -259,6 +259,24 @@ mir_after_cut_off() {
 	echo "# Mir, $1: Mir then died of SIGSEGV" >&3
 }
 
+# Mir without the library, hung in its fatal-signal handler after a SIGBUS
+# (the client's deadline passed): killed, the log saying after what ($1).
+mir_killed() {
+	assert_compositor_running
+	echo "# Mir, $1: Mir hung in its fatal-signal handler (killed)" >&3
+	kill -KILL "$COMP_PID"
+	wait "$COMP_PID" || true
+	COMP_PID=
+}
+
+# Mir's death of SIGBUS: its fatal-signal handler aborts.
+assert_mir_died_of_sigbus() {
+	wait_compositor_death
+	assert_equal "$COMP_STATUS" 134
+	run -0 cat "$COMP_ERR"
+	assert_output --partial "Mir fatal error: Unsupported attempt to continue after a fatal signal: SIGBUS"
+}
+
 # The sealed pool grown by resize (--sealed-resize), without the library:
 # the five libwayland compositors die of SIGBUS at their first read of the
 # buffer past the file's end, before or after answering frame 0 (the
@@ -503,18 +521,11 @@ sub_without() {
 		CLIENT_MAY_HANG=1 CLIENT_DEADLINE=$(scaled 20) \
 			run_client --subsurface --truncate-to 0 "$FRAMES"
 		if [ "$CLIENT_STATUS" = 124 ]; then
-			assert_compositor_running
-			echo "# Mir, subsurface pool truncated to 0: Mir hung in its fatal-signal handler (killed)" >&3
-			kill -KILL "$COMP_PID"
-			wait "$COMP_PID" || true
-			COMP_PID=
+			mir_killed "subsurface pool truncated to 0"
 			return 0
 		fi
 		assert_client_lost
-		wait_compositor_death
-		assert_equal "$COMP_STATUS" 134
-		run -0 cat "$COMP_ERR"
-		assert_output --partial "Mir fatal error: Unsupported attempt to continue after a fatal signal: SIGBUS"
+		assert_mir_died_of_sigbus
 		return 0
 	fi
 	run_client --subsurface --truncate-to 0 "$FRAMES"
@@ -565,21 +576,14 @@ sc_without() {
 	if [ "$COMP" = mir ]; then
 		CLIENT_MAY_HANG=1 CLIENT_DEADLINE=$(scaled 20) run_client --screencopy
 		if [ "$CLIENT_STATUS" = 124 ]; then
-			assert_compositor_running
-			echo "# Mir, screencopy into a truncated memfd: Mir hung in its fatal-signal handler (killed)" >&3
-			kill -KILL "$COMP_PID"
-			wait "$COMP_PID" || true
-			COMP_PID=
+			mir_killed "screencopy into a truncated memfd"
 			return 0
 		fi
 		assert_equal "$CLIENT_STATUS" 4
 		assert_sc_first
 		assert_line --index 2 --regexp '^disconnected: '
 		assert_equal "${#lines[@]}" 3
-		wait_compositor_death
-		assert_equal "$COMP_STATUS" 134
-		run -0 cat "$COMP_ERR"
-		assert_output --partial "Mir fatal error: Unsupported attempt to continue after a fatal signal: SIGBUS"
+		assert_mir_died_of_sigbus
 		return 0
 	fi
 	run_client --screencopy
@@ -652,18 +656,11 @@ cursor_without() {
 			run_client --cursor --truncate-to 0 "$FRAMES"
 		cursor_skip_unless_set
 		if [ "$CLIENT_STATUS" = 124 ]; then
-			assert_compositor_running
-			echo "# Mir, cursor's pool truncated to 0: Mir hung in its fatal-signal handler (killed)" >&3
-			kill -KILL "$COMP_PID"
-			wait "$COMP_PID" || true
-			COMP_PID=
+			mir_killed "cursor's pool truncated to 0"
 			return 0
 		fi
 		assert_client_lost
-		wait_compositor_death
-		assert_equal "$COMP_STATUS" 134
-		run -0 cat "$COMP_ERR"
-		assert_output --partial "Mir fatal error: Unsupported attempt to continue after a fatal signal: SIGBUS"
+		assert_mir_died_of_sigbus
 		return 0
 	fi
 	run_client --cursor --truncate-to 0 "$FRAMES"
