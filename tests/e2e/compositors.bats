@@ -259,6 +259,18 @@ mir_after_cut_off() {
 	echo "# Mir, $1: Mir then died of SIGSEGV" >&3
 }
 
+# The library's part done for the client, the compositor living and
+# rendering the good clients; then it stops as it should, the library
+# having said nothing.
+assert_stayed_then_stop() {
+	assert_client_stayed "$FRAMES"
+	assert_compositor_running
+	assert_good_clients_render
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+	assert_library_silent
+}
+
 # Mir without the library, hung in its fatal-signal handler after a SIGBUS
 # (the client's deadline passed): killed, the log saying after what ($1).
 mir_killed() {
@@ -541,12 +553,7 @@ sub_without() {
 sub_with() {
 	start_compositor "$1" "$NSB_PRELOAD"
 	run_client --subsurface --truncate-to 0 "$FRAMES"
-	assert_client_stayed "$FRAMES"
-	assert_compositor_running
-	assert_good_clients_render
-	stop_compositor
-	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
-	assert_library_silent
+	assert_stayed_then_stop
 }
 
 # wlroots' screencopy (hostile-client --screencopy, issue 37; protocols/
@@ -678,12 +685,7 @@ cursor_with() {
 	cursor_start "$1" "$NSB_PRELOAD"
 	run_client --cursor --truncate-to 0 "$FRAMES"
 	cursor_skip_unless_set
-	assert_client_stayed "$FRAMES"
-	assert_compositor_running
-	assert_good_clients_render
-	stop_compositor
-	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
-	assert_library_silent
+	assert_stayed_then_stop
 }
 
 @test "weston: without the library, libwayland cuts the client off" {
