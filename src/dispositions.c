@@ -1024,36 +1024,118 @@ nsb_disp_pending(sigset_t *set)
  */
 static __thread unsigned swallowed __attribute__((tls_model("initial-exec")));
 static __thread unsigned handled __attribute__((tls_model("initial-exec")));
-/* In one of those waits: only there does a swallowed SIGBUS matter, and
- * other_signal_coming's /proc read is paid (a program flooded with sent
- * SIGBUS outside waits paid it for each: 30 000 reads in 0.1 s of
- * signals-sent-during-lock-mmap, a run that did not end in 160 s under
- * TCG).  A wait left by a jump out of a handler leaves it set: the read is
- * made again then, where it is not needed. */
-static __thread bool waiting __attribute__((tls_model("initial-exec")));
+/* In one of those waits (NSB_WAIT_*, waits.c): only there does a
+ * swallowed SIGBUS matter, and other_signal_coming's /proc read is paid
+ * (a program flooded with sent SIGBUS outside waits paid it for each:
+ * 30 000 reads in 0.1 s of signals-sent-during-lock-mmap, a run that did
+ * not end in 160 s under TCG).  A wait left by a jump out of a handler
+ * leaves it set: the read is made again then, where it is not needed
+ * (an interposed jump turns a parking wait into a plain one, below). */
+static __thread unsigned char waiting __attribute__((tls_model("initial-exec")));
+
+/*
+ * Parked: the exact way to retry (poll_eintr_lost).  The /proc read can
+ * only see what is pending when it is made: a signal of the program sent
+ * after it and before our handler returns runs its handler as we return,
+ * and the wait it should have ended is retried.  So where the retry can be
+ * made with a mask (waits.c: ppoll for poll and the sleeps, pselect for
+ * select, epoll_pwait, sigsuspend for pause, and the masked waits
+ * themselves), our handler returns with every signal blocked but the
+ * faults' (uc_sigmask) and keeps the mask it replaced here: the retry
+ * unblocks exactly that mask for as long as it waits, so a signal that
+ * came meanwhile ends it with EINTR, its handler run, as the kernel's wait
+ * would have; the wait's end puts the mask back.  Parked only when the
+ * interrupted context is our wait's system call (an EINTR just returned,
+ * on a stack a little below the wait's frame, wait_sp): never for a stale
+ * `waiting`.  The thread's own kernel mask: 64 bits (_NSIG on x86-64 and
+ * aarch64).
+ */
+static __thread bool parked __attribute__((tls_model("initial-exec")));
+static __thread uint64_t park_bits __attribute__((tls_model("initial-exec")));
+static __thread uintptr_t wait_sp __attribute__((tls_model("initial-exec")));
+
+/* The signals a parked thread still takes: the faults, which the kernel
+ * forces (a blocked one kills), and glibc's own two (SIGCANCEL,
+ * SIGSETXID: setuid() in another thread waits for every thread). */
+#define PARK_OPEN								\
+	((1ULL << (SIGBUS - 1)) | (1ULL << (SIGSEGV - 1)) | (1ULL << (SIGILL - 1)) |	\
+	 (1ULL << (SIGFPE - 1)) | (1ULL << (SIGTRAP - 1)) | (1ULL << (SIGSYS - 1)) |	\
+	 (1ULL << 31) | (1ULL << 32))
+
+/* [signal-safe] Is uc our wait's system call, just interrupted (EINTR)?
+ * 1 yes, 0 no, -1 unknown (a target whose context is not read here). */
+static int
+in_our_wait(const ucontext_t *uc)
+{
+	uintptr_t sp;
+	long ret;
+
+#if defined(__x86_64__)
+	sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+	ret = (long)uc->uc_mcontext.gregs[REG_RAX];
+#elif defined(__aarch64__)
+	sp = (uintptr_t)uc->uc_mcontext.sp;
+	ret = (long)uc->uc_mcontext.regs[0];
+#else
+	(void)uc;
+	return -1;
+#endif
+	/* The C library's wrapper and its cancellation helpers use a few
+	 * hundred bytes below the wait's frame. */
+	return ret == -EINTR && sp < wait_sp && wait_sp - sp < 4096;
+}
 
 /* [signal-safe] The end of a SIGBUS swallowed: counted for the wait it
- * interrupts, unless a signal of the program's comes with it. */
+ * interrupts, unless a signal of the program's comes with it.  One that
+ * interrupted no system call of the wait (it came while the wait's own
+ * code ran) ended nothing: not counted, or a program's signal that
+ * interrupts the call next would be retried.  Parked (above) where the
+ * wait allows it: then whatever comes is the retry's. */
 static void
-swallow(const ucontext_t *uc)
+swallow(ucontext_t *uc)
 {
+	int ours = waiting && uc ? in_our_wait(uc) : -1;
+
+	if (ours == 0)
+		return;
+	if (ours == 1 &&
+	    (waiting == NSB_WAIT_PARK || (waiting == NSB_WAIT_PARK_FREE && nsb_unfiltered()))) {
+		uint64_t closed = ~PARK_OPEN;
+
+		/* Again during the retry: the mask there is ours already. */
+		if (!parked)
+			memcpy(&park_bits, &uc->uc_sigmask, sizeof(park_bits));
+		parked = true;
+		memcpy(&uc->uc_sigmask, &closed, sizeof(closed));
+		swallowed++;
+		return;
+	}
 	if (!waiting || !other_signal_coming(uc))
 		swallowed++;
 }
 
 int
-nsb_disp_wait_begin(struct nsb_wait *w, const sigset_t *mask)
+nsb_disp_wait_begin(struct nsb_wait *w, const sigset_t *mask, int kind)
 {
 	w->active = atomic_load(&installed);
 	w->kmask = mask;
+	w->park = NULL;
 	if (!w->active)
 		return 0;
 	w->was = blocked;
 	w->swallowed = swallowed;
 	w->handled = handled;
+	/* Nested (in a handler run during a wait): this wait's state over
+	 * the outer one's, put back at its end. */
 	w->outer = waiting;
+	w->outer_parked = parked;
+	w->outer_bits = park_bits;
+	w->outer_sp = wait_sp;
+	w->outer_swallowed = swallowed;
 	if (!mask) {
-		waiting = true;
+		parked = false;
+		wait_sp = (uintptr_t)w;
+		waiting = (unsigned char)kind;
 		return 0;
 	}
 	if (!read_user_sigset(mask, &w->copy))
@@ -1074,7 +1156,9 @@ nsb_disp_wait_begin(struct nsb_wait *w, const sigset_t *mask)
 		set_blocked(w->was);
 		return EINTR;
 	}
-	waiting = true;
+	parked = false;
+	wait_sp = (uintptr_t)w;
+	waiting = (unsigned char)kind;
 	return 0;
 }
 
@@ -1086,6 +1170,11 @@ nsb_disp_wait_again(struct nsb_wait *w)
 	if (w->active) {
 		w->swallowed = swallowed;
 		w->handled = handled;
+		if (parked && !w->park) {
+			sigemptyset(&w->park_mask);
+			memcpy(&w->park_mask, &park_bits, sizeof(park_bits));
+			w->park = &w->park_mask;
+		}
 	}
 	return again;
 }
@@ -1093,14 +1182,41 @@ nsb_disp_wait_again(struct nsb_wait *w)
 void
 nsb_disp_wait_end(struct nsb_wait *w)
 {
-	if (w->active)
-		waiting = w->outer;
-	if (w->active && w->kmask == &w->copy) {
+	if (!w->active)
+		return;
+	/* Parked: the mask the wait began with (every signal of it that
+	 * came since is delivered here: after the wait, as the kernel's). */
+	if (parked) {
+		sigset_t m;
+
+		sigemptyset(&m);
+		memcpy(&m, &park_bits, sizeof(park_bits));
+		kernel_mask(SIG_SETMASK, &m, NULL);
+	}
+	waiting = w->outer;
+	parked = w->outer_parked;
+	park_bits = w->outer_bits;
+	wait_sp = w->outer_sp;
+	/* What a nested wait swallowed was its own (the handler it ran in
+	 * still ends the outer wait with EINTR). */
+	if (w->outer)
+		swallowed = w->outer_swallowed;
+	if (w->kmask == &w->copy) {
 		set_blocked(w->was);
 		/* Held while the wait's mask blocked it: the kernel delivers
 		 * it as the wait restores the mask (sigsuspend_end_held). */
 		deliver_held();
 	}
+}
+
+/* A jump or a context switch out of a handler may leave a wait without
+ * its end: no more parking in it (a plain wait's /proc read is all a
+ * stale `waiting` costs). */
+static void
+wait_jumped(void)
+{
+	if (waiting == NSB_WAIT_PARK || waiting == NSB_WAIT_PARK_FREE)
+		waiting = NSB_WAIT_PLAIN;
 }
 
 /*
@@ -1482,6 +1598,7 @@ nsb_disp_longjmp(const void *env, bool mask_saved, const sigset_t *saved_mask)
 
 	handler_depth = 0;
 	chaining = NULL;
+	wait_jumped();
 	if (!mask_saved || !atomic_load(&installed))
 		return false;
 	saved_bus = sigismember(saved_mask, SIGBUS) == 1;
@@ -1518,6 +1635,7 @@ nsb_disp_view_for_context(sigset_t *mask, bool leaves)
 	if (leaves) {
 		handler_depth = 0;
 		chaining = NULL;
+		wait_jumped();
 	}
 	set_blocked(sigismember(mask, SIGBUS) == 1);
 	sigdelset(mask, SIGBUS);

@@ -725,15 +725,27 @@ int nsb_disp_pending(sigset_t *set);
  * (w->kmask) and returns 0, or an error number to return at once;
  * again says whether an EINTR was only a SIGBUS the program ignores or
  * blocks (retry); end restores the view. */
+/* How a wait can be retried (dispositions.c, "Parked"): PLAIN with the
+ * same call only; PARK with the same call, which takes a mask of its own
+ * (ppoll, sigsuspend...); PARK_FREE with a masked variant of another
+ * system call (ppoll for poll), made only where no seccomp filter is
+ * known. */
+enum { NSB_WAIT_NONE, NSB_WAIT_PLAIN, NSB_WAIT_PARK, NSB_WAIT_PARK_FREE };
 struct nsb_wait {
 	bool active;
 	bool was;
-	bool outer;		/* in a wait already (a handler's) */
-	unsigned swallowed, handled;
+	unsigned char outer;	/* in a wait already (a handler's) */
+	bool outer_parked;
+	unsigned swallowed, handled, outer_swallowed;
+	uint64_t outer_bits;
+	uintptr_t outer_sp;
 	const sigset_t *kmask;
-	sigset_t copy;
+	/* Set by nsb_disp_wait_again once parked: the mask every retry
+	 * must unblock atomically (PARK_FREE's masked variant uses it). */
+	const sigset_t *park;
+	sigset_t copy, park_mask;
 };
-int nsb_disp_wait_begin(struct nsb_wait *w, const sigset_t *mask);
+int nsb_disp_wait_begin(struct nsb_wait *w, const sigset_t *mask, int kind);
 bool nsb_disp_wait_again(struct nsb_wait *w);
 void nsb_disp_wait_end(struct nsb_wait *w);
 /* sigwait, sigwaitinfo, sigtimedwait (waits.c): true when a held SIGBUS

@@ -16,7 +16,11 @@
  *    fstatfs, open_tree, mincore, ioctl(PROCMAP_QUERY), openat of /proc
  *    (a browser traps it to its broker), memfd_create (with the
  *    ftruncate and F_ADD_SEALS of the zero file: rescue.c), uname,
- *    getsockopt, rt_tgsigqueueinfo.
+ *    getsockopt, rt_tgsigqueueinfo, and the masked variants a parked
+ *    wait is retried with in place of the program's wait (ppoll for
+ *    poll and sleeps, pselect6 for select, epoll_pwait for epoll_wait,
+ *    rt_sigsuspend for pause: dispositions.c, "Parked"; the renderer
+ *    allow-list of the seccomp harness lacks pselect6 and rt_sigsuspend).
  * The library makes one of the second set only where nsb_unfiltered()
  * says no filter is in force: the kernel says so in /proc/self/status
  * ("Seccomp: 0"), read once, on the first call that needs to know (a

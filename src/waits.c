@@ -81,6 +81,15 @@ ms_left(int timeout_ms, struct timespec start)
 	return used >= timeout_ms ? 0 : (int)(timeout_ms - used);
 }
 
+/* ms milliseconds (not negative) as a timespec. */
+static struct timespec
+ms_ts(int ms)
+{
+	struct timespec t = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	return t;
+}
+
 /* The time of *total left since start (zero when it is over). */
 static struct timespec
 ts_left(const struct timespec *total, struct timespec start)
@@ -103,22 +112,27 @@ ts_left(const struct timespec *total, struct timespec start)
 }
 
 /* Runs `call` (an expression that sets ret, -1 and errno on failure) until
- * it ends for a reason of its own; `update` prepares a retry.  A call that
- * succeeds after a retry leaves errno as it found it, not at the EINTR
- * that was retried. */
-#define WAIT(mask, ret, call, update)					\
+ * it ends for a reason of its own; `update` prepares a retry, made with
+ * `recall` instead once the wait is parked (w_.park, the mask the retry
+ * must unblock: dispositions.c).  kind: NSB_WAIT_*.  A call that succeeds
+ * after a retry leaves errno as it found it, not at the EINTR that was
+ * retried. */
+#define WAIT(mask, kind, ret, call, recall, update)			\
 	do {								\
 		struct nsb_wait w_;					\
 		int err_, saved_errno_ = errno;				\
 									\
-		err_ = nsb_disp_wait_begin(&w_, (mask));		\
+		err_ = nsb_disp_wait_begin(&w_, (mask), (kind));	\
 		if (err_) {						\
 			errno = err_;					\
 			(ret) = -1;					\
 			break;						\
 		}							\
 		for (;;) {						\
-			call;						\
+			if (w_.park)					\
+				recall;					\
+			else						\
+				call;					\
 			if ((ret) >= 0 || errno != EINTR || !nsb_disp_wait_again(&w_)) \
 				break;					\
 			update;						\
@@ -133,7 +147,8 @@ do_sigsuspend(const sigset_t *mask)
 {
 	int ret;
 
-	WAIT(mask, ret, ret = real_sigsuspend(w_.kmask), (void)0);
+	WAIT(mask, NSB_WAIT_PARK, ret, ret = real_sigsuspend(w_.kmask),
+	     ret = real_sigsuspend(w_.kmask), (void)0);
 	return ret;
 }
 
@@ -198,7 +213,8 @@ pause(void)
 {
 	int ret;
 
-	WAIT(NULL, ret, ret = real_pause(), (void)0);
+	WAIT(NULL, NSB_WAIT_PARK_FREE, ret, ret = real_pause(), ret = real_sigsuspend(w_.park),
+	     (void)0);
 	return ret;
 }
 
@@ -208,6 +224,21 @@ static bool
 save_ts(const struct timespec *ts, struct timespec *out)
 {
 	return nsb_read_word(ts, &out->tv_sec) && nsb_read_word(&ts->tv_nsec, &out->tv_nsec);
+}
+
+/* A parked sleep's retry (the time left in *q, on the monotonic clock):
+ * ppoll with no descriptors, the mask unblocked for as long as it sleeps.
+ * 0, or an error number (EINTR: the time left in *rem, as the sleep's). */
+static int
+park_sleep(const struct timespec *q, struct timespec *rem, const sigset_t *mask)
+{
+	struct timespec start = now();
+
+	if (real_ppoll(NULL, 0, q, mask) == 0)
+		return 0;
+	if (errno == EINTR)
+		*rem = ts_left(q, start);
+	return errno;
 }
 
 static int
@@ -222,7 +253,9 @@ do_nanosleep(const struct timespec *req, struct timespec *rem)
 	if (rem && !save_ts(rem, &before))
 		return real_nanosleep(req, rem);	/* EFAULT if it writes rem */
 	/* The kernel reads req and writes rem first: its EFAULT, not ours. */
-	WAIT(NULL, ret, ret = real_nanosleep(q, r), (left = *r, q = &left, retried = true));
+	WAIT(NULL, NSB_WAIT_PARK_FREE, ret, ret = real_nanosleep(q, r),
+	     (ret = park_sleep(q, r, w_.park), errno = ret ? ret : errno, ret = ret ? -1 : 0),
+	     (left = *r, q = &left, retried = true));
 	if (ret == 0 && retried && rem)
 		*rem = before;
 	return ret;
@@ -253,10 +286,17 @@ do_clock_nanosleep(clockid_t clock, int flags, const struct timespec *req, struc
 	if (rem && !save_ts(rem, &before))
 		return real_clock_nanosleep(clock, flags, req, rem);
 	/* It returns an error number and leaves errno alone. */
-	if (nsb_disp_wait_begin(&w, NULL) != 0)
+	/* Relative sleeps on these two clocks have a masked variant (ppoll
+	 * sleeps on the monotonic clock, which is what a relative sleep on
+	 * the real-time clock measures too). */
+	if (nsb_disp_wait_begin(&w, NULL,
+				!(flags & TIMER_ABSTIME) &&
+						(clock == CLOCK_MONOTONIC || clock == CLOCK_REALTIME)
+					? NSB_WAIT_PARK_FREE
+					: NSB_WAIT_PLAIN) != 0)
 		return EINTR;
 	for (;;) {
-		ret = real_clock_nanosleep(clock, flags, q, r);
+		ret = w.park ? park_sleep(q, r, w.park) : real_clock_nanosleep(clock, flags, q, r);
 		if (ret != EINTR || !nsb_disp_wait_again(&w))
 			break;
 		retried = true;
@@ -315,10 +355,12 @@ usleep(useconds_t usec)
 static int
 do_poll(struct pollfd *fds, nfds_t n, int timeout)
 {
-	struct timespec start = now();
+	struct timespec start = now(), ts;
 	int ret, t = timeout;
 
-	WAIT(NULL, ret, ret = real_poll(fds, n, t), t = ms_left(timeout, start));
+	WAIT(NULL, NSB_WAIT_PARK_FREE, ret, ret = real_poll(fds, n, t),
+	     ret = real_ppoll(fds, n, t < 0 ? NULL : (ts = ms_ts(t), &ts), w_.park),
+	     t = ms_left(timeout, start));
 	return ret;
 }
 
@@ -351,8 +393,8 @@ do_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_
 	const struct timespec *t = tmo;
 	int ret;
 
-	WAIT(mask, ret, ret = real_ppoll(fds, n, t, w_.kmask),
-	     (t = tmo ? (left = ts_left(tmo, start), &left) : NULL));
+	WAIT(mask, NSB_WAIT_PARK, ret, ret = real_ppoll(fds, n, t, w_.kmask),
+	     ret = real_ppoll(fds, n, t, w_.kmask), (t = tmo ? (left = ts_left(tmo, start), &left) : NULL));
 	return ret;
 }
 
@@ -371,13 +413,35 @@ __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigs
 	return do_ppoll(fds, n, tmo, mask);
 }
 
+/* A parked select's retry: pselect, and tv counted down as Linux's select
+ * does. */
+static int
+park_select(int nfds, fd_set *r, fd_set *wr, fd_set *e, struct timeval *tv, const sigset_t *mask)
+{
+	struct timespec total, start = now(), left;
+	int ret, saved;
+
+	if (!tv)
+		return real_pselect(nfds, r, wr, e, NULL, mask);
+	total.tv_sec = tv->tv_sec;
+	total.tv_nsec = tv->tv_usec * 1000L;
+	ret = real_pselect(nfds, r, wr, e, &total, mask);
+	saved = errno;
+	left = ts_left(&total, start);
+	tv->tv_sec = left.tv_sec;
+	tv->tv_usec = left.tv_nsec / 1000;
+	errno = saved;
+	return ret;
+}
+
 static int
 do_select(int nfds, fd_set *r, fd_set *wr, fd_set *e, struct timeval *tv)
 {
 	int ret;
 
 	/* Linux leaves the sets alone on EINTR and counts tv down. */
-	WAIT(NULL, ret, ret = real_select(nfds, r, wr, e, tv), (void)0);
+	WAIT(NULL, NSB_WAIT_PARK_FREE, ret, ret = real_select(nfds, r, wr, e, tv),
+	     ret = park_select(nfds, r, wr, e, tv, w_.park), (void)0);
 	return ret;
 }
 
@@ -401,8 +465,8 @@ pselect(int nfds, fd_set *r, fd_set *wr, fd_set *e, const struct timespec *tmo,
 	const struct timespec *t = tmo;
 	int ret;
 
-	WAIT(mask, ret, ret = real_pselect(nfds, r, wr, e, t, w_.kmask),
-	     (t = tmo ? (left = ts_left(tmo, start), &left) : NULL));
+	WAIT(mask, NSB_WAIT_PARK, ret, ret = real_pselect(nfds, r, wr, e, t, w_.kmask),
+	     ret = real_pselect(nfds, r, wr, e, t, w_.kmask), (t = tmo ? (left = ts_left(tmo, start), &left) : NULL));
 	return ret;
 }
 
@@ -412,7 +476,8 @@ epoll_wait(int ep, struct epoll_event *ev, int max, int timeout)
 	struct timespec start = now();
 	int ret, t = timeout;
 
-	WAIT(NULL, ret, ret = real_epoll_wait(ep, ev, max, t), t = ms_left(timeout, start));
+	WAIT(NULL, NSB_WAIT_PARK_FREE, ret, ret = real_epoll_wait(ep, ev, max, t),
+	     ret = real_epoll_pwait(ep, ev, max, t, w_.park), t = ms_left(timeout, start));
 	return ret;
 }
 
@@ -422,8 +487,8 @@ epoll_pwait(int ep, struct epoll_event *ev, int max, int timeout, const sigset_t
 	struct timespec start = now();
 	int ret, t = timeout;
 
-	WAIT(mask, ret, ret = real_epoll_pwait(ep, ev, max, t, w_.kmask),
-	     t = ms_left(timeout, start));
+	WAIT(mask, NSB_WAIT_PARK, ret, ret = real_epoll_pwait(ep, ev, max, t, w_.kmask),
+	     ret = real_epoll_pwait(ep, ev, max, t, w_.kmask), t = ms_left(timeout, start));
 	return ret;
 }
 
@@ -448,8 +513,8 @@ our_epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec 
 	const struct timespec *t = tmo;
 	int ret;
 
-	WAIT(mask, ret, ret = sys_epoll_pwait2(ep, ev, max, t, w_.kmask),
-	     (t = tmo ? (left = ts_left(tmo, start), &left) : NULL));
+	WAIT(mask, NSB_WAIT_PARK, ret, ret = sys_epoll_pwait2(ep, ev, max, t, w_.kmask),
+	     ret = sys_epoll_pwait2(ep, ev, max, t, w_.kmask), (t = tmo ? (left = ts_left(tmo, start), &left) : NULL));
 	return ret;
 }
 

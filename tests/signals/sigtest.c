@@ -5972,6 +5972,156 @@ body_poll_eintr_lost(char **a)
 	rescue_check("after");
 }
 
+/* -- eintr_window_*: as poll_eintr_lost, the program's SIGUSR1 sent a
+ * little after the ignored SIGBUS, at delays swept across the time the
+ * library's handler runs (the threads on two CPUs where there are two).
+ * A SIGUSR1 that lands after the handler looked for pending signals and
+ * before it returned ran its handler and the wait was retried: lost, the
+ * wait then ran to its timeout (failed on the library before the retry
+ * was made with the mask unblocked atomically) -- */
+
+static atomic_long window_state;	/* 2i+1: round i's wait begins; 2i+2: sent */
+static pid_t window_tid;
+
+static void
+window_pin(int cpu)
+{
+	cpu_set_t set;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	(void)sched_setaffinity(0, sizeof(set), &set);
+}
+
+/* Is the thread asleep in the kernel (state S in its stat)? */
+static bool
+window_sleeping(pid_t tid)
+{
+	char path[64], buf[256], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] == 'S';
+}
+
+static void
+window_spin(long ns)
+{
+	struct timespec a, b;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	do
+		clock_gettime(CLOCK_MONOTONIC, &b);
+	while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < ns);
+}
+
+#define WINDOW_ROUNDS 160
+
+static void *
+window_sender(void *arg)
+{
+	(void)arg;
+	window_pin(1);
+	for (long i = 0; i < WINDOW_ROUNDS; i++) {
+		while (atomic_load(&window_state) != 2 * i + 1)
+			;
+		while (!window_sleeping(window_tid))
+			sched_yield();
+		atomic_store(&window_state, 2 * i + 2);
+		syscall(SYS_tgkill, getpid(), window_tid, SIGBUS);
+		/* 0 to 1.3 ms, finest near the start */
+		window_spin(i * i * 50);
+		syscall(SYS_tgkill, getpid(), window_tid, SIGUSR1);
+	}
+	return NULL;
+}
+
+/* One wait of 300 ms; true if it ended with EINTR. */
+static bool
+window_wait(const char *kind, int ep)
+{
+	int r;
+
+	if (!strcmp(kind, "poll")) {
+		r = poll(NULL, 0, 300);
+	} else if (!strcmp(kind, "nanosleep")) {
+		struct timespec ts = { 0, 300000000 };
+
+		r = nanosleep(&ts, &ts);
+	} else if (!strcmp(kind, "select")) {
+		struct timeval tv = { 0, 300000 };
+
+		r = select(0, NULL, NULL, NULL, &tv);
+	} else if (!strcmp(kind, "epoll")) {
+		struct epoll_event ev;
+
+		r = epoll_wait(ep, &ev, 1, 300);
+	} else {
+		sigset_t m;
+
+		pthread_sigmask(SIG_BLOCK, NULL, &m);
+		r = sigsuspend(&m);
+	}
+	return r == -1 && errno == EINTR;
+}
+
+static void
+eintr_window(const char *kind)
+{
+	int lost = 0, ep = epoll_create1(EPOLL_CLOEXEC);
+	pthread_t t;
+
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	install(SIGUSR1, on_usr1, 0, NULL);	/* no SA_RESTART */
+	window_tid = (pid_t)syscall(SYS_gettid);
+	window_pin(0);
+	NSBT_CHECK(ep >= 0, "epoll_create1");
+	NSBT_CHECK(pthread_create(&t, NULL, window_sender, NULL) == 0, "pthread_create");
+	for (int i = 0; i < WINDOW_ROUNDS; i++) {
+		bool eintr;
+
+		atomic_store(&window_state, 2 * i + 1);
+		eintr = window_wait(kind, ep);
+		/* The sender is done with this round before the next begins. */
+		while (atomic_load(&window_state) != 2 * i + 2)
+			;
+		while (usr1_count != i + 1)
+			;
+		if (!eintr)
+			lost++;
+	}
+	pthread_join(t, NULL);
+	printf("%s: %d rounds, EINTR lost %d times, SIGUSR1 calls=%d\n", kind, WINDOW_ROUNDS, lost,
+	       (int)usr1_count);
+	rescue_check("after");
+}
+
+#define EINTR_WINDOW(name)				\
+	static void					\
+	body_eintr_window_##name(char **a)		\
+	{						\
+		(void)a;				\
+		eintr_window(#name);			\
+	}
+EINTR_WINDOW(poll)
+EINTR_WINDOW(nanosleep)
+EINTR_WINDOW(select)
+EINTR_WINDOW(epoll)
+EINTR_WINDOW(sigsuspend)
+
 /* -- held_lost_lock_mask: a SIGBUS sent to the process while the only
  * thread that does not block it is inside a library lock -- */
 
@@ -6563,6 +6713,11 @@ static const struct scenario scenarios[] = {
 	{ "filecap-root-handoff", body_filecap_root_handoff, EXIT(0), NULL },
 	{ "sigqueue-thread-redirected", body_sigqueue_thread_redirected, EXIT(0), NULL },
 	{ "poll-eintr-lost", body_poll_eintr_lost, EXIT(0), NULL },
+	{ "eintr-window-poll", body_eintr_window_poll, EXIT(0), NULL },
+	{ "eintr-window-nanosleep", body_eintr_window_nanosleep, EXIT(0), NULL },
+	{ "eintr-window-select", body_eintr_window_select, EXIT(0), NULL },
+	{ "eintr-window-epoll", body_eintr_window_epoll, EXIT(0), NULL },
+	{ "eintr-window-sigsuspend", body_eintr_window_sigsuspend, EXIT(0), NULL },
 	{ "held-lost-lock-mask", body_held_lost_lock_mask, EXIT(0), NULL },
 	{ "sigev-thread-before-install", body_sigev_thread_before_install, EXIT(0), NULL },
 	{ "sigwait-held", body_sigwait_held, EXIT(0), NULL },
