@@ -688,6 +688,115 @@ cursor_with() {
 	assert_stayed_then_stop
 }
 
+# kwin's shadow (hostile-client --shadow, issue 37; the XML is Debian's
+# plasma-wayland-protocols): the hostile pool's buffer as the eight
+# elements of a shadow of the client's toplevel, whose own buffer is
+# good; a new shadow every frame, since kwin 5.27 copies a shadow's
+# buffers when the surface's shadow changes (Shadow::init), not at a
+# shadow's commit.  kwin alone offers org_kde_kwin_shadow_manager.
+#
+# The buffer kept (the client's own): kwin copies it inside libwayland's
+# begin_access/end_access, whose handler cuts the client off.  The buffer
+# destroyed after the shadow's commit (--destroy-buffer; the shadow keeps
+# it): kwin copies a QImage it saved over the pool, outside
+# begin_access, and dies of SIGBUS (135) at the first frame after the
+# truncation; so does it with a sealed pool grown by resize (no handler
+# for a pool that cannot shrink), whichever buffer.
+SHADOW_DESTROY='keep --destroy-buffer'
+
+# Runs the shadow client: $1 keep or --destroy-buffer, then its options.
+run_shadow_client() {
+	local destroy=$1
+	shift
+	[ "$destroy" = keep ] && destroy=
+	run_client --shadow ${destroy:+"$destroy"} "$@" "$FRAMES"
+}
+
+# Without the library, the buffer kept: the client is cut off (each
+# backing, truncated to 0 and 12 bytes; FUSE failing from 0 and from the
+# second page), kwin lives.
+shadow_without() {
+	local backing to from
+	start_compositor kwin
+	for backing in memfd shm disk; do
+		for to in 0 12; do
+			run_shadow_client keep --backing "$backing" --dir "$DISK_DIR" --truncate-to "$to"
+			assert_client_cut_off
+			assert_compositor_running
+		done
+	done
+	for from in $(fuse_offsets); do
+		run_shadow_client keep --backing fuse --truncate-to "$from"
+		if [ "$CLIENT_STATUS" = 6 ]; then
+			echo "# kwin_wayland, shadow in a FUSE pool: not run: $CLIENT_OUTPUT" >&3
+			continue
+		fi
+		assert_client_cut_off
+		assert_compositor_running
+	done
+	assert_good_clients_render
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+}
+
+# Without the library, the buffer destroyed (each backing truncated to 0,
+# FUSE failing from 0), and the sealed pool either way: kwin dies of
+# SIGBUS, the client loses its connection.  kwin is started again after
+# each death.
+shadow_dies_without() {
+	local backing destroy
+	for backing in memfd shm disk fuse; do
+		[ -n "$COMP_PID" ] || start_compositor kwin
+		run_shadow_client --destroy-buffer --backing "$backing" --dir "$DISK_DIR" --truncate-to 0
+		if [ "$CLIENT_STATUS" = 6 ]; then
+			echo "# kwin_wayland, shadow in a FUSE pool: not run: $CLIENT_OUTPUT" >&3
+			continue
+		fi
+		assert_client_lost
+		wait_compositor_death
+		assert_equal "$COMP_STATUS" "$SIGBUS_STATUS"
+	done
+	for destroy in $SHADOW_DESTROY; do
+		start_compositor kwin
+		run_shadow_client "$destroy" --sealed-resize
+		assert_sealed_client_ended 4
+		wait_compositor_death
+		assert_equal "$COMP_STATUS" "$SIGBUS_STATUS"
+	done
+}
+
+# With the bare preload: every case above keeps the client (every frame
+# answered), kwin lives, renders the good clients and says nothing.
+shadow_with() {
+	local backing to from destroy
+	start_compositor kwin "$NSB_PRELOAD"
+	for destroy in $SHADOW_DESTROY; do
+		for backing in memfd shm disk; do
+			for to in 0 12; do
+				run_shadow_client "$destroy" --backing "$backing" --dir "$DISK_DIR" --truncate-to "$to"
+				assert_client_stayed "$FRAMES"
+				assert_compositor_running
+			done
+		done
+		for from in $(fuse_offsets); do
+			run_shadow_client "$destroy" --backing fuse --truncate-to "$from"
+			if [ "$CLIENT_STATUS" = 6 ]; then
+				echo "# kwin_wayland, shadow in a FUSE pool: not run: $CLIENT_OUTPUT" >&3
+				continue
+			fi
+			assert_client_stayed "$FRAMES"
+			assert_compositor_running
+		done
+		run_shadow_client "$destroy" --sealed-resize
+		assert_client_sealed_stayed "$FRAMES"
+		assert_compositor_running
+	done
+	assert_good_clients_render
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+	assert_library_silent
+}
+
 @test "weston: without the library, libwayland cuts the client off" {
 	matrix_without weston
 }
@@ -896,6 +1005,32 @@ cursor_with() {
 
 @test "kwin_wayland: with LD_PRELOAD alone, a subsurface's pool truncated: the client stays, kwin_wayland lives" {
 	sub_with kwin
+}
+
+@test "kwin_wayland: without the library, a shadow's pool truncated: libwayland cuts the client off" {
+	shadow_without
+}
+
+@test "kwin_wayland: without the library, a shadow's buffer destroyed, its pool truncated, or its pool sealed: it dies (SIGBUS)" {
+	shadow_dies_without
+}
+
+@test "kwin_wayland: with LD_PRELOAD alone, a shadow's pool truncated, its buffer kept or destroyed, or sealed: the client stays, kwin_wayland lives" {
+	shadow_with
+}
+
+@test "weston, sway, mutter, cage and Mir offer no kwin shadow" {
+	local c
+	for c in weston sway mutter cage mir; do
+		start_compositor "$c"
+		run_client --shadow --truncate-to 0 "$FRAMES"
+		assert_equal "$CLIENT_STATUS" 5
+		assert_equal "$CLIENT_OUTPUT" "no org_kde_kwin_shadow_manager"
+		assert_compositor_running
+		stop_compositor
+		assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+		comp_next
+	done
 }
 
 @test "Mir: without the library, a subsurface's pool truncated: it dies (SIGBUS)" {

@@ -8,7 +8,8 @@
  *   hostile-client [--pause] [--no-truncate] [--truncate-to BYTES]
  *                  [--backing memfd|shm|disk|fuse] [--dir DIR]
  *                  [--regrow RRGGBB [--resize]] [--no-ack]
- *                  [--sealed-resize] [--colour RRGGBB] [--size WxH] N
+ *                  [--sealed-resize] [--colour RRGGBB] [--size WxH]
+ *                  [--subsurface | --cursor | --shadow [--destroy-buffer]] N
  *   hostile-client --keymap-attack memfd|sealed|fuse [--keymap-size BYTES]
  *   hostile-client --screencopy [--no-truncate]
  *
@@ -74,11 +75,14 @@
  * surface; the XML is Debian's plasma-wayland-protocols): the eight
  * org_kde_kwin_shadow.attach_* take it, the four offsets are 16 pixels,
  * org_kde_kwin_shadow.commit, then the toplevel, whose own buffer is good,
- * is committed (with the frame callback): its next commit applies the
- * shadow, and kwin 5.27 reads the tiles (a copy of each buffer's pixels)
- * when the window's shadow is made or updated.  Every frame attaches and
- * commits the shadow again.  Exits with 5 and "no
- * org_kde_kwin_shadow_manager" where it is not offered.
+ * is committed (with the frame callback), which applies the shadow.  kwin
+ * 5.27 reads the tiles (it copies each buffer's pixels) when the surface's
+ * shadow changes, not at a shadow's commit: every frame makes a new
+ * shadow.  With --destroy-buffer the wl_buffer is destroyed after each
+ * shadow's commit (the shadow keeps it; a new buffer takes its place in
+ * the pool): kwin then copies the pixels through a QImage it saved over
+ * the pool, outside libwayland's wl_shm_buffer_begin_access.  Exits with
+ * 5 and "no org_kde_kwin_shadow_manager" where it is not offered.
  *
  * With --keymap-attack there is no window: the client makes a virtual
  * keyboard (zwp_virtual_keyboard_manager_v1, on the first wl_seat) and
