@@ -62,7 +62,8 @@
  * protocols/ has the XML) the client makes one on the seat (which gives
  * a headless seat its pointer), and once the toplevel shows moves it to
  * the middle of the output (motion_absolute, frame): a tiled or
- * fullscreen window is under it there, and the pointer enters.  Every
+ * fullscreen window is under it there (a floating one, Mir's, when it is
+ * large enough: the test asks for 1000x700), and the pointer enters.  Every
  * frame moves it again by a pixel, so that the compositor draws the
  * cursor anew.  Exits with 5 and "no pointer" where the seat has no
  * pointer capability ("no pointer (no zwlr_virtual_pointer_manager_v1)"
