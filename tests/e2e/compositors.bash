@@ -301,6 +301,11 @@ start_compositor() {
 	sway | cage) wait_for_wlroots_socket ;;
 	*) wait_for_path "$XDG_RUNTIME_DIR/$WAYLAND_DISPLAY" "$COMP_PID" "$COMP" ;;
 	esac
+	# kwin started again after a death (the shadow cells) once refused
+	# the first client (ECONNREFUSED: its socket bound, not yet listening).
+	case $COMP in
+	kwin | kwin-secure) wait_for_listening "$XDG_RUNTIME_DIR/$WAYLAND_DISPLAY" ;;
+	esac
 	# kwin-secure's tests say whether the library must be there.
 	[ -z "$first" ] || [ -z "$preload" ] || [ "$COMP" = kwin-secure ] || assert_preloaded
 }
@@ -332,6 +337,19 @@ secure_kwin_prepare() {
 	unshare -m --propagation private sh -c 'mount -t overlay nsb-secure -o "lowerdir=$1,upperdir=$2,workdir=$3" "$1"' \
 		sh "$SECURE_LIBDIR" "$COMP_DIR/ovl/upper" "$COMP_DIR/ovl/work" 2>/dev/null ||
 		skip "cannot mount an overlay over $SECURE_LIBDIR here"
+}
+
+# Waits (bounded) until the compositor's socket $1 accepts a connection.
+wait_for_listening() {
+	local tries
+	for ((tries = 0; tries < POLL_TRIES; tries++)); do
+		"$PYTHON" -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])' "$1" 2>/dev/null && return 0
+		kill -0 "$COMP_PID" 2>/dev/null || fail "$COMP exited before listening on $1"
+		sleep 0.05
+	done
+	fail "$COMP does not accept connections on $1"
 }
 
 # wlroots names its socket wayland-N (the first free N) in

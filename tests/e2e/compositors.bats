@@ -91,11 +91,12 @@
 # the library sway cuts the client off (libwayland's handler); with the
 # bare preload the client stays.  weston, mutter, kwin and cage offer no
 # virtual pointer: no pointer, no cursor (the client says so, asserted;
-# cage's own cells skip with that reason).  Mir's seat has a pointer (its
-# Xvfb's), but nothing moves it: neither a core WarpPointer in its Xvfb
-# nor its own virtual pointer (motion_absolute or motion, again every 50
-# ms) gives the window an enter, so its cells skip, saying so, unless
-# the pointer enters.
+# cage's own cells skip with that reason: see cursor_skip_unless_set).
+# Mir's virtual pointer goes to the middle of its output, where its
+# floating shell places no 128x96 window: the client's window there is
+# 1000x700, the pointer enters, and without the library Mir dies of
+# SIGBUS (134) when it reads the cursor; with the bare preload the client
+# stays.
 #
 # wlroots' screencopy (hostile-client --screencopy, issue 37; protocols/
 # has the XML, written from the documented interface): the client's
@@ -107,6 +108,18 @@
 # libwayland's begin_access/end_access, whose handler catches it), Mir
 # dies of SIGBUS (134); with the bare preload the copy is "ready", the
 # client stays, the compositor lives.
+#
+# kwin's shadow (hostile-client --shadow, issue 37; the XML is Debian's
+# plasma-wayland-protocols): the hostile pool's buffer as the eight
+# elements of a shadow of the client's toplevel.  kwin 5.27 copies a
+# shadow's buffers when the surface's shadow changes.  Without the
+# library, the client's buffer kept, the copy is inside libwayland's
+# handler, which cuts the client off; the buffer destroyed after the
+# shadow's commit (the shadow keeps it), kwin copies a QImage it saved
+# over the pool, outside the handler, and dies of SIGBUS (135), as it does
+# with a sealed pool grown by resize.  With the bare preload the client
+# stays in every case (memfd, /dev/shm, disk, FUSE, sealed).  kwin alone
+# offers the shadow.
 #
 # kwin_wayland with its file capability (secure execution), run as nobody:
 # the library by path is not loaded, libwayland cuts the client off; the
@@ -627,14 +640,23 @@ sc_with() {
 
 # A cursor (hostile-client --cursor, issue 37; see the top): the client
 # gives the seat a pointer with wlroots' virtual pointer where it is
-# offered (sway; Mir when asked, MIR_EXTENSIONS, though no enter follows
-# there), moves it over its window, sets its cursor from the hostile
-# pool and truncates the pool after frame 0.
+# offered (sway; Mir when asked, MIR_EXTENSIONS), moves it over its
+# window, sets its cursor from the hostile pool and truncates the pool
+# after frame 0.
 # shellcheck disable=SC2034 # MIR_EXTENSIONS is read by start_compositor
 cursor_start() {
 	local MIR_EXTENSIONS=
 	[ "$1" != mir ] || MIR_EXTENSIONS=zwlr_virtual_pointer_manager_v1
 	start_compositor "$@"
+}
+
+# The cursor client's options: Mir's floating shell places a 128x96
+# window away from the middle of its output, where the virtual pointer
+# goes: a window of 1000x700 is under it.
+cursor_args() {
+	local -a size=()
+	[ "$COMP" != mir ] || size=(--size 1000x700)
+	CURSOR_ARGS=(--cursor "${size[@]}" --truncate-to 0 "$FRAMES")
 }
 
 # No pointer, and no virtual pointer to give the seat one.
@@ -644,23 +666,36 @@ assert_no_cursor() {
 	assert_compositor_running
 }
 
-# Where the client could set no cursor (status 5): the compositor is
-# stopped, its end checked, and the test skips with the client's reason.
+# cage 0.1.4 can set no cursor (asserted: the client says so, status 5):
+# the compositor is stopped, its end checked, and the test skips with the
+# reason.  Its headless seat has no pointer, and it offers no global that
+# gives one (no virtual pointer; its globals are listed by the client's
+# WAYLAND_DEBUG).  Nested, its seat has a pointer: its X11 backend's (in
+# an Xvfb) and its Wayland backend's (in a headless sway given a virtual
+# pointer) both do; but neither enables an output with the pixman renderer
+# ("Basic output test failed for X11-1", "... for WL-1"; wlroots 0.15),
+# so no window is shown under that pointer.
+# sway and Mir always set one: a "no pointer" there fails.
 cursor_skip_unless_set() {
-	[ "$CLIENT_STATUS" = 5 ] || return 0
-	assert_compositor_running
+	if [ "$COMP" != cage ]; then
+		[ "$CLIENT_STATUS" != 5 ] || fail "$COMP: no cursor was set: $CLIENT_OUTPUT"
+		return 0
+	fi
+	assert_no_cursor
 	stop_compositor
 	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
-	skip "$COMP: no cursor can be set: $(tail -n 1 <<<"$CLIENT_OUTPUT")"
+	skip "cage 0.1.4 headless: its seat has no pointer and it offers no virtual pointer (no zwlr_virtual_pointer_manager_v1); nested (X11 or Wayland backend), where its seat has one, it enables no output with the pixman renderer"
 }
 
 # Without the library: sway reads the cursor's buffer inside libwayland's
-# begin_access/end_access, whose handler cuts the client off.
+# begin_access/end_access, whose handler cuts the client off; Mir dies of
+# SIGBUS (134), or now and then hangs in its fatal-signal handler.
 cursor_without() {
 	cursor_start "$1"
 	if [ "$COMP" = mir ]; then
+		cursor_args
 		CLIENT_MAY_HANG=1 CLIENT_DEADLINE=$(scaled 20) \
-			run_client --cursor --truncate-to 0 "$FRAMES"
+			run_client "${CURSOR_ARGS[@]}"
 		cursor_skip_unless_set
 		if [ "$CLIENT_STATUS" = 124 ]; then
 			mir_killed "cursor's pool truncated to 0"
@@ -670,7 +705,8 @@ cursor_without() {
 		assert_mir_died_of_sigbus
 		return 0
 	fi
-	run_client --cursor --truncate-to 0 "$FRAMES"
+	cursor_args
+	run_client "${CURSOR_ARGS[@]}"
 	cursor_skip_unless_set
 	assert_client_cut_off
 	assert_compositor_running
@@ -683,9 +719,119 @@ cursor_without() {
 # lives and says nothing.
 cursor_with() {
 	cursor_start "$1" "$NSB_PRELOAD"
-	run_client --cursor --truncate-to 0 "$FRAMES"
+	cursor_args
+	run_client "${CURSOR_ARGS[@]}"
 	cursor_skip_unless_set
 	assert_stayed_then_stop
+}
+
+# kwin's shadow (hostile-client --shadow, issue 37; the XML is Debian's
+# plasma-wayland-protocols): the hostile pool's buffer as the eight
+# elements of a shadow of the client's toplevel, whose own buffer is
+# good; a new shadow every frame, since kwin 5.27 copies a shadow's
+# buffers when the surface's shadow changes (Shadow::init), not at a
+# shadow's commit.  kwin alone offers org_kde_kwin_shadow_manager.
+#
+# The buffer kept (the client's own): kwin copies it inside libwayland's
+# begin_access/end_access, whose handler cuts the client off.  The buffer
+# destroyed after the shadow's commit (--destroy-buffer; the shadow keeps
+# it): kwin copies a QImage it saved over the pool, outside
+# begin_access, and dies of SIGBUS (135) at the first frame after the
+# truncation; so does it with a sealed pool grown by resize (no handler
+# for a pool that cannot shrink), whichever buffer.
+SHADOW_DESTROY='keep --destroy-buffer'
+
+# Runs the shadow client: $1 keep or --destroy-buffer, then its options.
+run_shadow_client() {
+	local destroy=$1
+	shift
+	[ "$destroy" = keep ] && destroy=
+	run_client --shadow ${destroy:+"$destroy"} "$@" "$FRAMES"
+}
+
+# Without the library, the buffer kept: the client is cut off (each
+# backing, truncated to 0 and 12 bytes; FUSE failing from 0 and from the
+# second page), kwin lives.
+shadow_without() {
+	local backing to from
+	start_compositor kwin
+	for backing in memfd shm disk; do
+		for to in 0 12; do
+			run_shadow_client keep --backing "$backing" --dir "$DISK_DIR" --truncate-to "$to"
+			assert_client_cut_off
+			assert_compositor_running
+		done
+	done
+	for from in $(fuse_offsets); do
+		run_shadow_client keep --backing fuse --truncate-to "$from"
+		if [ "$CLIENT_STATUS" = 6 ]; then
+			echo "# kwin_wayland, shadow in a FUSE pool: not run: $CLIENT_OUTPUT" >&3
+			continue
+		fi
+		assert_client_cut_off
+		assert_compositor_running
+	done
+	assert_good_clients_render
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+}
+
+# Without the library, the buffer destroyed (each backing truncated to 0,
+# FUSE failing from 0), and the sealed pool either way: kwin dies of
+# SIGBUS, the client loses its connection.  kwin is started again after
+# each death.
+shadow_dies_without() {
+	local backing destroy
+	for backing in memfd shm disk fuse; do
+		[ -n "$COMP_PID" ] || start_compositor kwin
+		run_shadow_client --destroy-buffer --backing "$backing" --dir "$DISK_DIR" --truncate-to 0
+		if [ "$CLIENT_STATUS" = 6 ]; then
+			echo "# kwin_wayland, shadow in a FUSE pool: not run: $CLIENT_OUTPUT" >&3
+			continue
+		fi
+		assert_client_lost
+		wait_compositor_death
+		assert_equal "$COMP_STATUS" "$SIGBUS_STATUS"
+	done
+	for destroy in $SHADOW_DESTROY; do
+		start_compositor kwin
+		run_shadow_client "$destroy" --sealed-resize
+		assert_sealed_client_ended 4
+		wait_compositor_death
+		assert_equal "$COMP_STATUS" "$SIGBUS_STATUS"
+	done
+}
+
+# With the bare preload: every case above keeps the client (every frame
+# answered), kwin lives, renders the good clients and says nothing.
+shadow_with() {
+	local backing to from destroy
+	start_compositor kwin "$NSB_PRELOAD"
+	for destroy in $SHADOW_DESTROY; do
+		for backing in memfd shm disk; do
+			for to in 0 12; do
+				run_shadow_client "$destroy" --backing "$backing" --dir "$DISK_DIR" --truncate-to "$to"
+				assert_client_stayed "$FRAMES"
+				assert_compositor_running
+			done
+		done
+		for from in $(fuse_offsets); do
+			run_shadow_client "$destroy" --backing fuse --truncate-to "$from"
+			if [ "$CLIENT_STATUS" = 6 ]; then
+				echo "# kwin_wayland, shadow in a FUSE pool: not run: $CLIENT_OUTPUT" >&3
+				continue
+			fi
+			assert_client_stayed "$FRAMES"
+			assert_compositor_running
+		done
+		run_shadow_client "$destroy" --sealed-resize
+		assert_client_sealed_stayed "$FRAMES"
+		assert_compositor_running
+	done
+	assert_good_clients_render
+	stop_compositor
+	assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+	assert_library_silent
 }
 
 @test "weston: without the library, libwayland cuts the client off" {
@@ -898,6 +1044,32 @@ cursor_with() {
 	sub_with kwin
 }
 
+@test "kwin_wayland: without the library, a shadow's pool truncated: libwayland cuts the client off" {
+	shadow_without
+}
+
+@test "kwin_wayland: without the library, a shadow's buffer destroyed, its pool truncated, or its pool sealed: it dies (SIGBUS)" {
+	shadow_dies_without
+}
+
+@test "kwin_wayland: with LD_PRELOAD alone, a shadow's pool truncated, its buffer kept or destroyed, or sealed: the client stays, kwin_wayland lives" {
+	shadow_with
+}
+
+@test "weston, sway, mutter, cage and Mir offer no kwin shadow" {
+	local c
+	for c in weston sway mutter cage mir; do
+		start_compositor "$c"
+		run_client --shadow --truncate-to 0 "$FRAMES"
+		assert_equal "$CLIENT_STATUS" 5
+		assert_equal "$CLIENT_OUTPUT" "no org_kde_kwin_shadow_manager"
+		assert_compositor_running
+		stop_compositor
+		assert_equal "$COMP_STATUS" "$(normal_stop_status)"
+		comp_next
+	done
+}
+
 @test "Mir: without the library, a subsurface's pool truncated: it dies (SIGBUS)" {
 	sub_without mir
 }
@@ -980,7 +1152,7 @@ cursor_with() {
 	cursor_with cage
 }
 
-@test "Mir with its virtual pointer: without the library, a cursor's pool truncated" {
+@test "Mir with its virtual pointer: without the library, a cursor's pool truncated: it dies (SIGBUS)" {
 	cursor_without mir
 }
 

@@ -8,7 +8,8 @@
  *   hostile-client [--pause] [--no-truncate] [--truncate-to BYTES]
  *                  [--backing memfd|shm|disk|fuse] [--dir DIR]
  *                  [--regrow RRGGBB [--resize]] [--no-ack]
- *                  [--sealed-resize] [--colour RRGGBB] [--size WxH] N
+ *                  [--sealed-resize] [--colour RRGGBB] [--size WxH]
+ *                  [--subsurface | --cursor | --shadow [--destroy-buffer]] N
  *   hostile-client --keymap-attack memfd|sealed|fuse [--keymap-size BYTES]
  *   hostile-client --screencopy [--no-truncate]
  *
@@ -61,13 +62,28 @@
  * protocols/ has the XML) the client makes one on the seat (which gives
  * a headless seat its pointer), and once the toplevel shows moves it to
  * the middle of the output (motion_absolute, frame): a tiled or
- * fullscreen window is under it there, and the pointer enters.  Every
+ * fullscreen window is under it there (a floating one, Mir's, when it is
+ * large enough: the test asks for 1000x700), and the pointer enters.  Every
  * frame moves it again by a pixel, so that the compositor draws the
  * cursor anew.  Exits with 5 and "no pointer" where the seat has no
  * pointer capability ("no pointer (no zwlr_virtual_pointer_manager_v1)"
  * where no virtual pointer could give it one), or "no pointer enter"
  * where the pointer never enters the window (within 5 seconds after it
  * shows).
+ *
+ * With --shadow the hostile pool's buffer is every element of kwin's
+ * shadow of the toplevel (org_kde_kwin_shadow_manager.create on its
+ * surface; the XML is Debian's plasma-wayland-protocols): the eight
+ * org_kde_kwin_shadow.attach_* take it, the four offsets are 16 pixels,
+ * org_kde_kwin_shadow.commit, then the toplevel, whose own buffer is good,
+ * is committed (with the frame callback), which applies the shadow.  kwin
+ * 5.27 reads the tiles (it copies each buffer's pixels) when the surface's
+ * shadow changes, not at a shadow's commit: every frame makes a new
+ * shadow.  With --destroy-buffer the wl_buffer is destroyed after each
+ * shadow's commit (the shadow keeps it; a new buffer takes its place in
+ * the pool): kwin then copies the pixels through a QImage it saved over
+ * the pool, outside libwayland's wl_shm_buffer_begin_access.  Exits with
+ * 5 and "no org_kde_kwin_shadow_manager" where it is not offered.
  *
  * With --keymap-attack there is no window: the client makes a virtual
  * keyboard (zwp_virtual_keyboard_manager_v1, on the first wl_seat) and
@@ -131,6 +147,7 @@
 #ifdef NSB_HAVE_FUSE
 #include "fuse-pool.h"
 #endif
+#include "shadow-client-protocol.h"
 #include "virtual-keyboard-unstable-v1-client-protocol.h"
 #include "wlr-screencopy-unstable-v1-client-protocol.h"
 #include "wlr-virtual-pointer-unstable-v1-client-protocol.h"
@@ -173,6 +190,7 @@ struct client {
 	struct zwlr_virtual_pointer_manager_v1 *vp_manager;	/* --cursor */
 	struct zwlr_virtual_pointer_v1 *vpointer;
 	uint32_t vp_moves;	/* motions sent: each goes a pixel apart */
+	struct org_kde_kwin_shadow_manager *shadow_manager;	/* --shadow */
 	struct zwlr_screencopy_manager_v1 *sc_manager;
 	uint32_t sc_format, sc_width, sc_height, sc_stride;
 	int sc_state;		/* 0 waiting, 1 buffer_done, 2 ready, 3 failed */
@@ -201,6 +219,8 @@ struct client {
 	bool sub;		/* --subsurface */
 	bool screencopy;	/* --screencopy */
 	bool cursor;		/* --cursor */
+	bool shadow;		/* --shadow */
+	bool destroy_buffer;	/* --shadow --destroy-buffer */
 #ifdef NSB_HAVE_FUSE
 	struct fuse_pool fuse_pool;
 #endif
@@ -287,6 +307,10 @@ registry_global(void *data, struct wl_registry *registry, uint32_t name,
 		   strcmp(interface, zwlr_virtual_pointer_manager_v1_interface.name) == 0) {
 		c->vp_manager = wl_registry_bind(registry, name,
 						 &zwlr_virtual_pointer_manager_v1_interface, 1);
+	} else if (c->shadow &&
+		   strcmp(interface, org_kde_kwin_shadow_manager_interface.name) == 0) {
+		c->shadow_manager = wl_registry_bind(registry, name,
+						     &org_kde_kwin_shadow_manager_interface, 1);
 	} else if (c->keyboard &&
 		   strcmp(interface, zwp_virtual_keyboard_manager_v1_interface.name) == 0) {
 		c->vk_manager = wl_registry_bind(registry, name,
@@ -475,6 +499,41 @@ move_virtual_pointer(struct client *c)
 	zwlr_virtual_pointer_v1_frame(c->vpointer);
 }
 
+/*
+ * --shadow: a new shadow of the toplevel (kwin reads a shadow's buffers
+ * when the surface's shadow changes, never at a mere
+ * org_kde_kwin_shadow.commit), the hostile buffer as its eight elements,
+ * 16 pixels out on every side; applied at the toplevel's next commit.
+ * With --destroy-buffer the buffer is destroyed after the shadow's commit
+ * (the shadow keeps it) and a new one made at the same place of the pool.
+ */
+static void
+commit_shadow(struct client *c, int32_t width, int32_t height)
+{
+	struct org_kde_kwin_shadow *s;
+	wl_fixed_t offset = wl_fixed_from_int(16);
+
+	s = org_kde_kwin_shadow_manager_create(c->shadow_manager, c->parent);
+
+	org_kde_kwin_shadow_attach_left(s, c->buffer);
+	org_kde_kwin_shadow_attach_top_left(s, c->buffer);
+	org_kde_kwin_shadow_attach_top(s, c->buffer);
+	org_kde_kwin_shadow_attach_top_right(s, c->buffer);
+	org_kde_kwin_shadow_attach_right(s, c->buffer);
+	org_kde_kwin_shadow_attach_bottom_right(s, c->buffer);
+	org_kde_kwin_shadow_attach_bottom(s, c->buffer);
+	org_kde_kwin_shadow_attach_bottom_left(s, c->buffer);
+	org_kde_kwin_shadow_set_left_offset(s, offset);
+	org_kde_kwin_shadow_set_top_offset(s, offset);
+	org_kde_kwin_shadow_set_right_offset(s, offset);
+	org_kde_kwin_shadow_set_bottom_offset(s, offset);
+	org_kde_kwin_shadow_commit(s);
+	if (c->destroy_buffer) {
+		wl_buffer_destroy(c->buffer);
+		create_buffer(c, width, height);
+	}
+}
+
 /* Attach, damage everything, ask for a frame callback, commit, and wait. */
 static void
 draw_frame(struct client *c, int32_t width, int32_t height)
@@ -489,6 +548,19 @@ draw_frame(struct client *c, int32_t width, int32_t height)
 	if (c->ack_pending && !c->no_ack) {
 		xdg_surface_ack_configure(c->xdg_surface, c->configure_serial);
 		c->ack_pending = false;
+	}
+	if (c->shadow) {
+		/* The shadow's state applies with the toplevel's commit. */
+		commit_shadow(c, width, height);
+		wl_surface_attach(c->parent, c->parent_buffer, 0, 0);
+		wl_surface_damage(c->parent, 0, 0, width, height);
+		callback = wl_surface_frame(c->parent);
+		wl_callback_add_listener(callback, &frame_listener, c);
+		c->frame_done = false;
+		wl_surface_commit(c->parent);
+		while (!c->frame_done)
+			dispatch_or_die(c);
+		return;
 	}
 	wl_surface_attach(c->surface, c->buffer, 0, 0);
 	wl_surface_damage(c->surface, 0, 0, width, height);
@@ -812,7 +884,7 @@ usage(void)
 	fprintf(stderr, "usage: hostile-client [--pause] [--no-truncate] "
 		"[--truncate-to BYTES] [--backing memfd|shm|disk|fuse] [--dir DIR] "
 		"[--regrow RRGGBB [--resize]] [--no-ack] [--sealed-resize] "
-		"[--colour RRGGBB] [--size WxH] [--subsurface] FRAMES\n"
+		"[--colour RRGGBB] [--size WxH] [--subsurface|--cursor|--shadow [--destroy-buffer]] FRAMES\n"
 		"       hostile-client --keymap-attack memfd|sealed|fuse [--keymap-size BYTES]\n"
 		"       hostile-client --screencopy [--no-truncate]\n");
 	exit(EXIT_USAGE);
@@ -875,6 +947,10 @@ main(int argc, char **argv)
 				usage();
 		} else if (strcmp(argv[i], "--cursor") == 0) {
 			c.cursor = true;
+		} else if (strcmp(argv[i], "--shadow") == 0) {
+			c.shadow = true;
+		} else if (strcmp(argv[i], "--destroy-buffer") == 0) {
+			c.destroy_buffer = true;
 		} else if (strcmp(argv[i], "--screencopy") == 0) {
 			c.screencopy = true;
 		} else if (strcmp(argv[i], "--subsurface") == 0) {
@@ -906,6 +982,8 @@ main(int argc, char **argv)
 	if ((c.keyboard || c.screencopy) && frames < 0)
 		frames = 0;
 	if (c.fuse && (regrow_colour != 0 || sealed))
+		usage();
+	if (c.destroy_buffer && !c.shadow)
 		usage();
 	if (frames < 0 || (resize && regrow_colour == 0) || (sealed && regrow_colour != 0))
 		usage();
@@ -963,13 +1041,17 @@ main(int argc, char **argv)
 		c.pointer = wl_seat_get_pointer(c.seat);
 		wl_pointer_add_listener(c.pointer, &pointer_listener, &c);
 	}
+	if (c.shadow && c.shadow_manager == NULL) {
+		printf("no org_kde_kwin_shadow_manager\n");
+		return EXIT_NO_GLOBAL;
+	}
 	if (c.sub && c.subcompositor == NULL) {
 		printf("no wl_subcompositor\n");
 		return EXIT_NO_GLOBAL;
 	}
 
 	c.surface = wl_compositor_create_surface(c.compositor);
-	if (c.cursor)
+	if (c.cursor || c.shadow)
 		c.parent = wl_compositor_create_surface(c.compositor);
 	if (c.sub) {
 		/* The toplevel is the parent; c.surface shows the pool. */
@@ -1005,7 +1087,7 @@ main(int argc, char **argv)
 		return EXIT_SETUP;
 	}
 
-	if (c.sub || c.cursor) {
+	if (c.sub || c.cursor || c.shadow) {
 		/* The toplevel's own buffer: a good memfd, never touched. */
 		struct wl_shm_pool *pool;
 		size_t size = (size_t)width * 4 * (size_t)height;
