@@ -286,10 +286,12 @@ start_compositor() {
 		;;
 	cage)
 		require cage cage
+		# Its one client ends with it (killed by the parent-death
+		# signal: a cage that died of SIGBUS left it running).
 		"${UNPRIV[@]}" env HOME="$COMP_DIR/home" "${pre[@]}" \
 			WLR_BACKENDS=headless WLR_RENDERER=pixman \
 			WLR_HEADLESS_OUTPUTS=1 WLR_LIBINPUT_NO_DEVICES=1 \
-			cage -- sleep 100000 \
+			cage -- setpriv --pdeathsig KILL -- sleep 100000 \
 			</dev/null >"$COMP_ERR" 2>&1 3>&- &
 		;;
 	*)
