@@ -371,7 +371,9 @@ static bool overlap_locked(uintptr_t start, uintptr_t end);
  * flux meanwhile), so a count of 0 is trusted only with no flux, both
  * read between two equal reads of the version (the count changes only
  * inside a change of the table; the flux is set before such a call's cut
- * and cleared after its inserts).
+ * and cleared after its inserts).  A change under way all along with no
+ * flux is not such a call's (a new mapping's record, a stale one cut):
+ * no reason to wait for it.
  */
 bool
 nsb_ranges_none(void)
@@ -379,7 +381,7 @@ nsb_ranges_none(void)
 	unsigned long v = atomic_load(&version);
 	bool none;
 
-	if (atomic_load(&live_count) != 0 || (v & 1))
+	if (atomic_load(&live_count) != 0)
 		return false;
 	none = atomic_load(&flux[1]) == 0 && atomic_load(&flux[3]) == 0;
 	return none && atomic_load(&version) == v;
