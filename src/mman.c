@@ -528,7 +528,7 @@ nsb_forget_stale(void *p, size_t len)
 	int saved_errno = errno;
 	uintptr_t s = (uintptr_t)p, e;
 
-	if (nsb_ranges_count() == 0 || !span_of(p, len, nsb_config.page_size, &s, &e) ||
+	if (nsb_ranges_none() || !span_of(p, len, nsb_config.page_size, &s, &e) ||
 	    !nsb_ranges_overlap(s, e))
 		return;
 	nsb_ranges_lock();
@@ -549,7 +549,7 @@ mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 			     (nsb_config.policy == NSB_POLICY_FLAG || (flags & MAP_ANONYMOUS)) &&
 			     nsb_config.page_size, 1)) {
 		p = nsb_sys_mmap(addr, len, prot, flags, fd, off);
-		if (__builtin_expect(p != MAP_FAILED && nsb_ranges_count() != 0, 0))
+		if (__builtin_expect(p != MAP_FAILED && !nsb_ranges_none(), 0))
 			nsb_forget_stale(p, len);
 		return p;
 	}
@@ -577,7 +577,7 @@ munmap(void *addr, size_t len)
 	size_t n;
 	int ret, err;
 
-	if (nsb_ranges_count() == 0)
+	if (nsb_ranges_none())
 		return nsb_sys_munmap(addr, len);
 	nsb_init();
 	if (!len || !page_aligned((uintptr_t)addr) ||
@@ -637,10 +637,10 @@ shmat(int id, const void *addr, int flags)
 	void *p;
 	int err;
 
-	if (!addr || !(flags & SHM_REMAP) || nsb_ranges_count() == 0) {
+	if (!addr || !(flags & SHM_REMAP) || nsb_ranges_none()) {
 		p = (void *)syscall(SYS_shmat, id, addr, flags);
 		/* Where the kernel found room (SHM_REMAP not asked). */
-		if (p != (void *)-1 && nsb_ranges_count() != 0 &&
+		if (p != (void *)-1 && !nsb_ranges_none() &&
 		    syscall(SYS_shmctl, id, IPC_STAT, &ds) == 0)
 			nsb_forget_stale(p, ds.shm_segsz);
 		return p;
@@ -679,7 +679,7 @@ remap_file_pages(void *addr, size_t size, int prot, size_t pgoff, int flags)
 	struct nsb_saved before;
 	int ret, err;
 
-	if (nsb_ranges_count() == 0)
+	if (nsb_ranges_none())
 		return (int)syscall(SYS_remap_file_pages, addr, size, prot, pgoff, flags);
 	nsb_init();
 	start = (uintptr_t)addr & ~(uintptr_t)(nsb_config.page_size - 1);
@@ -750,7 +750,7 @@ lock_call(long nr, void *addr, size_t len, long arg, uint32_t set, uint32_t clea
 	struct nsb_saved before;
 	int ret, err;
 
-	if (nsb_ranges_count() == 0)
+	if (nsb_ranges_none())
 		return (int)syscall(nr, addr, len, arg);
 	nsb_init();
 	start = (uintptr_t)addr & ~(uintptr_t)(nsb_config.page_size - 1);
@@ -821,7 +821,7 @@ mbind(void *addr, unsigned long len, int mode, const unsigned long *nodemask,
 	long ret;
 	int err;
 
-	if (nsb_ranges_count() == 0)
+	if (nsb_ranges_none())
 		return syscall(SYS_mbind, addr, len, mode, nodemask, maxnode, flags);
 	nsb_init();
 	if (!len || !page_aligned((uintptr_t)addr) ||
@@ -847,7 +847,7 @@ lock_all(long nr, long arg, uint32_t set, uint32_t clear)
 	uintptr_t end = UINTPTR_MAX & ~(uintptr_t)(nsb_config.page_size - 1);
 	int ret, err;
 
-	if (nsb_ranges_count() == 0 || (nr == SYS_mlockall && !(arg & MCL_CURRENT)))
+	if (nsb_ranges_none() || (nr == SYS_mlockall && !(arg & MCL_CURRENT)))
 		return (int)syscall(nr, arg);
 	nsb_init();
 	nsb_ranges_lock();
@@ -941,7 +941,7 @@ do_mprotect(void *addr, size_t len, int prot, int pkey, bool with_pkey)
 	int ret, err;
 
 	nsb_init();
-	if (nsb_ranges_count() == 0 || !page_aligned((uintptr_t)addr) ||
+	if (nsb_ranges_none() || !page_aligned((uintptr_t)addr) ||
 	    !span_of(addr, len, nsb_config.page_size, &start, &end) ||
 	    !nsb_ranges_overlap(start, end))
 		return with_pkey ? nsb_sys_pkey_mprotect(addr, len, prot, pkey)
@@ -1176,12 +1176,12 @@ madvise(void *addr, size_t len, int advice)
 	uint32_t set, clear;
 	int ret, err;
 
-	if (advice == MADV_REMOVE && nsb_ranges_count() != 0) {
+	if (advice == MADV_REMOVE && !nsb_ranges_none()) {
 		nsb_init();
 		return madvise_remove(addr, len);
 	}
 	/* Only what a replaced page must be given again is recorded. */
-	if (!fork_advice(advice, &set, &clear) || nsb_ranges_count() == 0)
+	if (!fork_advice(advice, &set, &clear) || nsb_ranges_none())
 		return real_madvise(addr, len, advice);
 	nsb_init();
 	if (!len || !page_aligned((uintptr_t)addr) ||
@@ -1244,7 +1244,7 @@ our_process_madvise(int pidfd, const struct iovec *iov, size_t n, int advice, un
 	ssize_t ret;
 	int err;
 
-	if (!fork_advice(advice, &set, &clear) || nsb_ranges_count() == 0)
+	if (!fork_advice(advice, &set, &clear) || nsb_ranges_none())
 		return f ? f(pidfd, iov, n, advice, flags)
 			 : syscall(SYS_process_madvise, pidfd, iov, n, advice, flags);
 	nsb_ranges_lock();
@@ -1793,7 +1793,7 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 	}
 	nsb_init();
 	/* old_len == 0 duplicates a shared mapping from old on. */
-	if (nsb_ranges_count() == 0 || !page_aligned(old) || !new_len ||
+	if (nsb_ranges_none() || !page_aligned(old) || !new_len ||
 	    !span_of(old_addr, old_len ? old_len : 1, nsb_config.page_size, &old, &old_end) ||
 	    ((flags & MREMAP_FIXED) &&
 	     !span_of(new_addr, new_len, nsb_config.page_size, &dest, &dest_end)))

@@ -593,9 +593,14 @@ size_t nsb_ranges_unit(uintptr_t start, uintptr_t end, size_t *n);
 void nsb_ranges_flux(uintptr_t s1, uintptr_t e1, uintptr_t s2, uintptr_t e2);
 void nsb_ranges_flux_end(void);
 
-/* Does any record overlap [start, end)?  Lock-free, and never waits for
- * a thread the program can stop. */
+/* Does any record overlap [start, end)?  Lock-free, but where a call is
+ * changing the records there (its span in flux: it may have cut them to
+ * put them back) it asks under the table lock, whose holder the program
+ * cannot stop. */
 bool nsb_ranges_overlap(uintptr_t start, uintptr_t end);
+/* Nothing recorded and no call changing records (the interposed calls'
+ * first check; nsb_ranges_count() == 0 may be a call's passing moment). */
+bool nsb_ranges_none(void);
 size_t nsb_ranges_count(void);	/* [signal-safe] */
 unsigned long nsb_ranges_version(void);	/* [signal-safe] changes with every update */
 size_t nsb_ranges_bytes(void);	/* memory the table holds */

@@ -365,18 +365,66 @@ nsb_ranges_enter(uintptr_t addr, struct nsb_range *out, int *ticket)
 static bool overlap_locked(uintptr_t start, uintptr_t end);
 
 /*
+ * Nothing recorded, and no call changing records: the interposed calls'
+ * first check, which sends them straight to the kernel.  A call that cuts
+ * records to put them back may leave none for a moment (its span is in
+ * flux meanwhile), so a count of 0 is trusted only with no flux, both
+ * read between two equal reads of the version (the count changes only
+ * inside a change of the table; the flux is set before such a call's cut
+ * and cleared after its inserts).  A change under way all along with no
+ * flux is not such a call's (a new mapping's record, a stale one cut):
+ * no reason to wait for it.
+ */
+bool
+nsb_ranges_none(void)
+{
+	unsigned long v = atomic_load(&version);
+	bool none;
+
+	if (atomic_load(&live_count) != 0)
+		return false;
+	none = atomic_load(&flux[1]) == 0 && atomic_load(&flux[3]) == 0;
+	return none && atomic_load(&version) == v;
+}
+
+/* Does [start, end) meet a span in flux? */
+static bool
+flux_meets(uintptr_t start, uintptr_t end)
+{
+	for (int i = 0; i < 4; i += 2) {
+		uintptr_t s = atomic_load(&flux[i]), e = atomic_load(&flux[i + 1]);
+
+		if (start < e && s < end)
+			return true;
+	}
+	return false;
+}
+
+/*
  * Optimistic: reads the active copy with no registration, and trusts the
  * answer only if no writer changed a copy meanwhile.  Memory is never
  * unmapped, so a torn read is only a wrong answer, and it is thrown away.
  * After a few tries (a writer is busy), it asks under the lock, whose
  * holder the program cannot stop.
+ *
+ * Between two changes the table is whole, but not always final: a call
+ * that puts records back (resync after a failed call, MAP_FIXED over a
+ * record) cuts them in one change and inserts them in the next ones, with
+ * its span in flux from before the cut until after the inserts.  "None"
+ * read there is no answer: a MAP_FIXED that believed it went past the
+ * records (no flux: a fault in the mapping it replaced found no record,
+ * or the old one, between its system call and its records) or straight
+ * to the kernel (its mapping then kept the records put back).  So a miss
+ * that meets a span in flux asks under the lock, which waits for the
+ * call.  The flux is read between the two reads of the version: if they
+ * agree, the span cut before the first is still in flux at the second.
  */
 bool
 nsb_ranges_overlap(uintptr_t start, uintptr_t end)
 {
 	bool hit;
 
-	if (atomic_load(&live_count) == 0 || end <= start)
+	if (end <= start || nsb_ranges_none())
 		return false;
 	for (int tries = 0; tries < 8; tries++) {
 		unsigned long v = atomic_load(&version);
@@ -393,6 +441,8 @@ nsb_ranges_overlap(uintptr_t start, uintptr_t end)
 		p = first_at_or_below(t, end - 1);
 		r = slot_if(t, p);
 		hit = r && slot_end(r) > start;
+		if (!hit && flux_meets(start, end))
+			break;
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load(&version) == v)
 			return hit;

@@ -1632,7 +1632,7 @@ moved_here(const struct seq *s, int d, const struct mpage *moved)
  * shows, page by page, and the probe checks the records against it.
  */
 static void
-resync_move(struct seq *s, const struct op *op)
+resync_move(struct seq *s, const struct op *op, const struct kpage *before)
 {
 	read_kernel(s);
 	for (int j = 0; j < op->n; j++) {
@@ -1646,7 +1646,15 @@ resync_move(struct seq *s, const struct op *op)
 		if (j >= op->o || s->m.pg[a].kind == K_NONE)
 			continue;
 		moved = s->m.pg[a];
-		if (page_as_modelled(s, d) && !moved_here(s, d, &moved))
+		/* A protected file page past the end looks like the fill
+		 * that would replace it (fill=range): anonymous memory.  But
+		 * nothing accessed it during the call, so where the kernel
+		 * showed its file there before the call and shows anonymous
+		 * memory now, a VMA moved onto it (a failed
+		 * MREMAP_DONTUNMAP over several VMAs moves the first ones
+		 * and then fails with ENOMEM under RLIMIT_AS, Linux 6.18). */
+		if (page_as_modelled(s, d) && !moved_here(s, d, &moved) &&
+		    !(before[d].mapped && before[d].ino != 0 && s->k[d].ino == 0))
 			continue;
 		if (!mpage_matches(s, &moved, &s->k[d], false))
 			continue;
@@ -1663,6 +1671,7 @@ resync_move(struct seq *s, const struct op *op)
 static void
 run_mremap(struct seq *s, const struct op *op)
 {
+	static struct kpage kbefore[W];	/* the kernel's VMAs before the call */
 	bool moves = op->mode == MR_MOVE || op->mode == MR_DONTUNMAP || op->mode == MR_DUP;
 	int flags = moves ? MREMAP_MAYMOVE | MREMAP_FIXED : 0;
 	unsigned char *dest = page_addr(s, moves ? op->t : op->a);
@@ -1675,6 +1684,7 @@ run_mremap(struct seq *s, const struct op *op)
 	if (op->mode == MR_DONTUNMAP)
 		flags |= MREMAP_DONTUNMAP;
 	read_kernel(s);		/* its VMAs now: a read may have rescued since */
+	memcpy(kbefore, s->k, sizeof(kbefore));
 	if (op->mode == MR_DUP) {
 		/* Only a shared mapping can be duplicated. */
 		const struct mpage *pg = &s->m.pg[op->a];
@@ -1761,7 +1771,7 @@ run_mremap(struct seq *s, const struct op *op)
 	/* Only the destination may have changed: older kernels (and, for
 	 * some failures, newer ones) unmap it before they fail. */
 	if (moves && how == EITHER && op->mode != MR_DUP)
-		resync_move(s, op);
+		resync_move(s, op, kbefore);
 	else if (moves)
 		resync(s, false, op->t, op->n);
 }

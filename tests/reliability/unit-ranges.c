@@ -21,10 +21,21 @@
  *           old mapping in place and still protected (SPEC §4).
  *  config   nsb_config_parse() with every word, near misses and random
  *           bytes.
+ *  gap      a call that cuts records to put them back (resync after a
+ *           failed mprotect, MAP_FIXED over a record) leaves none for a
+ *           moment, its span in flux; another thread's MAP_FIXED of
+ *           unprotected memory over that span then must not take the
+ *           lock-free "nothing recorded" and go straight to the kernel
+ *           (the records came back over its new mapping: a stale record,
+ *           whose rescues are of memory nobody protected).  The window is
+ *           held open here, as resync has it, with the table's own calls.
  *
- * Usage: unit-ranges [random|alloc|mmap|config]... [--seed N] [--ops N]
+ * Usage: unit-ranges [random|alloc|mmap|config|gap]... [--seed N] [--ops N]
  */
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 #include "nsb.h"
@@ -436,6 +447,104 @@ test_mmap(void)
 	close(fd);
 }
 
+/* ---- gap ----------------------------------------------------------------- */
+
+struct gap_call {
+	unsigned char *at;
+	atomic_int state;	/* 0: not yet, 1: in mmap, 2: returned */
+	atomic_int tid;
+};
+
+static void *
+gap_mapper(void *arg)
+{
+	struct gap_call *c = arg;
+	void *p;
+
+	atomic_store(&c->tid, (int)syscall(SYS_gettid));
+	atomic_store(&c->state, 1);
+	p = mmap(c->at, 2 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED | MAP_ANONYMOUS, -1, 0);
+	NSBT_CHECK(p == c->at, "the other thread's MAP_FIXED: %s", strerror(errno));
+	atomic_store(&c->state, 2);
+	return NULL;
+}
+
+/* Is thread tid asleep (waiting for the table lock)? */
+static bool
+thread_sleeps(int tid)
+{
+	char path[64], buf[512], *paren;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	paren = strrchr(buf, ')');
+	return paren && paren[1] == ' ' && paren[2] == 'S';
+}
+
+static void
+test_gap(void)
+{
+	int fd = nsbt_file(NSBT_MEMFD, 2 * ps);
+	struct gap_call call = { 0 };
+	struct nsbt_budget budget;
+	struct nsb_saved saved;
+	unsigned char *area;
+	bool file, waited;
+	char perms[5];
+	pthread_t t;
+
+	area = mmap(NULL, 2 * ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	NSBT_CHECK(area != MAP_FAILED, "mmap: %s", strerror(errno));
+	NSBT_CHECK(mmap(area, 2 * ps, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_NOSIGBUS, fd,
+			0) == area, "mmap: %s", strerror(errno));
+	NSBT_CHECK(nsb_ranges_overlap((uintptr_t)area, (uintptr_t)area + 2 * ps), "not recorded");
+	/* What resync does after a failed call: the span in flux, its
+	 * records cut, then put back (from what the kernel showed). */
+	nsb_saved_init(&saved);
+	nsb_ranges_lock();
+	NSBT_CHECK(nsb_ranges_collect((uintptr_t)area, (uintptr_t)area + 2 * ps, &saved) == 0 &&
+		   saved.n == 1, "collect");
+	nsb_ranges_flux((uintptr_t)area, (uintptr_t)area + 2 * ps, 0, 0);
+	NSBT_CHECK(nsb_ranges_cut((uintptr_t)area, (uintptr_t)area + 2 * ps) == 0, "cut");
+	call.at = area;
+	NSBT_CHECK(pthread_create(&t, NULL, gap_mapper, &call) == 0, "pthread_create");
+	/* Until the other thread's mmap returned (it went past the records)
+	 * or it waits for the lock (it asks under it). */
+	budget = nsbt_budget_start(10);
+	while (atomic_load(&call.state) != 2 &&
+	       !(atomic_load(&call.state) == 1 && thread_sleeps(atomic_load(&call.tid))) &&
+	       !nsbt_budget_spent(&budget))
+		usleep(1000);
+	waited = atomic_load(&call.state) != 2;
+	for (size_t i = 0; i < saved.n; i++)
+		NSBT_CHECK(nsb_ranges_insert(&saved.r[i]) == 0, "put back");
+	nsb_ranges_flux_end();
+	nsb_ranges_unlock();
+	nsb_saved_free(&saved);
+	pthread_join(t, NULL);
+	NSBT_CHECK(maps_shows((uintptr_t)area, &file, perms) && !file && strcmp(perms, "rw-p") == 0,
+		   "the other thread's anonymous mapping is not there (%s %s)", perms,
+		   file ? "file" : "anonymous");
+	NSBT_CHECK(!nsb_ranges_overlap((uintptr_t)area, (uintptr_t)area + 2 * ps),
+		   "a MAP_FIXED of unprotected memory made while another call had cut the records "
+		   "there to put them back (the span in flux) took them for none and went straight "
+		   "to the kernel (%s): the records came back over the new mapping",
+		   waited ? "it waited" : "it returned while the records were cut");
+	NSBT_CHECK(munmap(area, 2 * ps) == 0, "munmap");
+	close(fd);
+	printf("ok: unit-ranges: gap: a MAP_FIXED over a span whose records a call had cut to put "
+	       "back waited for that call, and left no record over its unprotected mapping\n");
+}
+
 /* ---- config -------------------------------------------------------------- */
 
 static void
@@ -492,8 +601,8 @@ main(int argc, char **argv)
 {
 	uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 24);
 	int ops = 3000;
-	bool all = true, want[4] = { false };
-	static const char *const tests[] = { "random", "alloc", "mmap", "config" };
+	bool all = true, want[5] = { false };
+	static const char *const tests[] = { "random", "alloc", "mmap", "config", "gap" };
 
 	ps = nsbt_page();
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -506,7 +615,7 @@ main(int argc, char **argv)
 			ops = atoi(argv[++i]);
 			continue;
 		}
-		for (int t = 0; t < 4; t++)
+		for (int t = 0; t < 5; t++)
 			if (strcmp(argv[i], tests[t]) == 0)
 				want[t] = true, all = false;
 	}
@@ -530,6 +639,8 @@ main(int argc, char **argv)
 		test_mmap();
 	if (all || want[3])
 		test_config(ops * 10);
+	if (all || want[4])
+		test_gap();
 	munmap((void *)base, U * ps);
 	return 0;
 }
