@@ -5995,23 +5995,35 @@ window_pin(int cpu)
 	(void)sched_setaffinity(0, sizeof(set), &set);
 }
 
-/* Is the thread asleep in the kernel (state S in its stat)? */
+/* A thread's /proc file (stat, status) into buf, NUL-terminated; false
+ * if it cannot be read. */
 static bool
-window_sleeping(pid_t tid)
+read_task_file(pid_t pid, pid_t tid, const char *file, char *buf, size_t size)
 {
-	char path[64], buf[256], *p;
+	char path[64];
 	ssize_t n;
 	int fd;
 
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/%s", (int)pid, (int)tid, file);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
+	n = read(fd, buf, size - 1);
 	close(fd);
 	if (n <= 0)
 		return false;
 	buf[n] = '\0';
+	return true;
+}
+
+/* Is the thread asleep in the kernel (state S in its stat)? */
+static bool
+window_sleeping(pid_t tid)
+{
+	char buf[256], *p;
+
+	if (!read_task_file(getpid(), tid, "stat", buf, sizeof(buf)))
+		return false;
 	p = strrchr(buf, ')');
 	return p && p[1] == ' ' && p[2] == 'S';
 }
@@ -6790,20 +6802,11 @@ now_ms(void)
 static bool
 sigbus_pending_in(pid_t pid, pid_t tid)
 {
-	char path[64], buf[4096], *line;
+	char buf[4096], *line;
 	bool pending = false;
-	ssize_t n;
-	int fd;
 
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (!read_task_file(pid, tid, "status", buf, sizeof(buf)))
 		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
 	for (line = buf; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
 		if (strncmp(line, "SigPnd:", 7) == 0 || strncmp(line, "ShdPnd:", 7) == 0)
 			pending |= (strtoull(line + 7, NULL, 16) >> (SIGBUS - 1)) & 1;
