@@ -1174,6 +1174,12 @@ nsb_disp_wait_again(struct nsb_wait *w)
 			sigemptyset(&w->park_mask);
 			memcpy(&w->park_mask, &park_bits, sizeof(park_bits));
 			w->park = &w->park_mask;
+			/* A masked wait given no mask (ppoll, pselect,
+			 * epoll_pwait with NULL: the thread's as it is) is
+			 * retried with the one parking replaced, or it would
+			 * wait with every signal blocked. */
+			if (!w->kmask)
+				w->kmask = w->park;
 		}
 	}
 	return again;

@@ -6122,6 +6122,430 @@ EINTR_WINDOW(select)
 EINTR_WINDOW(epoll)
 EINTR_WINDOW(sigsuspend)
 
+/* -- park_*: attacks on the parked retry (dispositions.c "Parked"): the
+ * thread's kernel mask (SigBlk, SIGBUS's bit aside: the library never
+ * blocks it in the kernel) after each step, and the waits' results -- */
+
+static atomic_int park_go;
+static pid_t park_tid;
+
+/* The kernel's mask of this thread, SIGBUS's bit left out. */
+static void
+park_mask(const char *label)
+{
+	char path[64], buf[8192], *p;
+	unsigned long long m = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)syscall(SYS_gettid));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	NSBT_CHECK(fd >= 0, "open %s", path);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	NSBT_CHECK(n > 0, "read %s", path);
+	buf[n] = '\0';
+	p = strstr(buf, "SigBlk:");
+	NSBT_CHECK(p != NULL, "no SigBlk");
+	m = strtoull(p + 7, NULL, 16);
+	m &= ~(1ULL << (SIGBUS - 1));
+	printf("%s: SigBlk %016llx\n", label, m);
+}
+
+/* Waits until the thread is asleep after park_go reached `step`. */
+static void
+park_wait_for(int step)
+{
+	while (atomic_load(&park_go) < step)
+		sched_yield();
+	while (!window_sleeping(park_tid))
+		sched_yield();
+}
+
+/* Another CPU: a SIGBUS once the thread sleeps in its wait, then the
+ * program's SIGUSR1 once it sleeps again (in the retry). */
+static void *
+park_bus_then_usr1(void *arg)
+{
+	(void)arg;
+	window_pin(1);
+	park_wait_for(1);
+	syscall(SYS_tgkill, getpid(), park_tid, SIGBUS);
+	usleep(50000);
+	while (!window_sleeping(park_tid))
+		sched_yield();
+	usleep(20000);
+	syscall(SYS_tgkill, getpid(), park_tid, SIGUSR1);
+	return NULL;
+}
+
+/* One wait of ms milliseconds, of a kind; prints its result. */
+static void
+park_one_wait(const char *kind, int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	struct timeval tv = { ms / 1000, (long)(ms % 1000) * 1000L };
+	struct epoll_event ev;
+	int r, e, ep = -1;
+	sigset_t m;
+
+	pthread_sigmask(SIG_BLOCK, NULL, &m);
+	if (!strncmp(kind, "epoll", 5))
+		NSBT_CHECK((ep = epoll_create1(EPOLL_CLOEXEC)) >= 0, "epoll_create1");
+	atomic_fetch_add(&park_go, 1);
+	if (!strcmp(kind, "poll"))
+		r = poll(NULL, 0, ms);
+	else if (!strcmp(kind, "ppoll-null"))
+		r = ppoll(NULL, 0, &ts, NULL);
+	else if (!strcmp(kind, "ppoll-mask"))
+		r = ppoll(NULL, 0, &ts, &m);
+	else if (!strcmp(kind, "pselect-null"))
+		r = pselect(0, NULL, NULL, NULL, &ts, NULL);
+	else if (!strcmp(kind, "epoll-pwait-null"))
+		r = epoll_pwait(ep, &ev, 1, ms, NULL);
+	else if (!strcmp(kind, "epoll-pwait2-null"))
+		r = epoll_pwait2(ep, &ev, 1, &ts, NULL);
+	else if (!strcmp(kind, "epoll-wait"))
+		r = epoll_wait(ep, &ev, 1, ms);
+	else if (!strcmp(kind, "select"))
+		r = select(0, NULL, NULL, NULL, &tv);
+	else if (!strcmp(kind, "nanosleep"))
+		r = nanosleep(&ts, &ts);
+	else if (!strcmp(kind, "sigsuspend"))
+		r = sigsuspend(&m);
+	else if (!strcmp(kind, "pause"))
+		r = pause();
+	else
+		NSBT_CHECK(false, "kind %s", kind);
+	e = errno;
+	atomic_fetch_add(&park_go, 1);
+	if (ep >= 0)
+		close(ep);
+	printf("%s: %d %s\n", kind, r, r < 0 ? ename(e) : "");
+}
+
+/* park_null_mask_*: the masked waits given no mask of their own (NULL:
+ * the thread's mask as it is), a SIGBUS then the program's SIGUSR1: the
+ * SIGUSR1 must end the wait (the retry unblocks the mask it replaced),
+ * and the mask after is the one before. */
+static void
+park_null_mask(const char *kind)
+{
+	pthread_t t;
+
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	install(SIGUSR1, on_usr1, 0, NULL);
+	park_tid = (pid_t)syscall(SYS_gettid);
+	window_pin(0);
+	park_mask("before");
+	NSBT_CHECK(pthread_create(&t, NULL, park_bus_then_usr1, NULL) == 0, "pthread_create");
+	park_one_wait(kind, 4000);
+	pthread_join(t, NULL);
+	printf("SIGUSR1 calls=%d\n", (int)usr1_count);
+	park_mask("after");
+	raise(SIGUSR1);
+	printf("SIGUSR1 calls=%d\n", (int)usr1_count);
+	rescue_check("after");
+}
+
+#define PARK_NULL_MASK(name, kind)			\
+	static void					\
+	body_park_null_mask_##name(char **a)		\
+	{						\
+		(void)a;				\
+		park_null_mask(kind);			\
+	}
+PARK_NULL_MASK(ppoll, "ppoll-null")
+PARK_NULL_MASK(pselect, "pselect-null")
+PARK_NULL_MASK(epoll_pwait, "epoll-pwait-null")
+PARK_NULL_MASK(epoll_pwait2, "epoll-pwait2-null")
+
+/* park_usr1_*: the same with the other waits (masked variants of another
+ * call where the program's has none). */
+#define PARK_USR1(name, kind)				\
+	static void					\
+	body_park_usr1_##name(char **a)			\
+	{						\
+		(void)a;				\
+		park_null_mask(kind);			\
+	}
+PARK_USR1(ppoll_mask, "ppoll-mask")
+PARK_USR1(poll, "poll")
+PARK_USR1(select, "select")
+PARK_USR1(nanosleep, "nanosleep")
+PARK_USR1(epoll_wait, "epoll-wait")
+PARK_USR1(pause, "pause")
+PARK_USR1(sigsuspend, "sigsuspend")
+
+/* park_jump_*: the program's SIGUSR1 handler leaves the retried wait
+ * (siglongjmp, _longjmp with no mask saved, setcontext); then the thread
+ * sleeps with the raw call at the same depth while an ignored SIGBUS
+ * comes (a stale park must not take it for the wait's), and a later
+ * SIGUSR1 is delivered. */
+static sigjmp_buf park_env;
+static jmp_buf park_env_plain;
+static ucontext_t park_uc;
+static int park_jump_how;
+
+static void
+on_usr1_jump(int sig)
+{
+	(void)sig;
+	usr1_count++;
+	if (park_jump_how == 0)
+		siglongjmp(park_env, 1);
+	if (park_jump_how == 1)
+		_longjmp(park_env_plain, 1);
+	setcontext(&park_uc);
+}
+
+static void *
+park_bus_when_sleeping(void *arg)
+{
+	(void)arg;
+	window_pin(1);
+	park_wait_for(1);
+	syscall(SYS_tgkill, getpid(), park_tid, SIGBUS);
+	return NULL;
+}
+
+static NSBT_OUT_OF_LINE void
+park_raw_sleep(void)
+{
+	struct timespec t = { 0, 200000000 };
+	int eintr = 0;
+
+	atomic_fetch_add(&park_go, 1);
+	while (syscall(SYS_nanosleep, &t, &t) == -1 && errno == EINTR)
+		eintr++;
+	(void)eintr;	/* 1 with the library, 0 without: documented */
+}
+
+static void
+park_jump(int how)
+{
+	volatile int back = 0;
+	pthread_t t;
+	sigset_t one;
+
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	install(SIGUSR1, on_usr1_jump, 0, NULL);
+	park_jump_how = how;
+	park_tid = (pid_t)syscall(SYS_gettid);
+	window_pin(0);
+	park_mask("before");
+	NSBT_CHECK(pthread_create(&t, NULL, park_bus_then_usr1, NULL) == 0, "pthread_create");
+	if (how == 0 ? sigsetjmp(park_env, 1) == 0
+	    : how == 1 ? _setjmp(park_env_plain) == 0
+		       : (getcontext(&park_uc), !back)) {
+		back = 1;
+		park_one_wait("poll", 4000);
+	} else {
+		printf("jumped out\n");
+	}
+	pthread_join(t, NULL);
+	park_mask("after the jump");
+	/* _longjmp leaves the handler's mask: SIGUSR1 blocked, as without
+	 * the library. */
+	sigemptyset(&one);
+	sigaddset(&one, SIGUSR1);
+	pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+	atomic_store(&park_go, 0);
+	NSBT_CHECK(pthread_create(&t, NULL, park_bus_when_sleeping, NULL) == 0, "pthread_create");
+	park_raw_sleep();
+	pthread_join(t, NULL);
+	park_mask("after a raw sleep");
+	install(SIGUSR1, on_usr1, 0, NULL);
+	raise(SIGUSR1);
+	printf("SIGUSR1 calls=%d\n", (int)usr1_count);
+	/* And a wait again, parked and ended by the program's signal. */
+	atomic_store(&park_go, 0);
+	NSBT_CHECK(pthread_create(&t, NULL, park_bus_then_usr1, NULL) == 0, "pthread_create");
+	park_one_wait("poll", 4000);
+	pthread_join(t, NULL);
+	park_mask("after a wait");
+	printf("SIGUSR1 calls=%d\n", (int)usr1_count);
+	rescue_check("after");
+}
+
+static void
+body_park_jump_siglongjmp(char **a)
+{
+	(void)a;
+	park_jump(0);
+}
+
+static void
+body_park_jump_longjmp_nosave(char **a)
+{
+	(void)a;
+	park_jump(1);
+}
+
+static void
+body_park_jump_setcontext(char **a)
+{
+	(void)a;
+	park_jump(2);
+}
+
+/* park_flood: ignored SIGBUS sent without pause from another CPU while
+ * the thread waits with a timeout: each wait still ends at its timeout
+ * (a lost one is a hang the watchdog reports), with its own result, rem
+ * untouched and select's timeval counted down to zero. */
+static atomic_bool park_flood_stop;
+
+static void *
+park_flooder(void *arg)
+{
+	(void)arg;
+	window_pin(1);
+	while (!atomic_load(&park_flood_stop)) {
+		syscall(SYS_tgkill, getpid(), park_tid, SIGBUS);
+		window_spin(200000);
+	}
+	return NULL;
+}
+
+static void
+body_park_flood(char **a)
+{
+	struct timespec ts = { 0, 300000000 }, rem = { 7, 7 };
+	struct timeval tv = { 0, 300000 };
+	struct epoll_event ev;
+	int ep, r;
+	pthread_t t;
+	sigset_t m;
+
+	(void)a;
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	install(SIGUSR1, on_usr1, 0, NULL);
+	park_tid = (pid_t)syscall(SYS_gettid);
+	window_pin(0);
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	NSBT_CHECK(ep >= 0, "epoll_create1");
+	pthread_sigmask(SIG_BLOCK, NULL, &m);
+	NSBT_CHECK(pthread_create(&t, NULL, park_flooder, NULL) == 0, "pthread_create");
+	r = poll(NULL, 0, 300);
+	printf("poll: %d\n", r);
+	r = nanosleep(&ts, &rem);
+	printf("nanosleep: %d rem %ld.%09ld\n", r, (long)rem.tv_sec, rem.tv_nsec);
+	r = clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &rem);
+	printf("clock_nanosleep: %d rem %ld.%09ld\n", r, (long)rem.tv_sec, rem.tv_nsec);
+	r = clock_nanosleep(CLOCK_REALTIME, 0, &ts, NULL);
+	printf("clock_nanosleep realtime: %d\n", r);
+	r = select(0, NULL, NULL, NULL, &tv);
+	printf("select: %d tv %ld.%06ld\n", r, (long)tv.tv_sec, (long)tv.tv_usec);
+	r = epoll_wait(ep, &ev, 1, 300);
+	printf("epoll_wait: %d\n", r);
+	r = epoll_pwait(ep, &ev, 1, 300, &m);
+	printf("epoll_pwait: %d\n", r);
+	r = ppoll(NULL, 0, &ts, NULL);
+	printf("ppoll: %d\n", r);
+	r = pselect(0, NULL, NULL, NULL, &ts, &m);
+	printf("pselect: %d\n", r);
+	atomic_store(&park_flood_stop, true);
+	pthread_join(t, NULL);
+	park_mask("after");
+	raise(SIGUSR1);
+	printf("SIGUSR1 calls=%d\n", (int)usr1_count);
+	close(ep);
+	rescue_check("after");
+}
+
+/* park_flood_rem: nanosleep and select in a SIGBUS flood, ended by the
+ * program's SIGUSR1: EINTR, rem and the timeval within the request. */
+static void *
+park_flood_then_usr1(void *arg)
+{
+	struct timespec a, b;
+
+	(void)arg;
+	window_pin(1);
+	park_wait_for(1);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	do {
+		syscall(SYS_tgkill, getpid(), park_tid, SIGBUS);
+		window_spin(200000);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+	} while (b.tv_sec - a.tv_sec < 1);
+	syscall(SYS_tgkill, getpid(), park_tid, SIGUSR1);
+	return NULL;
+}
+
+static void
+body_park_flood_rem(char **a)
+{
+	struct timespec ts = { 5, 0 }, rem = { 0, 0 };
+	struct timeval tv = { 5, 0 };
+	pthread_t t;
+	int r, e;
+
+	(void)a;
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	install(SIGUSR1, on_usr1, 0, NULL);
+	park_tid = (pid_t)syscall(SYS_gettid);
+	window_pin(0);
+	NSBT_CHECK(pthread_create(&t, NULL, park_flood_then_usr1, NULL) == 0, "pthread_create");
+	atomic_store(&park_go, 1);
+	r = nanosleep(&ts, &rem);
+	e = errno;
+	pthread_join(t, NULL);
+	printf("nanosleep: %d %s rem within (0, 5 s): %d\n", r, ename(e),
+	       rem.tv_sec < 5 && (rem.tv_sec > 0 || rem.tv_nsec > 0) && rem.tv_nsec < 1000000000L);
+	atomic_store(&park_go, 0);
+	NSBT_CHECK(pthread_create(&t, NULL, park_flood_then_usr1, NULL) == 0, "pthread_create");
+	atomic_store(&park_go, 1);
+	r = select(0, NULL, NULL, NULL, &tv);
+	e = errno;
+	pthread_join(t, NULL);
+	printf("select: %d %s tv within (0, 5 s): %d\n", r, ename(e),
+	       tv.tv_sec < 5 && (tv.tv_sec > 0 || tv.tv_usec > 0) && tv.tv_usec < 1000000L);
+	park_mask("after");
+	printf("SIGUSR1 calls=%d\n", (int)usr1_count);
+	rescue_check("after");
+}
+
+/* park_held: SIGBUS blocked by the program (held by the library) rather
+ * than ignored, a program's SIGUSR1 after it: EINTR, and the SIGBUS runs
+ * the program's handler once unblocked. */
+static volatile sig_atomic_t park_bus_calls;
+
+static void
+on_bus_count(int sig)
+{
+	(void)sig;
+	park_bus_calls++;
+}
+
+static void
+body_park_held(char **a)
+{
+	pthread_t t;
+
+	(void)a;
+	setup_library();
+	install(SIGBUS, on_bus_count, 0, NULL);
+	install(SIGUSR1, on_usr1, 0, NULL);
+	block(SIG_BLOCK, SIGBUS);
+	park_tid = (pid_t)syscall(SYS_gettid);
+	window_pin(0);
+	park_mask("before");
+	NSBT_CHECK(pthread_create(&t, NULL, park_bus_then_usr1, NULL) == 0, "pthread_create");
+	park_one_wait("poll", 4000);
+	pthread_join(t, NULL);
+	printf("SIGUSR1 calls=%d SIGBUS calls=%d\n", (int)usr1_count, (int)park_bus_calls);
+	park_mask("after");
+	block(SIG_UNBLOCK, SIGBUS);
+	printf("SIGBUS calls=%d\n", (int)park_bus_calls);
+	park_mask("unblocked");
+	rescue_check("after");
+}
+
 /* -- held_lost_lock_mask: a SIGBUS sent to the process while the only
  * thread that does not block it is inside a library lock -- */
 
@@ -6718,6 +7142,23 @@ static const struct scenario scenarios[] = {
 	{ "eintr-window-select", body_eintr_window_select, EXIT(0), NULL },
 	{ "eintr-window-epoll", body_eintr_window_epoll, EXIT(0), NULL },
 	{ "eintr-window-sigsuspend", body_eintr_window_sigsuspend, EXIT(0), NULL },
+	{ "park-null-mask-ppoll", body_park_null_mask_ppoll, EXIT(0), NULL },
+	{ "park-null-mask-pselect", body_park_null_mask_pselect, EXIT(0), NULL },
+	{ "park-null-mask-epoll-pwait", body_park_null_mask_epoll_pwait, EXIT(0), NULL },
+	{ "park-null-mask-epoll-pwait2", body_park_null_mask_epoll_pwait2, EXIT(0), NULL },
+	{ "park-usr1-ppoll-mask", body_park_usr1_ppoll_mask, EXIT(0), NULL },
+	{ "park-usr1-poll", body_park_usr1_poll, EXIT(0), NULL },
+	{ "park-usr1-select", body_park_usr1_select, EXIT(0), NULL },
+	{ "park-usr1-nanosleep", body_park_usr1_nanosleep, EXIT(0), NULL },
+	{ "park-usr1-epoll-wait", body_park_usr1_epoll_wait, EXIT(0), NULL },
+	{ "park-usr1-pause", body_park_usr1_pause, EXIT(0), NULL },
+	{ "park-usr1-sigsuspend", body_park_usr1_sigsuspend, EXIT(0), NULL },
+	{ "park-jump-siglongjmp", body_park_jump_siglongjmp, EXIT(0), NULL },
+	{ "park-jump-longjmp-nosave", body_park_jump_longjmp_nosave, EXIT(0), NULL },
+	{ "park-jump-setcontext", body_park_jump_setcontext, EXIT(0), NULL },
+	{ "park-flood", body_park_flood, EXIT(0), NULL },
+	{ "park-flood-rem", body_park_flood_rem, EXIT(0), NULL },
+	{ "park-held", body_park_held, EXIT(0), NULL },
 	{ "held-lost-lock-mask", body_held_lost_lock_mask, EXIT(0), NULL },
 	{ "sigev-thread-before-install", body_sigev_thread_before_install, EXIT(0), NULL },
 	{ "sigwait-held", body_sigwait_held, EXIT(0), NULL },
