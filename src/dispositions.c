@@ -1062,6 +1062,12 @@ static __thread uintptr_t wait_sp __attribute__((tls_model("initial-exec")));
 	 (1ULL << (SIGFPE - 1)) | (1ULL << (SIGTRAP - 1)) | (1ULL << (SIGSYS - 1)) |	\
 	 (1ULL << 31) | (1ULL << 32))
 
+#if defined(__aarch64__)
+#define WAIT_CALL_DEPTH 4096
+#else
+#define WAIT_CALL_DEPTH 1024
+#endif
+
 /* [signal-safe] Is uc our wait's system call, just interrupted (EINTR)?
  * 1 yes, 0 no, -1 unknown (a target whose context is not read here). */
 static int
@@ -1081,8 +1087,17 @@ in_our_wait(const ucontext_t *uc)
 	return -1;
 #endif
 	/* The C library's wrapper and its cancellation helpers use a few
-	 * hundred bytes below the wait's frame. */
-	return ret == -EINTR && sp < wait_sp && wait_sp - sp < 4096;
+	 * hundred bytes below the wait's frame (96 to 208 in glibc 2.36
+	 * x86-64).  A handler of the program's that runs during the wait
+	 * (the EINTR of its signal) runs below the kernel's signal frame,
+	 * and a system call of its that the SIGBUS ends with EINTR is not
+	 * the wait's: taken for it, its mask (the handler's signal blocked)
+	 * was the one restored at the wait's end and the wait retried
+	 * (park-handler-eintr-*).  The signal frame is larger than this
+	 * bound: x86-64, 128 bytes of red zone, the ucontext and siginfo,
+	 * and the FPU state (512 bytes of legacy area and the XSAVE header
+	 * at the least); aarch64, a ucontext with 4096 reserved bytes. */
+	return ret == -EINTR && sp < wait_sp && wait_sp - sp < WAIT_CALL_DEPTH;
 }
 
 /* [signal-safe] The end of a SIGBUS swallowed: counted for the wait it
