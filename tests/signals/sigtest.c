@@ -6215,6 +6215,12 @@ park_one_wait(const char *kind, int ms)
 		r = sigsuspend(&m);
 	else if (!strcmp(kind, "pause"))
 		r = pause();
+	else if (!strcmp(kind, "clock-nanosleep")) {
+		/* It returns an error number and leaves errno alone. */
+		errno = ERANGE;
+		r = clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts);
+		printf("%s: errno %s\n", kind, ename(errno));
+	}
 	else
 		NSBT_CHECK(false, "kind %s", kind);
 	e = errno;
@@ -6277,6 +6283,7 @@ PARK_USR1(nanosleep, "nanosleep")
 PARK_USR1(epoll_wait, "epoll-wait")
 PARK_USR1(pause, "pause")
 PARK_USR1(sigsuspend, "sigsuspend")
+PARK_USR1(clock_nanosleep, "clock-nanosleep")
 
 /* park_handler_eintr_*: the program's SIGUSR1 handler runs during the
  * wait (its EINTR) and sleeps with the raw system call, retried on EINTR;
@@ -6348,6 +6355,124 @@ park_handler_eintr(const char *kind)
 PARK_HANDLER_EINTR(poll, "poll")
 PARK_HANDLER_EINTR(sigsuspend, "sigsuspend")
 PARK_HANDLER_EINTR(ppoll, "ppoll-mask")
+
+/* park_nested: the program's SIGUSR1 handler, run by the parked retry's
+ * EINTR, polls itself; an ignored SIGBUS parks that nested poll, the
+ * program's SIGUSR2 ends it; then the outer poll ends with EINTR.  The
+ * handler's mask before and after its poll, the thread's after. */
+static volatile sig_atomic_t park_nested_r, park_nested_e;
+static unsigned long park_nested_in, park_nested_out;
+
+static void
+on_usr1_nested(int sig)
+{
+	int saved = errno;
+
+	(void)sig;
+	usr1_count++;
+	park_nested_in = cur_mask();
+	atomic_store(&park_in_handler, 1);
+	park_nested_r = poll(NULL, 0, 4000);
+	park_nested_e = errno;
+	park_nested_out = cur_mask();
+	errno = saved;
+}
+
+static void *
+park_nested_sender(void *arg)
+{
+	(void)arg;
+	window_pin(1);
+	park_wait_for(1);
+	syscall(SYS_tgkill, getpid(), park_tid, SIGBUS);
+	usleep(50000);
+	while (!window_sleeping(park_tid))
+		sched_yield();
+	syscall(SYS_tgkill, getpid(), park_tid, SIGUSR1);
+	while (!atomic_load(&park_in_handler))
+		sched_yield();
+	usleep(20000);
+	while (!window_sleeping(park_tid))
+		sched_yield();
+	syscall(SYS_tgkill, getpid(), park_tid, SIGBUS);
+	usleep(50000);
+	while (!window_sleeping(park_tid))
+		sched_yield();
+	syscall(SYS_tgkill, getpid(), park_tid, SIGUSR2);
+	return NULL;
+}
+
+static void
+body_park_nested(char **a)
+{
+	pthread_t t;
+
+	(void)a;
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	install(SIGUSR1, on_usr1_nested, 0, NULL);
+	install(SIGUSR2, on_usr2, 0, NULL);
+	park_tid = (pid_t)syscall(SYS_gettid);
+	window_pin(0);
+	park_mask("before");
+	NSBT_CHECK(pthread_create(&t, NULL, park_nested_sender, NULL) == 0, "pthread_create");
+	park_one_wait("poll", 4000);
+	pthread_join(t, NULL);
+	printf("nested poll: %d %s, handler mask %#lx then %#lx\n", (int)park_nested_r,
+	       park_nested_r < 0 ? ename(park_nested_e) : "", park_nested_in, park_nested_out);
+	printf("SIGUSR1 calls=%d SIGUSR2 calls=%d\n", (int)usr1_count, (int)usr2_count);
+	park_mask("after");
+	install(SIGUSR1, on_usr1, 0, NULL);
+	raise(SIGUSR1);
+	raise(SIGUSR2);
+	printf("SIGUSR1 calls=%d SIGUSR2 calls=%d\n", (int)usr1_count, (int)usr2_count);
+	rescue_check("after");
+}
+
+/* park_setxid: setuid() in one thread while another is parked (glibc
+ * signals every thread and waits for each: SIGSETXID stays open). */
+static int park_poll_r, park_poll_e;
+static unsigned long park_poll_mask;
+
+static void *
+park_poller(void *arg)
+{
+	(void)arg;
+	park_tid = (pid_t)syscall(SYS_gettid);
+	window_pin(0);
+	atomic_fetch_add(&park_go, 1);
+	park_poll_r = poll(NULL, 0, 1500);
+	park_poll_e = errno;
+	park_poll_mask = cur_mask();
+	return NULL;
+}
+
+static void
+body_park_setxid(char **a)
+{
+	pthread_t t;
+	int r;
+
+	(void)a;
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	NSBT_CHECK(pthread_create(&t, NULL, park_poller, NULL) == 0, "pthread_create");
+	window_pin(1);
+	park_wait_for(1);
+	syscall(SYS_tgkill, getpid(), park_tid, SIGBUS);
+	usleep(50000);
+	while (!window_sleeping(park_tid))
+		sched_yield();
+	r = setuid(getuid());
+	printf("setuid: %d\n", r);
+	r = setgroups(0, NULL);
+	printf("setgroups: %d %s\n", r, r < 0 ? ename(errno) : "");
+	pthread_join(t, NULL);
+	/* SIGSETXID's EINTR, as without the library. */
+	printf("poller: poll %d %s, mask %#lx\n", park_poll_r, park_poll_r < 0 ? ename(park_poll_e) : "",
+	       park_poll_mask);
+	rescue_check("after");
+}
 
 /* park_jump_*: the program's SIGUSR1 handler leaves the retried wait
  * (siglongjmp, _longjmp with no mask saved, setcontext); then the thread
@@ -7227,6 +7352,9 @@ static const struct scenario scenarios[] = {
 	{ "park-handler-eintr-poll", body_park_handler_eintr_poll, EXIT(0), NULL },
 	{ "park-handler-eintr-sigsuspend", body_park_handler_eintr_sigsuspend, EXIT(0), NULL },
 	{ "park-handler-eintr-ppoll", body_park_handler_eintr_ppoll, EXIT(0), NULL },
+	{ "park-usr1-clock-nanosleep", body_park_usr1_clock_nanosleep, EXIT(0), NULL },
+	{ "park-nested", body_park_nested, EXIT(0), NULL },
+	{ "park-setxid", body_park_setxid, EXIT(0), NULL },
 	{ "park-jump-siglongjmp", body_park_jump_siglongjmp, EXIT(0), NULL },
 	{ "park-jump-longjmp-nosave", body_park_jump_longjmp_nosave, EXIT(0), NULL },
 	{ "park-jump-setcontext", body_park_jump_setcontext, EXIT(0), NULL },
