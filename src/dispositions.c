@@ -1185,7 +1185,23 @@ nsb_disp_wait_again(struct nsb_wait *w)
 	if (w->active) {
 		w->swallowed = swallowed;
 		w->handled = handled;
-		if (parked && !w->park) {
+		if (parked && waiting == NSB_WAIT_PARK_FREE && !nsb_unfiltered()) {
+			/* A filter came since the wait parked (one
+			 * synchronized to every thread, or made by this
+			 * thread's handler): the variant, another system
+			 * call, may be refused.  The wait's own call again,
+			 * with the mask it began with
+			 * (park-filter-later-*). */
+			sigset_t m;
+
+			sigemptyset(&m);
+			memcpy(&m, &park_bits, sizeof(park_bits));
+			kernel_mask(SIG_SETMASK, &m, NULL);
+			parked = false;
+			waiting = NSB_WAIT_PLAIN;
+			w->park = NULL;
+			w->kmask = NULL;
+		} else if (parked && !w->park) {
 			sigemptyset(&w->park_mask);
 			memcpy(&w->park_mask, &park_bits, sizeof(park_bits));
 			w->park = &w->park_mask;

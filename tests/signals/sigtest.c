@@ -6742,6 +6742,89 @@ body_park_held(char **a)
 	rescue_check("after");
 }
 
+/* -- park_filter_later_*: a thread parked in pause (retried with
+ * rt_sigsuspend) or nanosleep (ppoll) when another thread installs a
+ * filter, synchronized to every thread, that refuses that variant; then
+ * another ignored SIGBUS, then the program's SIGUSR1: the wait goes on
+ * and ends with EINTR (the variant is made only where no filter is
+ * known) -- */
+
+static long park_refused_nr;
+
+static void *
+park_filter_sender(void *arg)
+{
+#if defined(__x86_64__)
+	const unsigned arch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+	const unsigned arch = AUDIT_ARCH_AARCH64;
+#else
+	const unsigned arch = 0;
+#endif
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)park_refused_nr, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
+
+	(void)arg;
+	window_pin(1);
+	park_wait_for(1);
+	syscall(SYS_tgkill, getpid(), park_tid, SIGBUS);
+	usleep(50000);
+	while (!window_sleeping(park_tid))
+		sched_yield();
+	NSBT_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "no_new_privs");
+	NSBT_CHECK(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) == 0,
+		   "seccomp: %s", strerror(errno));
+	usleep(20000);
+	syscall(SYS_tgkill, getpid(), park_tid, SIGBUS);
+	usleep(50000);
+	while (!window_sleeping(park_tid))
+		sched_yield();
+	usleep(20000);
+	syscall(SYS_tgkill, getpid(), park_tid, SIGUSR1);
+	return NULL;
+}
+
+static void
+park_filter_later(const char *kind, long nr)
+{
+	pthread_t t;
+
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	install(SIGUSR1, on_usr1, 0, NULL);
+	park_tid = (pid_t)syscall(SYS_gettid);
+	park_refused_nr = nr;
+	window_pin(0);
+	NSBT_CHECK(pthread_create(&t, NULL, park_filter_sender, NULL) == 0, "pthread_create");
+	park_one_wait(kind, 4000);
+	pthread_join(t, NULL);
+	printf("SIGUSR1 calls=%d\n", (int)usr1_count);
+	park_mask("after");
+	rescue_check("after");
+}
+
+static void
+body_park_filter_later_pause(char **a)
+{
+	(void)a;
+	park_filter_later("pause", SYS_rt_sigsuspend);
+}
+
+static void
+body_park_filter_later_nanosleep(char **a)
+{
+	(void)a;
+	park_filter_later("nanosleep", SYS_ppoll);
+}
+
 /* -- held_lost_lock_mask: a SIGBUS sent to the process while the only
  * thread that does not block it is inside a library lock -- */
 
@@ -7355,6 +7438,8 @@ static const struct scenario scenarios[] = {
 	{ "park-usr1-clock-nanosleep", body_park_usr1_clock_nanosleep, EXIT(0), NULL },
 	{ "park-nested", body_park_nested, EXIT(0), NULL },
 	{ "park-setxid", body_park_setxid, EXIT(0), NULL },
+	{ "park-filter-later-pause", body_park_filter_later_pause, EXIT(0), NULL },
+	{ "park-filter-later-nanosleep", body_park_filter_later_nanosleep, EXIT(0), NULL },
 	{ "park-jump-siglongjmp", body_park_jump_siglongjmp, EXIT(0), NULL },
 	{ "park-jump-longjmp-nosave", body_park_jump_longjmp_nosave, EXIT(0), NULL },
 	{ "park-jump-setcontext", body_park_jump_setcontext, EXIT(0), NULL },
