@@ -6187,9 +6187,13 @@ park_one_wait(const char *kind, int ms)
 	struct timeval tv = { ms / 1000, (long)(ms % 1000) * 1000L };
 	struct epoll_event ev;
 	int r, e, ep = -1;
-	sigset_t m;
+	sigset_t m, um;
 
 	pthread_sigmask(SIG_BLOCK, NULL, &m);
+	/* "-unblock": the program blocks SIGUSR1 and lets it in for the
+	 * wait alone. */
+	um = m;
+	sigdelset(&um, SIGUSR1);
 	if (!strncmp(kind, "epoll", 5))
 		NSBT_CHECK((ep = epoll_create1(EPOLL_CLOEXEC)) >= 0, "epoll_create1");
 	atomic_fetch_add(&park_go, 1);
@@ -6199,6 +6203,14 @@ park_one_wait(const char *kind, int ms)
 		r = ppoll(NULL, 0, &ts, NULL);
 	else if (!strcmp(kind, "ppoll-mask"))
 		r = ppoll(NULL, 0, &ts, &m);
+	else if (!strcmp(kind, "ppoll-unblock"))
+		r = ppoll(NULL, 0, &ts, &um);
+	else if (!strcmp(kind, "pselect-unblock"))
+		r = pselect(0, NULL, NULL, NULL, &ts, &um);
+	else if (!strcmp(kind, "epoll-pwait-unblock"))
+		r = epoll_pwait(ep, &ev, 1, ms, &um);
+	else if (!strcmp(kind, "sigsuspend-unblock"))
+		r = sigsuspend(&um);
 	else if (!strcmp(kind, "pselect-null"))
 		r = pselect(0, NULL, NULL, NULL, &ts, NULL);
 	else if (!strcmp(kind, "epoll-pwait-null"))
@@ -6252,6 +6264,112 @@ park_null_mask(const char *kind)
 	park_mask("after");
 	raise(SIGUSR1);
 	printf("SIGUSR1 calls=%d\n", (int)usr1_count);
+	rescue_check("after");
+}
+
+/* park_unblock_*: SIGUSR1 blocked but for the wait (its own mask);
+ * park_wrapped: SIGUSR1's handler has SIGBUS in its sa_mask (run through
+ * the library's trampoline); park_held_*: SIGBUS blocked, not ignored. */
+static void
+park_variant(const char *kind, bool block_usr1, bool wrapped, bool held)
+{
+	static const int bus_only[] = { SIGBUS, 0 };
+	pthread_t t;
+
+	setup_library();
+	if (held) {
+		install(SIGBUS, on_bus_plain, 0, NULL);
+		block(SIG_BLOCK, SIGBUS);
+	} else {
+		signal(SIGBUS, SIG_IGN);
+	}
+	install(SIGUSR1, on_usr1, 0, wrapped ? bus_only : NULL);
+	if (block_usr1)
+		block(SIG_BLOCK, SIGUSR1);
+	park_tid = (pid_t)syscall(SYS_gettid);
+	window_pin(0);
+	park_mask("before");
+	NSBT_CHECK(pthread_create(&t, NULL, park_bus_then_usr1, NULL) == 0, "pthread_create");
+	park_one_wait(kind, 4000);
+	pthread_join(t, NULL);
+	printf("SIGUSR1 calls=%d\n", (int)usr1_count);
+	park_mask("after");
+	if (block_usr1)
+		block(SIG_UNBLOCK, SIGUSR1);
+	raise(SIGUSR1);
+	printf("SIGUSR1 calls=%d\n", (int)usr1_count);
+	if (held) {
+		printf("SIGBUS calls before unblocking=%d\n", bus_calls_total());
+		block(SIG_UNBLOCK, SIGBUS);
+		printf("SIGBUS calls=%d\n", bus_calls_total());
+		park_mask("unblocked");
+	}
+	rescue_check("after");
+}
+
+#define PARK_VARIANT(name, kind, b, w, h)		\
+	static void					\
+	body_park_##name(char **a)			\
+	{						\
+		(void)a;				\
+		park_variant(kind, b, w, h);		\
+	}
+PARK_VARIANT(unblock_ppoll, "ppoll-unblock", true, false, false)
+PARK_VARIANT(unblock_pselect, "pselect-unblock", true, false, false)
+PARK_VARIANT(unblock_epoll_pwait, "epoll-pwait-unblock", true, false, false)
+PARK_VARIANT(unblock_sigsuspend, "sigsuspend-unblock", true, false, false)
+PARK_VARIANT(wrapped_poll, "poll", false, true, false)
+PARK_VARIANT(wrapped_sigsuspend, "sigsuspend", false, true, false)
+PARK_VARIANT(held_sigsuspend, "sigsuspend", false, false, true)
+PARK_VARIANT(held_nanosleep, "nanosleep", false, false, true)
+PARK_VARIANT(held_unblock_ppoll, "ppoll-unblock", true, false, true)
+
+/* park_fork: another thread forks while this one is parked: the child's
+ * mask is the forking thread's, its SIGUSR1 delivered. */
+static void *
+park_forker(void *arg)
+{
+	pid_t pid;
+	int status;
+
+	(void)arg;
+	window_pin(1);
+	park_wait_for(1);
+	syscall(SYS_tgkill, getpid(), park_tid, SIGBUS);
+	usleep(50000);
+	while (!window_sleeping(park_tid))
+		sched_yield();
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		park_mask("child");
+		raise(SIGUSR1);
+		printf("child: SIGUSR1 calls=%d\n", (int)usr1_count);
+		fflush(stdout);
+		_exit(0);
+	}
+	NSBT_CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork/waitpid");
+	printf("child status %#x\n", status);
+	syscall(SYS_tgkill, getpid(), park_tid, SIGUSR1);
+	return NULL;
+}
+
+static void
+body_park_fork(char **a)
+{
+	pthread_t t;
+
+	(void)a;
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	install(SIGUSR1, on_usr1, 0, NULL);
+	park_tid = (pid_t)syscall(SYS_gettid);
+	window_pin(0);
+	NSBT_CHECK(pthread_create(&t, NULL, park_forker, NULL) == 0, "pthread_create");
+	park_one_wait("poll", 4000);
+	pthread_join(t, NULL);
+	printf("SIGUSR1 calls=%d\n", (int)usr1_count);
+	park_mask("after");
 	rescue_check("after");
 }
 
@@ -7440,6 +7558,16 @@ static const struct scenario scenarios[] = {
 	{ "park-setxid", body_park_setxid, EXIT(0), NULL },
 	{ "park-filter-later-pause", body_park_filter_later_pause, EXIT(0), NULL },
 	{ "park-filter-later-nanosleep", body_park_filter_later_nanosleep, EXIT(0), NULL },
+	{ "park-unblock-ppoll", body_park_unblock_ppoll, EXIT(0), NULL },
+	{ "park-unblock-pselect", body_park_unblock_pselect, EXIT(0), NULL },
+	{ "park-unblock-epoll-pwait", body_park_unblock_epoll_pwait, EXIT(0), NULL },
+	{ "park-unblock-sigsuspend", body_park_unblock_sigsuspend, EXIT(0), NULL },
+	{ "park-wrapped-poll", body_park_wrapped_poll, EXIT(0), NULL },
+	{ "park-wrapped-sigsuspend", body_park_wrapped_sigsuspend, EXIT(0), NULL },
+	{ "park-held-sigsuspend", body_park_held_sigsuspend, EXIT(0), NULL },
+	{ "park-held-nanosleep", body_park_held_nanosleep, EXIT(0), NULL },
+	{ "park-held-unblock-ppoll", body_park_held_unblock_ppoll, EXIT(0), NULL },
+	{ "park-fork", body_park_fork, EXIT(0), NULL },
 	{ "park-jump-siglongjmp", body_park_jump_siglongjmp, EXIT(0), NULL },
 	{ "park-jump-longjmp-nosave", body_park_jump_longjmp_nosave, EXIT(0), NULL },
 	{ "park-jump-setcontext", body_park_jump_setcontext, EXIT(0), NULL },
