@@ -1147,6 +1147,7 @@ nsb_disp_wait_begin(struct nsb_wait *w, const sigset_t *mask, int kind)
 	w->outer_bits = park_bits;
 	w->outer_sp = wait_sp;
 	w->outer_swallowed = swallowed;
+	w->kind = (unsigned char)kind;
 	if (!mask) {
 		parked = false;
 		wait_sp = (uintptr_t)w;
@@ -1177,11 +1178,33 @@ nsb_disp_wait_begin(struct nsb_wait *w, const sigset_t *mask, int kind)
 	return 0;
 }
 
+/* A wait begun in a handler that interrupted this one (w) was left by a
+ * jump without its end (park-jump-nested): the state here is still that
+ * wait's (its parked mask, its swallowed SIGBUS, its frame).  This wait's
+ * own again: its call was interrupted by the handler that ran, an EINTR
+ * of the program's, never retried. */
+static bool
+inner_left(struct nsb_wait *w)
+{
+	if (wait_sp == (uintptr_t)w)
+		return false;
+	waiting = w->kind;
+	wait_sp = (uintptr_t)w;
+	parked = w->park != NULL;
+	if (w->park)
+		memcpy(&park_bits, &w->park_mask, sizeof(park_bits));
+	swallowed = w->swallowed;
+	return true;
+}
+
 bool
 nsb_disp_wait_again(struct nsb_wait *w)
 {
-	bool again = w->active && swallowed != w->swallowed && handled == w->handled;
+	bool again;
 
+	if (w->active && inner_left(w))
+		return false;
+	again = w->active && swallowed != w->swallowed && handled == w->handled;
 	if (w->active) {
 		w->swallowed = swallowed;
 		w->handled = handled;
@@ -1222,14 +1245,12 @@ nsb_disp_wait_end(struct nsb_wait *w)
 	if (!w->active)
 		return;
 	/* Parked: the mask the wait began with (every signal of it that
-	 * came since is delivered here: after the wait, as the kernel's). */
-	if (parked) {
-		sigset_t m;
-
-		sigemptyset(&m);
-		memcpy(&m, &park_bits, sizeof(park_bits));
-		kernel_mask(SIG_SETMASK, &m, NULL);
-	}
+	 * came since is delivered here: after the wait, as the kernel's).
+	 * This wait's own record (w->park, set by nsb_disp_wait_again at
+	 * the EINTR that parked it), not the thread's, which an inner wait
+	 * left by a jump may hold. */
+	if (w->park)
+		kernel_mask(SIG_SETMASK, &w->park_mask, NULL);
 	waiting = w->outer;
 	parked = w->outer_parked;
 	park_bits = w->outer_bits;

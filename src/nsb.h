@@ -735,6 +735,7 @@ struct nsb_wait {
 	bool active;
 	bool was;
 	unsigned char outer;	/* in a wait already (a handler's) */
+	unsigned char kind;	/* NSB_WAIT_*: this wait's */
 	bool outer_parked;
 	unsigned swallowed, handled, outer_swallowed;
 	uint64_t outer_bits;

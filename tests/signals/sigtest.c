@@ -6547,6 +6547,62 @@ body_park_nested(char **a)
 	rescue_check("after");
 }
 
+/* park_jump_nested: the program's SIGUSR1 handler, run by a poll's
+ * EINTR, polls itself after a sigsetjmp; an ignored SIGBUS parks that
+ * nested poll, and the program's SIGUSR2 handler siglongjmps out of it,
+ * back into the SIGUSR1 handler, which returns: the outer poll ends with
+ * EINTR (SIGUSR1's) and the mask after is the one before. */
+static sigjmp_buf park_henv;
+
+static void
+on_usr2_jump(int sig)
+{
+	(void)sig;
+	usr2_count++;
+	siglongjmp(park_henv, 1);
+}
+
+static void
+on_usr1_nested_jump(int sig)
+{
+	int saved = errno;
+
+	(void)sig;
+	usr1_count++;
+	if (sigsetjmp(park_henv, 1) == 0) {
+		atomic_store(&park_in_handler, 1);
+		park_nested_r = poll(NULL, 0, 4000);
+	} else {
+		park_nested_r = 99;
+	}
+	errno = saved;
+}
+
+static void
+body_park_jump_nested(char **a)
+{
+	pthread_t t;
+
+	(void)a;
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	install(SIGUSR1, on_usr1_nested_jump, 0, NULL);
+	install(SIGUSR2, on_usr2_jump, 0, NULL);
+	park_tid = (pid_t)syscall(SYS_gettid);
+	window_pin(0);
+	park_mask("before");
+	NSBT_CHECK(pthread_create(&t, NULL, park_nested_sender, NULL) == 0, "pthread_create");
+	park_one_wait("poll", 4000);
+	pthread_join(t, NULL);
+	printf("nested poll: %d (99: jumped out)\n", (int)park_nested_r);
+	printf("SIGUSR1 calls=%d SIGUSR2 calls=%d\n", (int)usr1_count, (int)usr2_count);
+	park_mask("after");
+	install(SIGUSR1, on_usr1, 0, NULL);
+	raise(SIGUSR1);
+	printf("SIGUSR1 calls=%d\n", (int)usr1_count);
+	rescue_check("after");
+}
+
 /* park_setxid: setuid() in one thread while another is parked (glibc
  * signals every thread and waits for each: SIGSETXID stays open). */
 static int park_poll_r, park_poll_e;
@@ -7568,6 +7624,7 @@ static const struct scenario scenarios[] = {
 	{ "park-held-nanosleep", body_park_held_nanosleep, EXIT(0), NULL },
 	{ "park-held-unblock-ppoll", body_park_held_unblock_ppoll, EXIT(0), NULL },
 	{ "park-fork", body_park_fork, EXIT(0), NULL },
+	{ "park-jump-nested", body_park_jump_nested, EXIT(0), NULL },
 	{ "park-jump-siglongjmp", body_park_jump_siglongjmp, EXIT(0), NULL },
 	{ "park-jump-longjmp-nosave", body_park_jump_longjmp_nosave, EXIT(0), NULL },
 	{ "park-jump-setcontext", body_park_jump_setcontext, EXIT(0), NULL },
