@@ -6603,6 +6603,69 @@ body_park_jump_nested(char **a)
 	rescue_check("after");
 }
 
+/* park_cancel: a thread parked in poll is cancelled: its cleanup handler
+ * runs with the mask it would have without the library (SIGBUS's bit and
+ * glibc's SIGCANCEL aside), and the thread ends cancelled. */
+static unsigned long long park_cleanup_blk;
+
+static void
+park_cleanup(void *arg)
+{
+	char path[64], buf[8192], *p;
+	ssize_t n;
+	int fd;
+
+	(void)arg;
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)syscall(SYS_gettid));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	p = strstr(buf, "SigBlk:");
+	if (p)
+		park_cleanup_blk = strtoull(p + 7, NULL, 16) & ~(1ULL << (SIGBUS - 1)) & ~(1ULL << 31);
+}
+
+static void *
+park_cancelled(void *arg)
+{
+	(void)arg;
+	park_tid = (pid_t)syscall(SYS_gettid);
+	window_pin(0);
+	pthread_cleanup_push(park_cleanup, NULL);
+	atomic_fetch_add(&park_go, 1);
+	poll(NULL, 0, 4000);
+	pthread_cleanup_pop(0);
+	return NULL;
+}
+
+static void
+body_park_cancel(char **a)
+{
+	pthread_t t;
+	void *ret;
+
+	(void)a;
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	NSBT_CHECK(pthread_create(&t, NULL, park_cancelled, NULL) == 0, "pthread_create");
+	window_pin(1);
+	park_wait_for(1);
+	syscall(SYS_tgkill, getpid(), park_tid, SIGBUS);
+	usleep(50000);
+	while (!window_sleeping(park_tid))
+		sched_yield();
+	pthread_cancel(t);
+	pthread_join(t, &ret);
+	printf("cancelled %d, cleanup SigBlk %016llx\n", ret == PTHREAD_CANCELED, park_cleanup_blk);
+	park_mask("main after");
+	rescue_check("after");
+}
+
 /* park_setxid: setuid() in one thread while another is parked (glibc
  * signals every thread and waits for each: SIGSETXID stays open). */
 static int park_poll_r, park_poll_e;
@@ -7625,6 +7688,7 @@ static const struct scenario scenarios[] = {
 	{ "park-held-unblock-ppoll", body_park_held_unblock_ppoll, EXIT(0), NULL },
 	{ "park-fork", body_park_fork, EXIT(0), NULL },
 	{ "park-jump-nested", body_park_jump_nested, EXIT(0), NULL },
+	{ "park-cancel", body_park_cancel, EXIT(0), NULL },
 	{ "park-jump-siglongjmp", body_park_jump_siglongjmp, EXIT(0), NULL },
 	{ "park-jump-longjmp-nosave", body_park_jump_longjmp_nosave, EXIT(0), NULL },
 	{ "park-jump-setcontext", body_park_jump_setcontext, EXIT(0), NULL },
