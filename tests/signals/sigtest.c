@@ -6943,6 +6943,75 @@ body_park_flood_rem(char **a)
 	rescue_check("after");
 }
 
+/* park_flood_usr1: ignored SIGBUS sent every 5 us from another CPU while
+ * rounds of poll are each ended by the program's SIGUSR1: every round
+ * should end with EINTR.  Not run by the suite (meson.build): a known
+ * limit, run by hand (sigtest park-flood-usr1 PATH/sigtest-nolib).  A
+ * SIGBUS that lands as the SIGUSR1 handler returns (its rt_sigreturn)
+ * finds the context of a wait's call just ended by EINTR, as one that
+ * ended the call itself does, and the wait is retried: 33-36 of 100
+ * rounds lost their EINTR with the library, 0 without (libnosigbus(7)). */
+#define PARK_FLOOD_ROUNDS 100
+
+static void *
+park_usr1_rounds(void *arg)
+{
+	(void)arg;
+	window_pin(1);
+	for (int i = 0; i < PARK_FLOOD_ROUNDS; i++) {
+		park_wait_for(2 * i + 1);
+		syscall(SYS_tgkill, getpid(), park_tid, SIGUSR1);
+		while (atomic_load(&park_go) < 2 * i + 2)
+			sched_yield();
+	}
+	return NULL;
+}
+
+static void *
+park_flood_fast(void *arg)
+{
+	(void)arg;
+	window_pin(1);
+	while (!atomic_load(&park_flood_stop)) {
+		syscall(SYS_tgkill, getpid(), park_tid, SIGBUS);
+		window_spin(5000);
+	}
+	return NULL;
+}
+
+static void
+body_park_flood_usr1(char **a)
+{
+	pthread_t f, u;
+	int lost = 0;
+
+	(void)a;
+	setup_library();
+	signal(SIGBUS, SIG_IGN);
+	install(SIGUSR1, on_usr1, 0, NULL);
+	park_tid = (pid_t)syscall(SYS_gettid);
+	window_pin(0);
+	NSBT_CHECK(pthread_create(&f, NULL, park_flood_fast, NULL) == 0, "pthread_create");
+	NSBT_CHECK(pthread_create(&u, NULL, park_usr1_rounds, NULL) == 0, "pthread_create");
+	for (int i = 0; i < PARK_FLOOD_ROUNDS; i++) {
+		int r;
+
+		atomic_fetch_add(&park_go, 1);
+		r = poll(NULL, 0, 300);
+		if (!(r == -1 && errno == EINTR))
+			lost++;
+		while (usr1_count != i + 1)
+			;
+		atomic_fetch_add(&park_go, 1);
+	}
+	pthread_join(u, NULL);
+	atomic_store(&park_flood_stop, true);
+	pthread_join(f, NULL);
+	printf("%d rounds, EINTR lost %d times, SIGUSR1 calls=%d\n", PARK_FLOOD_ROUNDS, lost,
+	       (int)usr1_count);
+	rescue_check("after");
+}
+
 /* park_held: SIGBUS blocked by the program (held by the library) rather
  * than ignored, a program's SIGUSR1 after it: EINTR, and the SIGBUS runs
  * the program's handler once unblocked. */
@@ -7689,6 +7758,7 @@ static const struct scenario scenarios[] = {
 	{ "park-fork", body_park_fork, EXIT(0), NULL },
 	{ "park-jump-nested", body_park_jump_nested, EXIT(0), NULL },
 	{ "park-cancel", body_park_cancel, EXIT(0), NULL },
+	{ "park-flood-usr1", body_park_flood_usr1, EXIT(0), NULL },
 	{ "park-jump-siglongjmp", body_park_jump_siglongjmp, EXIT(0), NULL },
 	{ "park-jump-longjmp-nosave", body_park_jump_longjmp_nosave, EXIT(0), NULL },
 	{ "park-jump-setcontext", body_park_jump_setcontext, EXIT(0), NULL },
