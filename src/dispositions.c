@@ -1062,6 +1062,12 @@ static __thread uintptr_t wait_sp __attribute__((tls_model("initial-exec")));
 	 (1ULL << (SIGFPE - 1)) | (1ULL << (SIGTRAP - 1)) | (1ULL << (SIGSYS - 1)) |	\
 	 (1ULL << 31) | (1ULL << 32))
 
+#if defined(__aarch64__)
+#define WAIT_CALL_DEPTH 4096
+#else
+#define WAIT_CALL_DEPTH 1024
+#endif
+
 /* [signal-safe] Is uc our wait's system call, just interrupted (EINTR)?
  * 1 yes, 0 no, -1 unknown (a target whose context is not read here). */
 static int
@@ -1081,8 +1087,17 @@ in_our_wait(const ucontext_t *uc)
 	return -1;
 #endif
 	/* The C library's wrapper and its cancellation helpers use a few
-	 * hundred bytes below the wait's frame. */
-	return ret == -EINTR && sp < wait_sp && wait_sp - sp < 4096;
+	 * hundred bytes below the wait's frame (96 to 208 in glibc 2.36
+	 * x86-64).  A handler of the program's that runs during the wait
+	 * (the EINTR of its signal) runs below the kernel's signal frame,
+	 * and a system call of its that the SIGBUS ends with EINTR is not
+	 * the wait's: taken for it, its mask (the handler's signal blocked)
+	 * was the one restored at the wait's end and the wait retried
+	 * (park-handler-eintr-*).  The signal frame is larger than this
+	 * bound: x86-64, 128 bytes of red zone, the ucontext and siginfo,
+	 * and the FPU state (512 bytes of legacy area and the XSAVE header
+	 * at the least); aarch64, a ucontext with 4096 reserved bytes. */
+	return ret == -EINTR && sp < wait_sp && wait_sp - sp < WAIT_CALL_DEPTH;
 }
 
 /* [signal-safe] The end of a SIGBUS swallowed: counted for the wait it
@@ -1132,6 +1147,7 @@ nsb_disp_wait_begin(struct nsb_wait *w, const sigset_t *mask, int kind)
 	w->outer_bits = park_bits;
 	w->outer_sp = wait_sp;
 	w->outer_swallowed = swallowed;
+	w->kind = (unsigned char)kind;
 	if (!mask) {
 		parked = false;
 		wait_sp = (uintptr_t)w;
@@ -1162,18 +1178,62 @@ nsb_disp_wait_begin(struct nsb_wait *w, const sigset_t *mask, int kind)
 	return 0;
 }
 
+/* A wait begun in a handler that interrupted this one (w) was left by a
+ * jump without its end (park-jump-nested): the state here is still that
+ * wait's (its parked mask, its swallowed SIGBUS, its frame).  This wait's
+ * own again: its call was interrupted by the handler that ran, an EINTR
+ * of the program's, never retried. */
+static bool
+inner_left(struct nsb_wait *w)
+{
+	if (wait_sp == (uintptr_t)w)
+		return false;
+	waiting = w->kind;
+	wait_sp = (uintptr_t)w;
+	parked = w->park != NULL;
+	if (w->park)
+		memcpy(&park_bits, &w->park_mask, sizeof(park_bits));
+	swallowed = w->swallowed;
+	return true;
+}
+
 bool
 nsb_disp_wait_again(struct nsb_wait *w)
 {
-	bool again = w->active && swallowed != w->swallowed && handled == w->handled;
+	bool again;
 
+	if (w->active && inner_left(w))
+		return false;
+	again = w->active && swallowed != w->swallowed && handled == w->handled;
 	if (w->active) {
 		w->swallowed = swallowed;
 		w->handled = handled;
-		if (parked && !w->park) {
+		if (parked && waiting == NSB_WAIT_PARK_FREE && !nsb_unfiltered()) {
+			/* A filter came since the wait parked (one
+			 * synchronized to every thread, or made by this
+			 * thread's handler): the variant, another system
+			 * call, may be refused.  The wait's own call again,
+			 * with the mask it began with
+			 * (park-filter-later-*). */
+			sigset_t m;
+
+			sigemptyset(&m);
+			memcpy(&m, &park_bits, sizeof(park_bits));
+			kernel_mask(SIG_SETMASK, &m, NULL);
+			parked = false;
+			waiting = NSB_WAIT_PLAIN;
+			w->park = NULL;
+			w->kmask = NULL;
+		} else if (parked && !w->park) {
 			sigemptyset(&w->park_mask);
 			memcpy(&w->park_mask, &park_bits, sizeof(park_bits));
 			w->park = &w->park_mask;
+			/* A masked wait given no mask (ppoll, pselect,
+			 * epoll_pwait with NULL: the thread's as it is) is
+			 * retried with the one parking replaced, or it would
+			 * wait with every signal blocked. */
+			if (!w->kmask)
+				w->kmask = w->park;
 		}
 	}
 	return again;
@@ -1185,14 +1245,12 @@ nsb_disp_wait_end(struct nsb_wait *w)
 	if (!w->active)
 		return;
 	/* Parked: the mask the wait began with (every signal of it that
-	 * came since is delivered here: after the wait, as the kernel's). */
-	if (parked) {
-		sigset_t m;
-
-		sigemptyset(&m);
-		memcpy(&m, &park_bits, sizeof(park_bits));
-		kernel_mask(SIG_SETMASK, &m, NULL);
-	}
+	 * came since is delivered here: after the wait, as the kernel's).
+	 * This wait's own record (w->park, set by nsb_disp_wait_again at
+	 * the EINTR that parked it), not the thread's, which an inner wait
+	 * left by a jump may hold. */
+	if (w->park)
+		kernel_mask(SIG_SETMASK, &w->park_mask, NULL);
 	waiting = w->outer;
 	parked = w->outer_parked;
 	park_bits = w->outer_bits;

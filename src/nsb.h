@@ -740,10 +740,13 @@ struct nsb_wait {
 	bool active;
 	bool was;
 	unsigned char outer;	/* in a wait already (a handler's) */
+	unsigned char kind;	/* NSB_WAIT_*: this wait's */
 	bool outer_parked;
 	unsigned swallowed, handled, outer_swallowed;
 	uint64_t outer_bits;
 	uintptr_t outer_sp;
+	/* The mask the call is given (NULL: none, the thread's; once
+	 * parked, the park mask in its place). */
 	const sigset_t *kmask;
 	/* Set by nsb_disp_wait_again once parked: the mask every retry
 	 * must unblock atomically (PARK_FREE's masked variant uses it). */

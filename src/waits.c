@@ -228,17 +228,21 @@ save_ts(const struct timespec *ts, struct timespec *out)
 
 /* A parked sleep's retry (the time left in *q, on the monotonic clock):
  * ppoll with no descriptors, the mask unblocked for as long as it sleeps.
- * 0, or an error number (EINTR: the time left in *rem, as the sleep's). */
+ * 0, or an error number (EINTR: the time left in *rem, as the sleep's);
+ * errno left alone (clock_nanosleep's is: park-usr1-clock-nanosleep). */
 static int
 park_sleep(const struct timespec *q, struct timespec *rem, const sigset_t *mask)
 {
 	struct timespec start = now();
+	int saved = errno, err = 0;
 
-	if (real_ppoll(NULL, 0, q, mask) == 0)
-		return 0;
-	if (errno == EINTR)
-		*rem = ts_left(q, start);
-	return errno;
+	if (real_ppoll(NULL, 0, q, mask) != 0) {
+		err = errno;
+		if (err == EINTR)
+			*rem = ts_left(q, start);
+	}
+	errno = saved;
+	return err;
 }
 
 static int

@@ -449,7 +449,8 @@ situation_setup(const char *name)
 	}
 	if (!strcmp(name, "own-handler"))
 		s.file = make_disk_file(page);
-	if (!strcmp(name, "flag-first") || !strcmp(name, "poll-sent")) {
+	if (!strcmp(name, "flag-first") || !strcmp(name, "poll-sent") ||
+	    !strcmp(name, "ppoll-sent")) {
 		/* MAP_NOSIGBUS needs no look at the sandbox: the library's
 		 * first look comes in its handler, at the fault (below). */
 		s.flag_fd = make_memfd(4 * page);
@@ -525,6 +526,27 @@ situation(const char *name, struct setup *s)
 		/* Pending, taken (rt_sigpending is not every filter's). */
 		printf("took %d\n", sigtimedwait(&bus, NULL, &(struct timespec){ 0, 0 }));
 		pthread_sigmask(SIG_UNBLOCK, &bus, NULL);
+		puts("done");
+	} else if (!strcmp(name, "ppoll-sent")) {
+		/* As poll-sent, with the masked waits, given no mask and their
+		 * own: a parked retry is the program's own call, the one the
+		 * filter lets through (or not) as without the library; each
+		 * times out as without it. */
+		struct timespec ts = { 0, 300000000 };
+		pthread_t t;
+		sigset_t m;
+
+		signal(SIGBUS, SIG_IGN);
+		main_thread = pthread_self();
+		pthread_sigmask(SIG_BLOCK, NULL, &m);
+		if (pthread_create(&t, NULL, send_bus_thread, NULL) != 0)
+			return perror("pthread_create"), 3;
+		printf("ppoll %d\n", ppoll(NULL, 0, &ts, NULL));
+		pthread_join(t, NULL);
+		if (pthread_create(&t, NULL, send_bus_thread, NULL) != 0)
+			return perror("pthread_create"), 3;
+		printf("ppoll with a mask %d\n", ppoll(NULL, 0, &ts, &m));
+		pthread_join(t, NULL);
 		puts("done");
 	} else if (!strcmp(name, "memfd")) {
 		int fd = make_memfd(2 * page);
@@ -700,7 +722,7 @@ run_situation(const char *name)
 static const char *const situations[] = {
 	"startup", "memfd", "closed", "devshm", "recv-disk", "recv-memfd", "rescue-kept",
 	"rescue-open", "rescue-disk", "own-handler", "block-all", "raise", "fork-exec",
-	"syscall", "flag-first", "api-probe", "poll-sent",
+	"syscall", "flag-first", "api-probe", "poll-sent", "ppoll-sent",
 };
 static const char *const filters[] = { "none", "system-service", "chrony", "flatpak", "renderer",
 				       "raw", "groups" };
