@@ -648,6 +648,8 @@ void nsb_account_set_unsure(struct nsb_account *a);	/* [signal-safe] */
 bool nsb_account_unsure(const struct nsb_account *a);
 void nsb_account_set_may_write(struct nsb_account *a, bool may);
 bool nsb_account_may_write(const struct nsb_account *a);
+bool nsb_account_no_write(const struct nsb_account *a);
+void nsb_account_copy_write(struct nsb_account *to, const struct nsb_account *from);
 /* The memory an account of a mapping of len bytes takes. */
 size_t nsb_account_bytes(size_t len, size_t unit);
 
