@@ -821,6 +821,8 @@ struct nsb_vma {
 	size_t page_size;	/* smaps only: 0 when unknown */
 	bool dontfork;		/* smaps only: MADV_DONTFORK given (VmFlags dc) */
 	bool wipeonfork;	/* smaps only: MADV_WIPEONFORK given (VmFlags wf) */
+	unsigned char write;	/* smaps only: VmFlags mw (VM_MAYWRITE): 0 unknown,
+				 * NSB_VMA_MAY_WRITE or NSB_VMA_NO_WRITE */
 	uint32_t kept;		/* smaps only: the NSB_META_ bits of what a replaced
 				 * page must get again (VmFlags lo lf dd hg nh mg) */
 	uint64_t flags_sig;	/* smaps only: a hash of the VmFlags a program can
@@ -829,6 +831,8 @@ struct nsb_vma {
 				 * have kept as one */
 	const char *path;	/* NULL when absent or too long to keep */
 };
+#define NSB_VMA_MAY_WRITE	1
+#define NSB_VMA_NO_WRITE	2
 /* Calls fn for each VMA overlapping [lo, hi), in address order, from
  * /proc/self/smaps when smaps is true (page sizes and keys), else maps
  * (ioctl(PROCMAP_QUERY) on it where the kernel has it: a cost that does

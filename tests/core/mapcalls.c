@@ -33,8 +33,9 @@
  *    are all replaced, some are (the call starting at a replaced page:
  *    nothing changed before the refusal), or it was grown by mremap:
  *    EACCES from mprotect and pkey_mprotect, the protection in
- *    /proc/self/maps as it was; a private mapping of it, and a shared one
- *    of a descriptor opened for writing, still can.
+ *    /proc/self/maps as it was; the same for a mapping nosigbus_protect
+ *    protected; a private mapping of it, and a shared one of a descriptor
+ *    opened for writing, still can.
  */
 #include <dlfcn.h>
 #include <sys/ipc.h>
@@ -563,7 +564,8 @@ perms_of(const void *p, char out[5])
 }
 
 /* A memfd of pages pages, mapped PROT_READ (flags: MAP_SHARED or
- * MAP_PRIVATE, with MAP_NOSIGBUS) through a descriptor opened with mode;
+ * MAP_PRIVATE, protected by MAP_NOSIGBUS if given, else by
+ * nosigbus_protect) through a descriptor opened with mode;
  * *fd: the memfd's own (read-write) descriptor, for ftruncate. */
 static char *
 readonly_map(int *fd, size_t pages, int flags, int mode)
@@ -576,7 +578,12 @@ readonly_map(int *fd, size_t pages, int flags, int mode)
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", *fd);
 	rfd = open(path, mode | O_CLOEXEC);
 	NSBT_CHECK(rfd >= 0, "open(%s): %s", path, strerror(errno));
-	p = core_map(NULL, pages * ps, PROT_READ, flags | MAP_NOSIGBUS, rfd, 0);
+	if (flags & MAP_NOSIGBUS) {
+		p = core_map(NULL, pages * ps, PROT_READ, flags, rfd, 0);
+	} else {
+		p = core_map(NULL, pages * ps, PROT_READ, flags, rfd, 0);
+		NSBT_CHECK(nosigbus_protect(p, pages * ps) == 0, "nosigbus_protect: %s", strerror(errno));
+	}
 	close(rfd);
 	return p;
 }
@@ -630,7 +637,7 @@ static void
 ro_all_rescued_child(void *arg)
 {
 	int fd;
-	char *p = readonly_map(&fd, 2, MAP_SHARED, O_RDONLY);
+	char *p = readonly_map(&fd, 2, MAP_SHARED | MAP_NOSIGBUS, O_RDONLY);
 
 	(void)arg;
 	core_truncate(fd, 0);
@@ -646,11 +653,25 @@ ro_all_rescued_child(void *arg)
 	printf("ok: mprotect_readonly_shared: all pages rescued\n");
 }
 
+/* Protected by nosigbus_protect: the kernel's VmFlags say the same. */
+static void
+ro_protect_child(void *arg)
+{
+	int fd;
+	char *p = readonly_map(&fd, 2, MAP_SHARED, O_RDONLY);
+
+	(void)arg;
+	core_truncate(fd, 0);
+	read_all(p, 2);
+	expect_refused(p, 2, 0, 2 * ps, false, "nosigbus_protect, all rescued");
+	printf("ok: mprotect_readonly_shared: nosigbus_protect\n");
+}
+
 static void
 ro_some_rescued_child(void *arg)
 {
 	int fd;
-	char *p = readonly_map(&fd, 3, MAP_SHARED, O_RDONLY);
+	char *p = readonly_map(&fd, 3, MAP_SHARED | MAP_NOSIGBUS, O_RDONLY);
 
 	(void)arg;
 	/* The second page rescued, the third in the file again: file,
@@ -677,7 +698,7 @@ static void
 ro_grown_child(void *arg)
 {
 	int fd;
-	char *p = readonly_map(&fd, 1, MAP_SHARED, O_RDONLY), *q;
+	char *p = readonly_map(&fd, 1, MAP_SHARED | MAP_NOSIGBUS, O_RDONLY), *q;
 
 	(void)arg;
 	core_truncate(fd, 3 * ps);
@@ -720,8 +741,10 @@ static void
 writable_child(void *arg)
 {
 	(void)arg;
-	writable_allowed(MAP_PRIVATE, O_RDONLY, "a private mapping of a read-only descriptor");
-	writable_allowed(MAP_SHARED, O_RDWR, "a shared mapping of a read-write descriptor");
+	writable_allowed(MAP_PRIVATE | MAP_NOSIGBUS, O_RDONLY, "a private mapping of a read-only descriptor");
+	writable_allowed(MAP_SHARED | MAP_NOSIGBUS, O_RDWR, "a shared mapping of a read-write descriptor");
+	writable_allowed(MAP_SHARED, O_RDWR, "nosigbus_protect of a shared mapping of a read-write descriptor");
+	writable_allowed(MAP_PRIVATE, O_RDONLY, "nosigbus_protect of a private mapping of a read-only descriptor");
 }
 
 static void
@@ -734,6 +757,7 @@ readonly_shared_child(void *arg)
 		{ "all rescued", ro_all_rescued_child },
 		{ "some rescued", ro_some_rescued_child },
 		{ "grown by mremap", ro_grown_child },
+		{ "nosigbus_protect", ro_protect_child },
 		{ "writable where allowed", writable_child },
 	};
 	int failed = 0;
