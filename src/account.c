@@ -54,6 +54,8 @@ struct nsb_account {
 	atomic_bool unsure;	/* a unit was replaced not known past the end */
 	bool may_write;		/* a shared file mapping whose descriptor was
 				 * opened for writing (refresh.c) */
+	bool write_known;	/* may_write learnt from the descriptor (mmap):
+				 * else unknown (nosigbus_protect) */
 	struct nsb_account *next;	/* release list or free list */
 	struct nsb_maplog log;		/* log.c's, about this mapping */
 	atomic_ulong bits[];
@@ -184,6 +186,7 @@ nsb_account_copy(struct nsb_account *from, uint64_t off, size_t len)
 	/* Table lock held: no rescue counts into from meanwhile (the
 	 * records that name it are being replaced). */
 	a->may_write = from->may_write;
+	a->write_known = from->write_known;
 	atomic_store(&a->log.pid, atomic_exchange(&from->log.pid, 0));
 	atomic_store(&a->log.faults, atomic_exchange(&from->log.faults, 0));
 	atomic_store(&a->log.pages, atomic_exchange(&from->log.pages, 0));
@@ -357,14 +360,36 @@ nsb_account_unsure(const struct nsb_account *a)
 void
 nsb_account_set_may_write(struct nsb_account *a, bool may)
 {
-	if (a)
+	if (a) {
 		a->may_write = may;
+		a->write_known = true;
+	}
 }
 
 bool
 nsb_account_may_write(const struct nsb_account *a)
 {
 	return a && a->may_write;
+}
+
+/* Whether the kernel would refuse to make a shared mapping of the
+ * account's writable (EACCES from mprotect): known not to have
+ * VM_MAYWRITE.  False where not known (a record nosigbus_protect made). */
+bool
+nsb_account_no_write(const struct nsb_account *a)
+{
+	return a && a->write_known && !a->may_write;
+}
+
+/* to takes from's may-write, known or not (a mapping the kernel makes
+ * anew of the same VMA: mremap, remap_file_pages). */
+void
+nsb_account_copy_write(struct nsb_account *to, const struct nsb_account *from)
+{
+	if (to) {
+		to->may_write = from && from->may_write;
+		to->write_known = from && from->write_known;
+	}
 }
 
 /* How many units of [off, off + len) are replaced (tests, statistics). */

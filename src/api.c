@@ -49,6 +49,9 @@ collect_vma(const struct nsb_vma *vma, void *arg)
 		 NSB_META_MKPKEY(vma->pkey > 0 ? vma->pkey : -1) |
 		 (vma->dontfork ? NSB_META_DONTFORK : 0) |
 		 (vma->wipeonfork ? NSB_META_WIPEONFORK : 0) | vma->kept;
+	/* Until nsb_record numbers it, gen carries whether the kernel lets
+	 * the VMA become writable (record_unrecorded: mprotect's EACCES). */
+	r.gen = vma->write;
 	return nsb_saved_push(&w->recs, &r) < 0 ? -1 : 0;
 }
 
@@ -75,7 +78,11 @@ record_unrecorded(const struct nsb_range *r, const struct nsb_saved *old, size_t
 			piece.end = e;
 			if (!(r->meta & NSB_META_ANON))
 				piece.off = r->off + (s - r->start);
-			recorded |= nsb_record(&piece) == 0;
+			if (nsb_record(&piece) == 0) {
+				recorded = true;
+				if (r->gen && (r->meta & NSB_META_SHARED) && !(r->meta & NSB_META_ANON))
+					nsb_account_set_may_write(piece.acct, r->gen == NSB_VMA_MAY_WRITE);
+			}
 		}
 		if (!o || o->start >= r->end)
 			break;

@@ -124,6 +124,7 @@ parse_header(const char *line, bool whole, struct nsb_vma *vma)
 	vma->page_size = 0;
 	vma->pkey = -1;
 	vma->dontfork = vma->wipeonfork = false;
+	vma->write = 0;
 	vma->kept = 0;
 	vma->flags_sig = 0;
 	return true;
@@ -173,8 +174,11 @@ vm_flags(const char *p, struct nsb_vma *vma)
 {
 	while (*p == ' ' || *p == '\t')
 		p++;
+	vma->write = NSB_VMA_NO_WRITE;
 	while (p[0] && p[0] != '\n' && p[1] && p[1] != '\n') {
-		if (p[0] == 'd' && p[1] == 'c')
+		if (p[0] == 'm' && p[1] == 'w')
+			vma->write = NSB_VMA_MAY_WRITE;
+		else if (p[0] == 'd' && p[1] == 'c')
 			vma->dontfork = true;
 		else if (p[0] == 'w' && p[1] == 'f')
 			vma->wipeonfork = true;
@@ -424,6 +428,7 @@ query_each(int fd, uintptr_t lo, uintptr_t hi,
 		vma.pkey = -1;
 		vma.page_size = 0;
 		vma.dontfork = vma.wipeonfork = false;
+		vma.write = 0;
 		vma.kept = 0;
 		vma.flags_sig = 0;
 		vma.path = with_name && q.vma_name_size > 1 &&

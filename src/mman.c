@@ -499,11 +499,14 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 			err = ENOMEM;
 		} else if (r.acct && (d.meta & NSB_META_SHARED) && !(d.meta & NSB_META_ANON)) {
 			/* Writable later (mprotect) only if the descriptor was
-			 * opened for writing: asked only when the mapping is not
-			 * writable now, which proves it (refresh.c). */
+			 * opened for writing, the kernel's VM_MAYWRITE: asked
+			 * only when the mapping is not writable now, which
+			 * proves it (refresh.c maps the file again so; mprotect
+			 * refuses PROT_WRITE without it, replaced pages or not). */
 			int fl = (prot & PROT_WRITE) ? O_RDWR : fcntl(fd, F_GETFL);
 
-			nsb_account_set_may_write(r.acct, fl >= 0 && (fl & O_ACCMODE) == O_RDWR);
+			if (fl >= 0)
+				nsb_account_set_may_write(r.acct, (fl & O_ACCMODE) == O_RDWR);
 		}
 	}
 out:
@@ -717,7 +720,7 @@ remap_file_pages(void *addr, size_t size, int prot, size_t pgoff, int flags)
 			    NSB_META_HUGEPAGE | NSB_META_NOHUGEPAGE | NSB_META_MERGEABLE |
 			    NSB_META_MBIND);
 		if (nsb_record(&r) == 0)
-			nsb_account_set_may_write(r.acct, nsb_account_may_write(was));
+			nsb_account_copy_write(r.acct, was);
 	} else {
 		resync(wstart, wend, &before, false);
 	}
@@ -933,10 +936,57 @@ unchanged_above_hole(uintptr_t start, const struct nsb_saved *recs, bool pkeys)
 	return nsb_maps_hole(start, lowest) == 1;
 }
 
+/*
+ * The lowest address of [start, end) in a shared mapping of a file that
+ * the kernel would not let become writable (no VM_MAYWRITE: the
+ * descriptor was opened read-only), or end.  Its replaced pages are
+ * private anonymous memory that the kernel would let be written: the
+ * kernel flag's single VMA would not.
+ */
+static uintptr_t
+first_unwritable(uintptr_t start, uintptr_t end, const struct nsb_saved *recs)
+{
+	uintptr_t at = end;
+
+	for (size_t i = 0; i < recs->n; i++) {
+		const struct nsb_range *r = &recs->r[i];
+		uintptr_t s = start > r->start ? start : r->start;
+
+		if ((r->meta & (NSB_META_SHARED | NSB_META_ANON)) == NSB_META_SHARED &&
+		    nsb_account_no_write(r->acct) && s < r->end && s < at)
+			at = s;
+	}
+	return at;
+}
+
+/*
+ * mprotect to a writable protection where the mapping at bad may not be
+ * written: the kernel changes the VMAs below bad and stops there with
+ * EACCES, as over the kernel flag's VMAs.  Below bad, the call itself;
+ * at start, a call where nothing is mapped (the last page of the address
+ * space) tells an invalid protection or key (EINVAL) first, as the
+ * kernel checks them before any VMA.  Records and flux as do_mprotect's.
+ */
+static int
+refuse_write(uintptr_t start, uintptr_t bad, int prot, int pkey, bool with_pkey)
+{
+	size_t ps = nsb_config.page_size;
+	uintptr_t at = bad > start ? start : UINTPTR_MAX - 2 * ps + 1;
+	size_t len = bad > start ? bad - start : ps;
+	int ret = with_pkey ? nsb_sys_pkey_mprotect((void *)at, len, prot, pkey)
+			    : nsb_sys_mprotect((void *)at, len, prot);
+
+	if (ret == 0 || (bad == start && errno == ENOMEM)) {
+		errno = EACCES;
+		return bad > start ? 1 : 0;	/* 1: [start, bad) changed */
+	}
+	return -1;
+}
+
 static int
 do_mprotect(void *addr, size_t len, int prot, int pkey, bool with_pkey)
 {
-	uintptr_t start, end, wstart, wend;
+	uintptr_t start, end, wstart, wend, bad;
 	struct nsb_saved before;
 	int ret, err;
 
@@ -952,6 +1002,17 @@ do_mprotect(void *addr, size_t len, int prot, int pkey, bool with_pkey)
 	/* No rescue in the span until the records have the new protection:
 	 * a page rescued meanwhile would keep the old one. */
 	nsb_ranges_flux(wstart, wend, 0, 0);
+	if ((prot & PROT_WRITE) && !(prot & (PROT_GROWSDOWN | PROT_GROWSUP)) &&
+	    (bad = first_unwritable(start, end, &before)) < end) {
+		ret = refuse_write(start, bad, prot, pkey, with_pkey);
+		err = errno;
+		if (ret == 1)
+			set_prot_whole(start, bad, &before, prot, with_pkey ? pkey : -1);
+		else if (ret < 0 && bad > start && !unchanged_above_hole(start, &before, with_pkey))
+			resync(wstart, wend, &before, with_pkey);
+		unlock_span(&before, err);
+		return -1;
+	}
 	ret = with_pkey ? nsb_sys_pkey_mprotect(addr, len, prot, pkey)
 			: nsb_sys_mprotect(addr, len, prot);
 	err = errno;
@@ -1857,8 +1918,8 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 		if (!grown)
 			goto nomem;
 	}
-	nsb_account_set_may_write(dup, from.n && nsb_account_may_write(from.r[0].acct));
-	nsb_account_set_may_write(grown, has_tail && nsb_account_may_write(tail.acct));
+	nsb_account_copy_write(dup, from.n ? from.r[0].acct : NULL);
+	nsb_account_copy_write(grown, has_tail ? tail.acct : NULL);
 	for (size_t i = 0; old_len && (flags & MREMAP_DONTUNMAP) && i < from.n; i++) {
 		struct nsb_range r = from.r[i];
 

@@ -648,6 +648,8 @@ void nsb_account_set_unsure(struct nsb_account *a);	/* [signal-safe] */
 bool nsb_account_unsure(const struct nsb_account *a);
 void nsb_account_set_may_write(struct nsb_account *a, bool may);
 bool nsb_account_may_write(const struct nsb_account *a);
+bool nsb_account_no_write(const struct nsb_account *a);
+void nsb_account_copy_write(struct nsb_account *to, const struct nsb_account *from);
 /* The memory an account of a mapping of len bytes takes. */
 size_t nsb_account_bytes(size_t len, size_t unit);
 
@@ -822,6 +824,8 @@ struct nsb_vma {
 	size_t page_size;	/* smaps only: 0 when unknown */
 	bool dontfork;		/* smaps only: MADV_DONTFORK given (VmFlags dc) */
 	bool wipeonfork;	/* smaps only: MADV_WIPEONFORK given (VmFlags wf) */
+	unsigned char write;	/* smaps only: VmFlags mw (VM_MAYWRITE): 0 unknown,
+				 * NSB_VMA_MAY_WRITE or NSB_VMA_NO_WRITE */
 	uint32_t kept;		/* smaps only: the NSB_META_ bits of what a replaced
 				 * page must get again (VmFlags lo lf dd hg nh mg) */
 	uint64_t flags_sig;	/* smaps only: a hash of the VmFlags a program can
@@ -830,6 +834,8 @@ struct nsb_vma {
 				 * have kept as one */
 	const char *path;	/* NULL when absent or too long to keep */
 };
+#define NSB_VMA_MAY_WRITE	1
+#define NSB_VMA_NO_WRITE	2
 /* Calls fn for each VMA overlapping [lo, hi), in address order, from
  * /proc/self/smaps when smaps is true (page sizes and keys), else maps
  * (ioctl(PROCMAP_QUERY) on it where the kernel has it: a cost that does

@@ -27,7 +27,15 @@
  *    mlockall(MCL_CURRENT), MADV_DONTDUMP, MADV_(NO)HUGEPAGE and
  *    MADV_MERGEABLE (smaps VmFlags);
  *  - MADV_DONTNEED, msync and mincore over a rescued page: the kernel
- *    flag's results.
+ *    flag's results;
+ *  - mprotect_readonly_shared: a shared mapping of a file opened
+ *    read-only (no VM_MAYWRITE) cannot become writable, whether its pages
+ *    are all replaced, some are (the call starting at a replaced page:
+ *    nothing changed before the refusal), or it was grown by mremap:
+ *    EACCES from mprotect and pkey_mprotect, the protection in
+ *    /proc/self/maps as it was; the same for a mapping nosigbus_protect
+ *    protected; a private mapping of it, and a shared one of a descriptor
+ *    opened for writing, still can.
  */
 #include <dlfcn.h>
 #include <sys/ipc.h>
@@ -542,6 +550,236 @@ attrs_child(void *arg)
 	printf("ok: mlock_rescued_unlocked\n");
 }
 
+/* ---- mprotect of a shared mapping of a file opened read-only ---------- */
+
+/* The protection of the VMA holding p, as /proc/self/maps shows it. */
+static void
+perms_of(const void *p, char out[5])
+{
+	const char *l = core_maps_line(p), *sp = strchr(l, ' ');
+
+	NSBT_CHECK(sp && strlen(sp) > 5, "no maps line for %p", p);
+	memcpy(out, sp + 1, 4);
+	out[4] = 0;
+}
+
+/* A memfd of pages pages, mapped PROT_READ (flags: MAP_SHARED or
+ * MAP_PRIVATE, protected by MAP_NOSIGBUS if given, else by
+ * nosigbus_protect) through a descriptor opened with mode;
+ * *fd: the memfd's own (read-write) descriptor, for ftruncate. */
+static char *
+readonly_map(int *fd, size_t pages, int flags, int mode)
+{
+	char path[64];
+	int rfd;
+	char *p;
+
+	*fd = nsbt_file(NSBT_MEMFD, pages * ps);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", *fd);
+	rfd = open(path, mode | O_CLOEXEC);
+	NSBT_CHECK(rfd >= 0, "open(%s): %s", path, strerror(errno));
+	if (flags & MAP_NOSIGBUS) {
+		p = core_map(NULL, pages * ps, PROT_READ, flags, rfd, 0);
+	} else {
+		p = core_map(NULL, pages * ps, PROT_READ, flags, rfd, 0);
+		NSBT_CHECK(nosigbus_protect(p, pages * ps) == 0, "nosigbus_protect: %s", strerror(errno));
+	}
+	close(rfd);
+	return p;
+}
+
+/* Every page of [p, p + pages) read: rescued where past the end. */
+static void
+read_all(const char *p, size_t pages)
+{
+	for (size_t i = 0; i < pages; i++)
+		(void)*(const volatile char *)(p + i * ps);
+}
+
+/* mprotect (pkey: pkey_mprotect with key -1) of [p + first, p + first +
+ * len) to read-write must fail with EACCES and leave the protection of
+ * every page of the pages-page mapping at p as it was. */
+static void
+expect_refused(char *p, size_t pages, size_t first, size_t len, bool pkey, const char *what)
+{
+	char before[16][5], after[5];
+	int ret;
+
+	for (size_t i = 0; i < pages; i++)
+		perms_of(p + i * ps, before[i]);
+	errno = 0;
+	if (pkey) {
+		ret = pkey_mprotect(p + first, len, PROT_READ | PROT_WRITE, -1);
+		if (ret < 0 && errno == ENOSYS) {
+			printf("skip: %s: pkey_mprotect: ENOSYS\n", what);
+			return;
+		}
+	} else {
+		ret = mprotect(p + first, len, PROT_READ | PROT_WRITE);
+	}
+	NSBT_CHECK(ret == -1 && errno == EACCES, "%s: %s read-write: %d, %s (want EACCES)",
+		   what, pkey ? "pkey_mprotect" : "mprotect", ret, strerror(errno));
+	for (size_t i = 0; i < pages; i++) {
+		perms_of(p + i * ps, after);
+		NSBT_CHECK(strcmp(before[i], after) == 0, "%s: page %zu was %s, now %s after the refused call",
+			   what, i, before[i], after);
+	}
+	/* Not writable: a write is SIGSEGV, as before. */
+	for (size_t i = 0; i < pages; i++) {
+		int status = core_touch_status(p + i * ps, true);
+
+		NSBT_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV,
+			   "%s: a write to page %zu: %s (want SIGSEGV)", what, i, nsbt_status_str(status));
+	}
+}
+
+static void
+ro_all_rescued_child(void *arg)
+{
+	int fd;
+	char *p = readonly_map(&fd, 2, MAP_SHARED | MAP_NOSIGBUS, O_RDONLY);
+
+	(void)arg;
+	core_truncate(fd, 0);
+	read_all(p, 2);
+	core_expect_bytes(p, 0, 2 * ps, "the rescued pages");
+	expect_refused(p, 2, 0, 2 * ps, false, "all pages rescued");
+	expect_refused(p, 2, 0, 2 * ps, true, "all pages rescued");
+	expect_refused(p, 2, ps, ps, false, "the second page, rescued");
+	/* What the kernel allows still works, and the records follow. */
+	NSBT_CHECK(mprotect(p, 2 * ps, PROT_NONE) == 0 && mprotect(p, 2 * ps, PROT_READ) == 0,
+		   "mprotect to PROT_NONE and back: %s", strerror(errno));
+	core_expect_bytes(p, 0, 2 * ps, "the rescued pages after PROT_NONE and back");
+	printf("ok: mprotect_readonly_shared: all pages rescued\n");
+}
+
+/* Protected by nosigbus_protect: the kernel's VmFlags say the same. */
+static void
+ro_protect_child(void *arg)
+{
+	int fd;
+	char *p = readonly_map(&fd, 2, MAP_SHARED, O_RDONLY);
+
+	(void)arg;
+	core_truncate(fd, 0);
+	read_all(p, 2);
+	expect_refused(p, 2, 0, 2 * ps, false, "nosigbus_protect, all rescued");
+	printf("ok: mprotect_readonly_shared: nosigbus_protect\n");
+}
+
+static void
+ro_some_rescued_child(void *arg)
+{
+	int fd;
+	char *p = readonly_map(&fd, 3, MAP_SHARED | MAP_NOSIGBUS, O_RDONLY);
+
+	(void)arg;
+	/* The second page rescued, the third in the file again: file,
+	 * replaced, file. */
+	core_truncate(fd, ps);
+	read_all(p, 2);
+	core_truncate(fd, 3 * ps);
+	NSBT_CHECK(strstr(core_maps_line(p + 2 * ps), "memfd:nsbtest") &&
+		   !strstr(core_maps_line(p + ps), "memfd:nsbtest"),
+		   "the second page replaced, the third the file's: %s", core_maps_line(p + ps));
+	expect_refused(p, 3, ps, 2 * ps, false, "from a rescued page to a file page");
+	expect_refused(p, 3, ps, 2 * ps, true, "from a rescued page to a file page");
+	expect_refused(p, 3, 0, 3 * ps, false, "the whole mapping, one page rescued");
+	/* The records still match: the third page rescued when cut off,
+	 * readable, and the rescued one still zeros. */
+	core_truncate(fd, 0);
+	read_all(p, 3);
+	core_expect_bytes(p, 0, 3 * ps, "all pages after a second truncation");
+	expect_refused(p, 3, 0, 3 * ps, false, "all pages rescued after all");
+	printf("ok: mprotect_readonly_shared: some pages rescued\n");
+}
+
+static void
+ro_grown_child(void *arg)
+{
+	int fd;
+	char *p = readonly_map(&fd, 1, MAP_SHARED | MAP_NOSIGBUS, O_RDONLY), *q;
+
+	(void)arg;
+	core_truncate(fd, 3 * ps);
+	q = mremap(p, ps, 3 * ps, MREMAP_MAYMOVE);
+	NSBT_CHECK(q != MAP_FAILED, "mremap: %s", strerror(errno));
+	core_truncate(fd, 0);
+	read_all(q, 3);
+	expect_refused(q, 3, 0, 3 * ps, false, "grown by mremap, all rescued");
+	expect_refused(q, 3, 2 * ps, ps, true, "grown by mremap, the grown page");
+	printf("ok: mprotect_readonly_shared: grown by mremap\n");
+}
+
+/* Where the kernel lets the pages become writable, they still do. */
+static void
+writable_allowed(int flags, int mode, const char *what)
+{
+	int fd;
+	char *p = readonly_map(&fd, 2, flags, mode);
+	char perms[5];
+
+	core_truncate(fd, ps);
+	read_all(p, 2);
+	NSBT_CHECK(mprotect(p, 2 * ps, PROT_READ | PROT_WRITE) == 0, "%s: mprotect read-write: %s",
+		   what, strerror(errno));
+	for (size_t i = 0; i < 2; i++) {
+		perms_of(p + i * ps, perms);
+		NSBT_CHECK(perms[1] == 'w', "%s: page %zu is %s after mprotect read-write", what, i, perms);
+		p[i * ps] = 7;
+	}
+	core_truncate(fd, 0);
+	read_all(p, 2);
+	NSBT_CHECK(mprotect(p, 2 * ps, PROT_READ) == 0 &&
+		   mprotect(p, 2 * ps, PROT_READ | PROT_WRITE) == 0,
+		   "%s: all rescued, mprotect read-write: %s", what, strerror(errno));
+	p[ps] = 8;
+	printf("ok: mprotect_readonly_shared: %s stays writable\n", what);
+}
+
+static void
+writable_child(void *arg)
+{
+	(void)arg;
+	writable_allowed(MAP_PRIVATE | MAP_NOSIGBUS, O_RDONLY, "a private mapping of a read-only descriptor");
+	writable_allowed(MAP_SHARED | MAP_NOSIGBUS, O_RDWR, "a shared mapping of a read-write descriptor");
+	writable_allowed(MAP_SHARED, O_RDWR, "nosigbus_protect of a shared mapping of a read-write descriptor");
+	writable_allowed(MAP_PRIVATE, O_RDONLY, "nosigbus_protect of a private mapping of a read-only descriptor");
+}
+
+static void
+readonly_shared_child(void *arg)
+{
+	static const struct {
+		const char *name;
+		void (*fn)(void *);
+	} cases[] = {
+		{ "all rescued", ro_all_rescued_child },
+		{ "some rescued", ro_some_rescued_child },
+		{ "grown by mremap", ro_grown_child },
+		{ "nosigbus_protect", ro_protect_child },
+		{ "writable where allowed", writable_child },
+	};
+	int failed = 0;
+
+	(void)arg;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char err[4096];
+		int status = core_run_watched(cases[i].fn, NULL, 60, NULL, cases[i].name, err, sizeof(err));
+
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
+			continue;
+		core_expect_quiet(err, cases[i].name);
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+			fprintf(stderr, "mprotect_readonly_shared: %s: %s\n", cases[i].name,
+				nsbt_status_str(status));
+			failed++;
+		}
+	}
+	if (failed)
+		nsbt_fail("mprotect_readonly_shared: %d of its cases failed", failed);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -558,6 +796,7 @@ main(int argc, char **argv)
 		{ "madv_remove_rescued", madv_remove_child },
 		{ "mlock_rescued_unlocked", attrs_child },
 		{ "MADV_DONTNEED, msync, mincore", page_calls_child },
+		{ "mprotect_readonly_shared", readonly_shared_child },
 	};
 	int failed = 0;
 
