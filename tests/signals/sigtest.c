@@ -6623,25 +6623,23 @@ static unsigned long long park_cleanup_blk;
 static void
 park_cleanup(void *arg)
 {
-	char path[64], buf[8192], *p;
-	ssize_t n;
-	int fd;
+	char buf[8192], *p;
 
 	(void)arg;
-	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)syscall(SYS_gettid));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (!read_task_file(getpid(), (pid_t)syscall(SYS_gettid), "status", buf, sizeof(buf)))
 		return;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return;
-	buf[n] = '\0';
 	p = strstr(buf, "SigBlk:");
 	if (p)
 		park_cleanup_blk = strtoull(p + 7, NULL, 16) & ~(1ULL << (SIGBUS - 1)) & ~(1ULL << 31);
 }
 
+/* glibc's pthread_cleanup_push is a setjmp in C: gcc for aarch64 warns
+ * that its own variable may be clobbered (it is not: nothing changes it
+ * after the setjmp). */
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wclobbered"
+#endif
 static void *
 park_cancelled(void *arg)
 {
@@ -6654,6 +6652,9 @@ park_cancelled(void *arg)
 	pthread_cleanup_pop(0);
 	return NULL;
 }
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 static void
 body_park_cancel(char **a)
