@@ -272,7 +272,8 @@ main(int argc, char **argv)
 		struct sched_param rt = { .sched_priority = 1 }, normal = { 0 };
 
 		if (sched_setscheduler(0, SCHED_FIFO, &rt) != 0) {
-			printf("SKIP: real-time priority refused: %s\n", strerror(errno));
+			printf("SKIP: real-time priority refused: %s (needs root, CAP_SYS_NICE or "
+			       "RLIMIT_RTPRIO)\n", strerror(errno));
 			return 77;
 		}
 		(void)sched_setscheduler(0, SCHED_OTHER, &normal);
