@@ -221,7 +221,9 @@ swap_child(void *arg)
 		usleep(10000);
 	}
 	if (resident(p + target * ps))
-		nsbt_skip("MADV_PAGEOUT left the page in memory (swap full or refused)");
+		nsbt_skip("MADV_PAGEOUT left the page in memory after 100 tries (the kernel did "
+			  "not reclaim it: swap full, or the page written out but kept; see "
+			  "pswpout in /proc/vmstat)");
 	/* Many rescues elsewhere, so that no short memory of recent ones
 	 * still knows the target. */
 	for (int m = 0; m < 300; m++) {
