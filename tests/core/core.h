@@ -21,6 +21,27 @@
 
 #define CORE_PROT_RW (PROT_READ | PROT_WRITE)
 
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
+
+/* A userfaultfd, O_CLOEXEC | O_NONBLOCK.  Not root, with
+ * vm.unprivileged_userfaultfd=0 (the default): one that handles faults
+ * from user space only (Linux 5.11), as are the faults the tests make.
+ * -1 with errno, from the first attempt, where neither is allowed. */
+static inline int
+core_userfaultfd(void)
+{
+	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK), saved = errno;
+
+	if (fd < 0 && errno == EPERM) {
+		fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+		if (fd < 0)
+			errno = saved;
+	}
+	return fd;
+}
+
 static inline struct nosigbus_stats
 core_stats(void)
 {

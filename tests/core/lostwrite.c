@@ -221,7 +221,9 @@ swap_child(void *arg)
 		usleep(10000);
 	}
 	if (resident(p + target * ps))
-		nsbt_skip("MADV_PAGEOUT left the page in memory (swap full or refused)");
+		nsbt_skip("MADV_PAGEOUT left the page in memory after 100 tries (the kernel did "
+			  "not reclaim it: swap full, or the page written out but kept; see "
+			  "pswpout in /proc/vmstat)");
 	/* Many rescues elsewhere, so that no short memory of recent ones
 	 * still knows the target. */
 	for (int m = 0; m < 300; m++) {
@@ -272,7 +274,8 @@ main(int argc, char **argv)
 		struct sched_param rt = { .sched_priority = 1 }, normal = { 0 };
 
 		if (sched_setscheduler(0, SCHED_FIFO, &rt) != 0) {
-			printf("SKIP: real-time priority refused: %s\n", strerror(errno));
+			printf("SKIP: real-time priority refused: %s (needs root, CAP_SYS_NICE or "
+			       "RLIMIT_RTPRIO)\n", strerror(errno));
 			return 77;
 		}
 		(void)sched_setscheduler(0, SCHED_OTHER, &normal);

@@ -99,6 +99,15 @@ received_memfd(void)
 	return fd;
 }
 
+/* The child says why userfaultfd cannot be used here, and the test skips. */
+static void
+unavailable(const char *what)
+{
+	printf("%s: %s\n", what, strerror(errno));
+	fflush(stdout);
+	_exit(77);
+}
+
 static void
 program(void *arg)
 {
@@ -112,17 +121,17 @@ program(void *arg)
 	fd = sc->received ? received_memfd() : hole_memfd();
 	p = core_map(NULL, NPAGES * ps, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
-	uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	uffd = core_userfaultfd();
 	if (uffd < 0)
-		_exit(77);
+		unavailable("userfaultfd");
 	if (syscall(SYS_ioctl, uffd, UFFDIO_API, &api) < 0)
-		_exit(77);
+		unavailable("UFFDIO_API with UFFD_FEATURE_SIGBUS");
 	reg.range.start = (uintptr_t)p;
 	reg.range.len = NPAGES * ps;
 	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
 	if ((sc->seen ? ioctl(uffd, UFFDIO_REGISTER, &reg)
 		      : syscall(SYS_ioctl, uffd, UFFDIO_REGISTER, &reg)) < 0)
-		_exit(77);
+		unavailable("UFFDIO_REGISTER of a shared memfd mapping");
 	/* Pages never touched are missing: inside the size, SIGBUS. */
 	core_expect_bytes((const char *)p + ps, 0, ps, sc->name);
 	printf("ok: %s: the page reads zeros\n", sc->name);
@@ -134,8 +143,9 @@ expect(const struct scenario *sc, bool rescued)
 	int status = nsbt_run(program, (void *)sc);
 
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
-		nsbt_skip("userfaultfd in SIGBUS mode is not available (root, or "
-			  "vm.unprivileged_userfaultfd=1)");
+		nsbt_skip("userfaultfd in SIGBUS mode is not available (the reason is above; "
+			  "needs root, vm.unprivileged_userfaultfd=1, or UFFD_USER_MODE_ONLY: "
+			  "Linux 5.11)");
 	if (rescued)
 		nsbt_expect_exit(status, 0, sc->name);
 	else

@@ -8,8 +8,9 @@
  * (it fills the page with UFFDIO_COPY), and its write must reach the
  * file - not a private page of the library's.
  *
- * Needs userfaultfd (root, or vm.unprivileged_userfaultfd=1) and shared
- * memory support in it; skipped with the reason otherwise.
+ * Needs userfaultfd (root, vm.unprivileged_userfaultfd=1, or else one for
+ * user-mode faults only: Linux 5.11) and shared memory support in it;
+ * skipped with the reason otherwise.
  */
 #include <linux/userfaultfd.h>
 #include <sys/ioctl.h>
@@ -67,10 +68,10 @@ uffd_child(void *arg)
 	core_truncate(fd, (off_t)(4 * ps));
 	p = core_map(NULL, 4 * ps, CORE_PROT_RW, MAP_SHARED | MAP_NOSIGBUS, fd, 0);
 
-	uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	uffd = core_userfaultfd();
 	if (uffd < 0)
-		nsbt_skip("userfaultfd: %s (needs root or vm.unprivileged_userfaultfd=1)",
-			  strerror(errno));
+		nsbt_skip("userfaultfd: %s (needs root, vm.unprivileged_userfaultfd=1, or "
+			  "UFFD_USER_MODE_ONLY: Linux 5.11)", strerror(errno));
 	if (ioctl(uffd, UFFDIO_API, &api) < 0)
 		nsbt_skip("UFFDIO_API with UFFD_FEATURE_SIGBUS: %s", strerror(errno));
 	reg.range.start = (uintptr_t)p;

@@ -25,7 +25,10 @@
  * own (so that nothing outlives us even if we are killed): a 1 MiB tmpfs;
  * an ext4 with 1 KiB blocks on a loop device (the Linux Test Project's
  * mmap16 scenario); a FUSE file system that fails reads of chosen pages
- * with EIO.  Needs root; skips (exit 77) with the reason otherwise.
+ * with EIO.  The ext4 needs root; not root, the tmpfs and the FUSE fs are
+ * mounted in a user namespace of our own (where the library, as for any
+ * user, cannot follow /proc/self/map_files); each skips (exit 77) with the
+ * reason where it cannot.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -799,7 +802,7 @@ setup_fuse(void)
 	if (strcmp(fuse_prog, "-") == 0)
 		nsbt_skip("nsb-fs-fuse was not built: libfuse3 missing (Debian: libfuse3-dev fuse3)");
 	if (access("/dev/fuse", R_OK | W_OK) != 0)
-		nsbt_skip("no /dev/fuse: %s", strerror(errno));
+		nsbt_skip("cannot use /dev/fuse (read and write): %s", strerror(errno));
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0)
@@ -1482,6 +1485,55 @@ case_log(void)
 
 /* ---- main ---- */
 
+static uid_t outside_uid;
+
+/* Writes s to path; NULL, or what went wrong. */
+static const char *
+write_proc(const char *path, const char *s)
+{
+	static char why[256];
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : write(fd, s, strlen(s));
+
+	if (n != (ssize_t)strlen(s)) {
+		snprintf(why, sizeof(why), "writing %s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return why;
+	}
+	close(fd);
+	return NULL;
+}
+
+/*
+ * Not root: a user namespace where our uid and gid are root, so that a
+ * tmpfs or a FUSE fs can be mounted in a mount namespace of ours (both
+ * allow it).  The library runs there with no capability of the initial
+ * namespace, as for any user: /proc/self/map_files cannot be followed.
+ * NULL, or why not.
+ */
+static const char *
+enter_user_namespace(void)
+{
+	static char why[256];
+	char map[64];
+	const char *err;
+	gid_t gid = getegid();
+
+	outside_uid = geteuid();
+	if (unshare(CLONE_NEWUSER) != 0) {
+		snprintf(why, sizeof(why), "unshare(CLONE_NEWUSER): %s", strerror(errno));
+		return why;
+	}
+	snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)outside_uid);
+	if ((err = write_proc("/proc/self/uid_map", map)) != NULL)
+		return err;
+	if ((err = write_proc("/proc/self/setgroups", "deny")) != NULL)
+		return err;
+	snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)gid);
+	return write_proc("/proc/self/gid_map", map);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1508,8 +1560,19 @@ main(int argc, char **argv)
 		if (strncmp(argv[i], kind, kind_len + 1) != 0)
 			nsbt_fail("cases of one run must share a file system: %s, %s", kind, argv[i]);
 
-	if (geteuid() != 0)
-		nsbt_skip("needs root: it mounts a tmpfs, an ext4 on a loop device and a FUSE fs");
+	if (geteuid() != 0) {
+		const char *why;
+
+		if (strncmp(kind, "ext4-", 5) == 0)
+			nsbt_skip("needs root: it mounts an ext4 on a loop device");
+		/* A tmpfs or a FUSE fs mounts in a user namespace of our own. */
+		why = enter_user_namespace();
+		if (why)
+			nsbt_skip("not root, and no user namespace to mount a %s in: %s",
+				  strncmp(kind, "tmpfs-", 6) == 0 ? "tmpfs" : "FUSE fs", why);
+		printf("# not root: in a user namespace of its own (uid %d is its root)\n",
+		       (int)outside_uid);
+	}
 	/* Our own mount namespace: whatever happens, nothing stays mounted. */
 	if (unshare(CLONE_NEWNS) != 0)
 		nsbt_skip("cannot make a mount namespace: %s", strerror(errno));

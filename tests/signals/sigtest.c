@@ -3744,7 +3744,8 @@ tid_reuse_init(void)
  * A thread exits with SIGBUS blocked; a new thread gets its id and does
  * not block SIGBUS: a SIGBUS sent to the process while the main thread
  * blocks it goes to the new thread.  Thread ids are reused on purpose in
- * a pid namespace of our own (ns_last_pid); skipped where there is none.
+ * a pid namespace of our own (ns_last_pid), in a user namespace of our
+ * own when not root; skipped where there is none.
  */
 static void
 body_routing_tid_reuse(char **a)
@@ -3759,8 +3760,14 @@ body_routing_tid_reuse(char **a)
 	if (pid == 0) {
 		pid_t init;
 
-		if (unshare(CLONE_NEWPID | CLONE_NEWNS) < 0) {
-			printf("no pid namespace here: unshare: %s\n", strerror(errno));
+		/* Not root: in a user namespace of our own, which owns the pid
+		 * namespace (ns_last_pid then needs no capability of the
+		 * initial one). */
+		if (unshare(CLONE_NEWPID | CLONE_NEWNS) < 0 &&
+		    (errno != EPERM ||
+		     unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS) < 0)) {
+			printf("no pid namespace here (not root, and no user namespace for one): "
+			       "unshare: %s\n", strerror(errno));
 			fflush(stdout);
 			_exit(77);
 		}
@@ -4607,7 +4614,7 @@ body_pidfd_spawn(char **a)
 	pthread_join(t, NULL);
 	print_query("parent", SIGBUS);
 #else
-	fprintf(stderr, "SKIP: this C library has no pidfd_spawn (glibc 2.39)\n");
+	printf("this C library has no pidfd_spawn (it needs glibc 2.39 or later)\n");
 	exit(77);
 #endif
 }
@@ -5758,7 +5765,7 @@ body_status_groups_livelock(char **a)
 
 	(void)a;
 	if (geteuid() != 0) {
-		printf("not root\n");
+		printf("not root: joining 3000 groups (setgroups) needs CAP_SETGID\n");
 		exit(77);
 	}
 	for (int i = 0; i < 3000; i++)
@@ -5843,9 +5850,12 @@ body_filecap_root_handoff(char **a)
 	pid_t pid;
 
 	(void)a;
-	if (getuid() != 0 ||
-	    (access("/usr/sbin/setcap", X_OK) != 0 && access("/sbin/setcap", X_OK) != 0)) {
-		printf("not root, or no setcap\n");
+	if (getuid() != 0) {
+		printf("not root: the case is root executing a program with file capabilities\n");
+		exit(77);
+	}
+	if (access("/usr/sbin/setcap", X_OK) != 0 && access("/sbin/setcap", X_OK) != 0) {
+		printf("no setcap (Debian: libcap2-bin)\n");
 		exit(77);
 	}
 	in = open(nolib_path(), O_RDONLY | O_CLOEXEC);
