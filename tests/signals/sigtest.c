@@ -6268,25 +6268,35 @@ park_one_wait(const char *kind, int ms)
  * the thread's mask as it is), a SIGBUS then the program's SIGUSR1: the
  * SIGUSR1 must end the wait (the retry unblocks the mask it replaced),
  * and the mask after is the one before. */
+/* One wait of kind with SIGUSR1 handled by handler while sender sends;
+ * then the mask, and a SIGUSR1 raised after (plain handler) must be
+ * delivered. */
 static void
-park_null_mask(const char *kind)
+park_round(const char *kind, void (*handler)(int), void *(*sender)(void *))
 {
 	pthread_t t;
 
 	setup_library();
 	signal(SIGBUS, SIG_IGN);
-	install(SIGUSR1, on_usr1, 0, NULL);
+	install(SIGUSR1, handler, 0, NULL);
 	park_tid = (pid_t)syscall(SYS_gettid);
 	window_pin(0);
 	park_mask("before");
-	NSBT_CHECK(pthread_create(&t, NULL, park_bus_then_usr1, NULL) == 0, "pthread_create");
+	NSBT_CHECK(pthread_create(&t, NULL, sender, NULL) == 0, "pthread_create");
 	park_one_wait(kind, 4000);
 	pthread_join(t, NULL);
 	printf("SIGUSR1 calls=%d\n", (int)usr1_count);
 	park_mask("after");
+	install(SIGUSR1, on_usr1, 0, NULL);
 	raise(SIGUSR1);
 	printf("SIGUSR1 calls=%d\n", (int)usr1_count);
 	rescue_check("after");
+}
+
+static void
+park_null_mask(const char *kind)
+{
+	park_round(kind, on_usr1, park_bus_then_usr1);
 }
 
 /* park_unblock_*: SIGUSR1 blocked but for the wait (its own mask);
@@ -6466,23 +6476,7 @@ park_usr1_then_bus(void *arg)
 static void
 park_handler_eintr(const char *kind)
 {
-	pthread_t t;
-
-	setup_library();
-	signal(SIGBUS, SIG_IGN);
-	install(SIGUSR1, on_usr1_raw_sleep, 0, NULL);
-	park_tid = (pid_t)syscall(SYS_gettid);
-	window_pin(0);
-	park_mask("before");
-	NSBT_CHECK(pthread_create(&t, NULL, park_usr1_then_bus, NULL) == 0, "pthread_create");
-	park_one_wait(kind, 4000);
-	pthread_join(t, NULL);
-	printf("SIGUSR1 calls=%d\n", (int)usr1_count);
-	park_mask("after");
-	install(SIGUSR1, on_usr1, 0, NULL);
-	raise(SIGUSR1);
-	printf("SIGUSR1 calls=%d\n", (int)usr1_count);
-	rescue_check("after");
+	park_round(kind, on_usr1_raw_sleep, park_usr1_then_bus);
 }
 
 #define PARK_HANDLER_EINTR(name, kind)			\
