@@ -6186,16 +6186,24 @@ park_wait_for(int step)
 
 /* Another CPU: a SIGBUS once the thread sleeps in its wait, then the
  * program's SIGUSR1 once it sleeps again (in the retry). */
+/* The ignored SIGBUS to the waiter, then until it sleeps again (in the
+ * wait's retry). */
+static void
+park_bus_and_back(void)
+{
+	syscall(SYS_tgkill, getpid(), park_tid, SIGBUS);
+	usleep(50000);
+	while (!window_sleeping(park_tid))
+		sched_yield();
+}
+
 static void *
 park_bus_then_usr1(void *arg)
 {
 	(void)arg;
 	window_pin(1);
 	park_wait_for(1);
-	syscall(SYS_tgkill, getpid(), park_tid, SIGBUS);
-	usleep(50000);
-	while (!window_sleeping(park_tid))
-		sched_yield();
+	park_bus_and_back();
 	usleep(20000);
 	syscall(SYS_tgkill, getpid(), park_tid, SIGUSR1);
 	return NULL;
@@ -6367,10 +6375,7 @@ park_forker(void *arg)
 	(void)arg;
 	window_pin(1);
 	park_wait_for(1);
-	syscall(SYS_tgkill, getpid(), park_tid, SIGBUS);
-	usleep(50000);
-	while (!window_sleeping(park_tid))
-		sched_yield();
+	park_bus_and_back();
 	fflush(stdout);
 	pid = fork();
 	if (pid == 0) {
@@ -6518,20 +6523,14 @@ park_nested_sender(void *arg)
 	(void)arg;
 	window_pin(1);
 	park_wait_for(1);
-	syscall(SYS_tgkill, getpid(), park_tid, SIGBUS);
-	usleep(50000);
-	while (!window_sleeping(park_tid))
-		sched_yield();
+	park_bus_and_back();
 	syscall(SYS_tgkill, getpid(), park_tid, SIGUSR1);
 	while (!atomic_load(&park_in_handler))
 		sched_yield();
 	usleep(20000);
 	while (!window_sleeping(park_tid))
 		sched_yield();
-	syscall(SYS_tgkill, getpid(), park_tid, SIGBUS);
-	usleep(50000);
-	while (!window_sleeping(park_tid))
-		sched_yield();
+	park_bus_and_back();
 	syscall(SYS_tgkill, getpid(), park_tid, SIGUSR2);
 	return NULL;
 }
@@ -6672,10 +6671,7 @@ body_park_cancel(char **a)
 	NSBT_CHECK(pthread_create(&t, NULL, park_cancelled, NULL) == 0, "pthread_create");
 	window_pin(1);
 	park_wait_for(1);
-	syscall(SYS_tgkill, getpid(), park_tid, SIGBUS);
-	usleep(50000);
-	while (!window_sleeping(park_tid))
-		sched_yield();
+	park_bus_and_back();
 	pthread_cancel(t);
 	pthread_join(t, &ret);
 	printf("cancelled %d, cleanup SigBlk %016llx\n", ret == PTHREAD_CANCELED, park_cleanup_blk);
@@ -6713,10 +6709,7 @@ body_park_setxid(char **a)
 	NSBT_CHECK(pthread_create(&t, NULL, park_poller, NULL) == 0, "pthread_create");
 	window_pin(1);
 	park_wait_for(1);
-	syscall(SYS_tgkill, getpid(), park_tid, SIGBUS);
-	usleep(50000);
-	while (!window_sleeping(park_tid))
-		sched_yield();
+	park_bus_and_back();
 	r = setuid(getuid());
 	printf("setuid: %d\n", r);
 	r = setgroups(0, NULL);
@@ -7098,18 +7091,12 @@ park_filter_sender(void *arg)
 	(void)arg;
 	window_pin(1);
 	park_wait_for(1);
-	syscall(SYS_tgkill, getpid(), park_tid, SIGBUS);
-	usleep(50000);
-	while (!window_sleeping(park_tid))
-		sched_yield();
+	park_bus_and_back();
 	NSBT_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "no_new_privs");
 	NSBT_CHECK(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) == 0,
 		   "seccomp: %s", strerror(errno));
 	usleep(20000);
-	syscall(SYS_tgkill, getpid(), park_tid, SIGBUS);
-	usleep(50000);
-	while (!window_sleeping(park_tid))
-		sched_yield();
+	park_bus_and_back();
 	usleep(20000);
 	syscall(SYS_tgkill, getpid(), park_tid, SIGUSR1);
 	return NULL;
