@@ -133,7 +133,8 @@ struct table {
 	uint32_t nspare;
 	uint32_t made;		/* chunks made in this copy's home */
 	size_t roomy;		/* room() found room for this many more
-				 * records, and nothing changed since */
+				 * records, less those inserted since
+				 * (0 once a chunk is made or freed) */
 };
 
 /* Where a record is: chunk j, slot i; j == nc for "past the last". */
@@ -654,6 +655,22 @@ room(struct table *t, size_t extra)
 		t->c = r;
 	}
 	t->roomy = asked;
+	/* As many more as every chunk has free slots need no spare chunk
+	 * (spares_needed() is 0 up to there): the usual table, one chunk
+	 * mostly free, then finds room for the next calls without counting
+	 * again (issue 40: this count was ~250 instructions a pair). */
+	if (t->nc) {
+		size_t least = full;
+
+		for (size_t j = 0; j < t->nc && least > asked; j++) {
+			size_t n = t->c->r[j].n, f = n < full ? full - n : 0;
+
+			if (f < least)
+				least = f;
+		}
+		if (least > asked)
+			t->roomy = least;
+	}
 	return 0;
 }
 
@@ -679,6 +696,7 @@ run_insert(struct table *t, size_t j)
 	r[j].s = chunk_new(t);
 	r[j].n = 0;
 	t->nc++;
+	t->roomy = 0;		/* a spare and an entry of the array used */
 	return &r[j];
 }
 
@@ -687,6 +705,7 @@ run_remove(struct table *t, size_t j)
 {
 	struct run *r = t->c->r;
 
+	t->roomy = 0;		/* the chunks are others now (a merge) */
 	chunk_free(t, r[j].s);
 	if (t->nc > j + 1)
 		memmove(&r[j], &r[j + 1], (t->nc - j - 1) * sizeof(r[0]));
@@ -740,7 +759,12 @@ insert_at(struct table *t, struct pos p, const struct slot *s)
 	r->s[p.i] = *s;
 	r->n++;
 	t->n++;
-	t->roomy = 0;
+	/* One record into a chunk with room: spares_needed() of one less
+	 * is at most what it was (that chunk's free slots fell by one, as
+	 * the count did; nothing else changed), so the room found holds for
+	 * one less.  A chunk made on the way set it to 0 (run_insert). */
+	if (t->roomy)
+		t->roomy--;
 }
 
 /* Chunks j and j + 1 become one where that fills at most half a chunk. */
@@ -762,7 +786,8 @@ remove_at(struct table *t, struct pos p, size_t k)
 {
 	size_t first = p.j;
 
-	t->roomy = 0;
+	/* Fewer records in the same chunks need no more spares: the room
+	 * found holds, unless a chunk goes (run_remove sets it to 0). */
 	t->n -= k;
 	while (k) {
 		struct run *r = &t->c->r[p.j];
@@ -1032,22 +1057,21 @@ overlap_locked(uintptr_t start, uintptr_t end)
 int
 nsb_ranges_cut(uintptr_t start, uintptr_t end)
 {
-	struct op op = { .kind = OP_CUT, .r = { .start = start, .end = end } };
-
+	/* The op is made only for a change: zeroing it costs more than the
+	 * check. */
 	if (!overlap_locked(start, end))
 		return 0;
-	return update(&op);
+	return update(&(struct op){ .kind = OP_CUT, .r = { .start = start, .end = end } });
 }
 
 int
 nsb_ranges_join(uintptr_t addr)
 {
-	struct op op = { .kind = OP_JOIN, .r = { .start = addr } };
 	struct pos hi, lo;
 
 	if (!joinable_at(&copies[atomic_load(&active)], addr, &hi, &lo))
 		return 0;
-	return update(&op);
+	return update(&(struct op){ .kind = OP_JOIN, .r = { .start = addr } });
 }
 
 int
@@ -1064,12 +1088,10 @@ nsb_ranges_set_prot(uintptr_t start, uintptr_t end, int prot, int pkey)
 int
 nsb_ranges_set_flags(uintptr_t start, uintptr_t end, uint32_t set, uint32_t clear)
 {
-	struct op op = { .kind = OP_FLAGS, .r = { .start = start, .end = end },
-			 .set = set, .clear = clear };
-
 	if (!overlap_locked(start, end))
 		return 0;
-	return update(&op);
+	return update(&(struct op){ .kind = OP_FLAGS, .r = { .start = start, .end = end },
+				    .set = set, .clear = clear });
 }
 
 size_t
