@@ -114,7 +114,9 @@ nsb_lock(struct nsb_lock *l)
 	sigfillset(&all);
 	nsb_sys_sigmask(SIG_BLOCK, &all, &old);
 	pthread_mutex_lock(&l->mutex);
-	l->saved = old;
+	/* The bytes the kernel wrote (struct nsb_kset), not all 128 of a
+	 * sigset_t: the rest of old is not written, and never read. */
+	memcpy(&l->saved, &old, sizeof(struct nsb_kset));
 	l->masked = true;
 	l->inner = false;
 	outer_mask = &l->saved;
@@ -155,7 +157,7 @@ nsb_unlock(struct nsb_lock *l)
 	}
 	bool outermost = outer_mask == &l->saved;
 
-	old = l->saved;
+	memcpy(&old, &l->saved, sizeof(struct nsb_kset));	/* what the kernel reads */
 	if (outermost)
 		outer_mask = NULL;
 	pthread_mutex_unlock(&l->mutex);
