@@ -278,16 +278,21 @@ same_but_prot(const struct nsb_saved *a, const struct nsb_saved *b)
 /* Does the kernel show what the records of [start, end) say, but for the
  * protection (a failed mprotect next to a record, which changed the pages
  * before the hole)?  Then only that changes: no cut and insert again.
- * (The candidates may be records from elsewhere: a failed mremap's.) */
+ * (The candidates may be records from elsewhere: a failed mremap's.
+ * `are_records`: they are the records of [start, end) as the table holds
+ * them now - collected under this lock, nothing changed since - and are
+ * not collected again to be compared with themselves.) */
 static bool
 only_prot_changed(uintptr_t start, uintptr_t end, const struct nsb_saved *cands,
-		  const struct nsb_saved *keep)
+		  const struct nsb_saved *keep, bool are_records)
 {
 	struct nsb_saved now;
 	bool same;
 
 	if (!same_but_prot(cands, keep))
 		return false;
+	if (are_records)
+		return true;
 	nsb_saved_init(&now);
 	same = nsb_ranges_collect(start, end, &now) == 0 && same_but_prot(&now, cands);
 	for (size_t i = 0; same && i < now.n; i++)
@@ -297,7 +302,8 @@ only_prot_changed(uintptr_t start, uintptr_t end, const struct nsb_saved *cands,
 }
 
 static void
-resync(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys)
+resync(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys,
+       bool are_records)
 {
 	struct resync rs;
 
@@ -314,7 +320,7 @@ resync(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys
 		if (rs.err != ENOMEM)
 			keep_mapped(start, end, cands, &rs.keep);
 	}
-	if (only_prot_changed(start, end, cands, &rs.keep)) {
+	if (only_prot_changed(start, end, cands, &rs.keep, are_records)) {
 		for (size_t i = 0; i < rs.keep.n; i++)
 			if ((rs.keep.r[i].meta ^ cands->r[i].meta) & NSB_META_PROT)
 				(void)nsb_ranges_set_prot(rs.keep.r[i].start, rs.keep.r[i].end,
@@ -491,7 +497,7 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	err = errno;
 	if (p == MAP_FAILED) {
 		if (replacing)
-			resync(wstart, wend, &before, false);
+			resync(wstart, wend, &before, false, true);
 		goto out;
 	}
 	/* A new mapping where the kernel found room: a record there is one a
@@ -621,7 +627,7 @@ munmap(void *addr, size_t len)
 	if (ret == 0)
 		nsb_ranges_cut(start, end);
 	else if (!later || nsb_ranges_collect(wstart, wend, &before) == 0)
-		resync(wstart, wend, &before, false);
+		resync(wstart, wend, &before, false, true);
 	unlock_span(&before, err);
 	return ret;
 }
@@ -675,7 +681,7 @@ shmat(int id, const void *addr, int flags)
 	if (p != (void *)-1)
 		nsb_ranges_cut(start, end);
 	else
-		resync(wstart, wend, &before, false);
+		resync(wstart, wend, &before, false, false);
 	unlock_span(&before, err);
 	return p;
 }
@@ -734,7 +740,7 @@ remap_file_pages(void *addr, size_t size, int prot, size_t pgoff, int flags)
 		if (nsb_record(&r) == 0)
 			nsb_account_copy_write(r.acct, was);
 	} else {
-		resync(wstart, wend, &before, false);
+		resync(wstart, wend, &before, false, false);
 	}
 out:
 	unlock_span(&before, err);
@@ -1021,7 +1027,7 @@ do_mprotect(void *addr, size_t len, int prot, int pkey, bool with_pkey)
 		if (ret == 1)
 			set_prot_whole(start, bad, &before, prot, with_pkey ? pkey : -1);
 		else if (ret < 0 && bad > start && !unchanged_above_hole(start, &before, with_pkey))
-			resync(wstart, wend, &before, with_pkey);
+			resync(wstart, wend, &before, with_pkey, true);
 		unlock_span(&before, err);
 		return -1;
 	}
@@ -1031,7 +1037,7 @@ do_mprotect(void *addr, size_t len, int prot, int pkey, bool with_pkey)
 	if (ret == 0)
 		set_prot_whole(start, end, &before, prot, with_pkey ? pkey : -1);
 	else if (!unchanged_above_hole(start, &before, with_pkey))
-		resync(wstart, wend, &before, with_pkey);	/* it may have stopped part-way */
+		resync(wstart, wend, &before, with_pkey, true);	/* it may have stopped part-way */
 	unlock_span(&before, err);
 	return ret;
 }
@@ -1802,7 +1808,7 @@ resync_failed_move(uintptr_t old, uintptr_t old_end, uintptr_t dest, uintptr_t d
 	nsb_saved_free(&stayed);	/* and empty again */
 	moved_records(&moved, old, dest_end - dest, dest, &stayed);
 	subtract(over, &stayed, &cands);
-	resync(dest, dest_end, &cands, false);
+	resync(dest, dest_end, &cands, false, false);
 	nsb_saved_free(&now);
 	nsb_saved_free(&moved);
 	nsb_saved_free(&stayed);
@@ -1973,7 +1979,7 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 		 * source keeps what is still there; pieces that moved before
 		 * the call failed (and only those) are looked for at the
 		 * destination, beside what was recorded there. */
-		resync(old, old_end, &from, false);
+		resync(old, old_end, &from, false, false);
 		if ((flags & MREMAP_FIXED) && old_len) {
 			resync_failed_move(old, old_end, dest, dest_end, flags, &from, &over, &src, &dst);
 			if (flags & MREMAP_DONTUNMAP)
