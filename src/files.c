@@ -799,11 +799,11 @@ nsb_files_ref(uint32_t file, int delta)
 	}
 }
 
-/* After an update of the table: no handler can still hold a record that
- * names an entry with no records left.  Only the entries that lost their
- * last record are visited. */
-void
-nsb_files_release_unused(void)
+/* The entries on the release list (nsb_files_release_unused).  Apart,
+ * so that the usual unlock, with none, does not pay this loop's set-up
+ * (six registers saved and restored, ~20 instructions). */
+static __attribute__((noinline)) void
+release_listed(void)
 {
 	while (release_list) {
 		uint32_t i = release_list;
@@ -825,6 +825,16 @@ nsb_files_release_unused(void)
 		free_list = i;
 		live--;
 	}
+}
+
+/* After an update of the table: no handler can still hold a record that
+ * names an entry with no records left.  Only the entries that lost their
+ * last record are visited. */
+void
+nsb_files_release_unused(void)
+{
+	if (release_list)
+		release_listed();
 	/* The maps' descriptor goes with the last protected mapping. */
 	if (atomic_load_explicit(&maps_kept, memory_order_relaxed) && nsb_ranges_count() == 0) {
 		int s = kept_slot(atomic_load(&maps_kept) - 1);
