@@ -135,6 +135,8 @@ struct table {
 	size_t roomy;		/* room() found room for this many more
 				 * records, less those inserted since
 				 * (0 once a chunk is made or freed) */
+	uint32_t inserts;	/* insert_at() calls, ever (update()) */
+	uint32_t reshapes;	/* chunks made or freed, ever (update()) */
 };
 
 /* Where a record is: chunk j, slot i; j == nc for "past the last". */
@@ -697,6 +699,7 @@ run_insert(struct table *t, size_t j)
 	r[j].n = 0;
 	t->nc++;
 	t->roomy = 0;		/* a spare and an entry of the array used */
+	t->reshapes++;
 	return &r[j];
 }
 
@@ -706,6 +709,7 @@ run_remove(struct table *t, size_t j)
 	struct run *r = t->c->r;
 
 	t->roomy = 0;		/* the chunks are others now (a merge) */
+	t->reshapes++;
 	chunk_free(t, r[j].s);
 	if (t->nc > j + 1)
 		memmove(&r[j], &r[j + 1], (t->nc - j - 1) * sizeof(r[0]));
@@ -759,6 +763,7 @@ insert_at(struct table *t, struct pos p, const struct slot *s)
 	r->s[p.i] = *s;
 	r->n++;
 	t->n++;
+	t->inserts++;
 	/* One record into a chunk with room: spares_needed() of one less
 	 * is at most what it was (that chunk's free slots fell by one, as
 	 * the count did; nothing else changed), so the room found holds for
@@ -972,22 +977,57 @@ apply(struct table *t, const struct op *op, bool count)
 	}
 }
 
-/* Applies op to both copies; see the comment at the top.  (Each inserts
- * at most two records: the pieces of two splits.) */
+/* A one-chunk table of at most this many records: the second copy takes
+ * the first's records by a copy, not the op again (see update()). */
+#define COPY_MAX 32
+
+/*
+ * Applies op to both copies; see the comment at the top.  (Each inserts
+ * at most two records: the pieces of two splits.)
+ *
+ * The copies hold the same records before the op, so they hold the same
+ * after it.  Where both are one chunk, and the op made or freed none in
+ * the first (the usual table: a few records), the second copy is made
+ * like the first by copying its few records into its own chunk, which
+ * costs less than applying the op again (a search, a move, the merge
+ * check: ~150 instructions a change).  No handler reads the second copy
+ * then (switch_copies() drained them), as for apply(); an optimistic
+ * reader sees the version odd and throws what it read away.  Its room
+ * follows what apply() would have left: less one a record inserted.
+ */
 static int
 update(const struct op *op)
 {
+	struct table *in, *out;
+	const struct slot *chunk = NULL;
+	uint32_t inserts, reshapes;
 	int inactive;
 
 	if (nsb_ranges_reserve(2) < 0)
 		return -1;
 	inactive = 1 - atomic_load(&active);
+	in = &copies[inactive];
+	out = &copies[inactive ^ 1];
+	if (in->nc == 1 && out->nc == 1 && in->n <= COPY_MAX)
+		chunk = in->c->r[0].s;
+	inserts = in->inserts;
+	reshapes = in->reshapes;
 	atomic_fetch_add(&version, 1);
-	apply(&copies[inactive], op, true);
+	apply(in, op, true);
 	/* Before the switch, so that a first record is never skipped. */
-	atomic_store(&live_count, copies[inactive].n);
+	atomic_store(&live_count, in->n);
 	switch_copies();
-	apply(&copies[inactive ^ 1], op, false);
+	if (chunk && in->reshapes == reshapes && in->nc == 1 && in->n <= COPY_MAX) {
+		uint32_t added = in->inserts - inserts;
+
+		memcpy(out->c->r[0].s, chunk, in->n * sizeof(struct slot));
+		out->c->r[0].n = in->n;
+		out->n = in->n;
+		out->inserts += added;
+		out->roomy = out->roomy > added ? out->roomy - added : 0;
+	} else {
+		apply(out, op, false);
+	}
 	atomic_fetch_add(&version, 1);
 	return 0;
 }
