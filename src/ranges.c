@@ -212,8 +212,9 @@ first_at_or_below(const struct table *t, uintptr_t addr)
 }
 
 /* first_at_or_below() for a writer, who holds the table lock: the copy
- * is not changing under it, and every chunk of it has records. */
-static struct pos
+ * is not changing under it, and every chunk of it has records.  Inlined:
+ * a writer's change searches three to five times. */
+static inline __attribute__((always_inline)) struct pos
 find_pos(const struct table *t, uintptr_t addr)
 {
 	size_t nc = t->nc, lo = 0, hi;
