@@ -17,8 +17,9 @@
  * The table is a "left-right" pair: two sorted arrays with the same
  * contents.  Handlers use the active copy; a writer changes the inactive
  * one, makes it active, waits until no handler can still be on the other
- * one, and applies the same change there.  Once a record is cut, no rescue
- * can still map a page over it.
+ * one, and applies the same change there (or copies the changed copy's
+ * records there, where both are one small chunk: update()).  Once a record
+ * is cut, no rescue can still map a page over it.
  *
  * While a call changes a span (flux, see nsb.h), a fault there is neither
  * rescued nor passed on but retried, so that records never lag behind the
