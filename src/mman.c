@@ -323,8 +323,10 @@ resync(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys
 	if (only_prot_changed(start, end, cands, &rs.keep, are_records)) {
 		for (size_t i = 0; i < rs.keep.n; i++)
 			if ((rs.keep.r[i].meta ^ cands->r[i].meta) & NSB_META_PROT)
-				(void)nsb_ranges_set_prot(rs.keep.r[i].start, rs.keep.r[i].end,
-							  (int)(rs.keep.r[i].meta & NSB_META_PROT), -1);
+				/* Inside a candidate, which is a record:
+				 * no search. */
+				(void)nsb_ranges_set_prot_found(rs.keep.r[i].start, rs.keep.r[i].end,
+								(int)(rs.keep.r[i].meta & NSB_META_PROT), -1);
 	} else {
 		nsb_ranges_cut(start, end);
 		for (size_t i = 0; i < rs.keep.n; i++)
@@ -624,7 +626,9 @@ munmap(void *addr, size_t len)
 	nsb_ranges_flux(wstart, wend, 0, 0);
 	ret = nsb_sys_munmap(addr, len);
 	err = errno;
-	if (ret == 0)
+	if (ret == 0 && n)
+		nsb_ranges_cut_found(start, end);	/* n: records there, counted above */
+	else if (ret == 0)
 		nsb_ranges_cut(start, end);
 	else if (!later || nsb_ranges_collect(wstart, wend, &before) == 0)
 		resync(wstart, wend, &before, false, true);
@@ -923,8 +927,8 @@ set_prot_whole(uintptr_t start, uintptr_t end, const struct nsb_saved *recs, int
 		e = r->start + round_up(e - r->start, unit);
 		if (e > r->end)
 			e = r->end;
-		if (s < e)
-			nsb_ranges_set_prot(s, e, prot, pkey);
+		if (s < e)	/* inside a record of the list: no search */
+			nsb_ranges_set_prot_found(s, e, prot, pkey);
 	}
 }
 

@@ -565,6 +565,12 @@ int nsb_ranges_cut(uintptr_t start, uintptr_t end);
 int nsb_ranges_join(uintptr_t addr);
 /* Sets the protection (and pkey, -1 to keep) of the recorded parts. */
 int nsb_ranges_set_prot(uintptr_t start, uintptr_t end, int prot, int pkey);
+/* The same two for a caller that found records in [start, end) under the
+ * table lock it still holds (a count or a list of them): without the
+ * search for them again.  (Where there are none after all, the same
+ * result, at the cost of a change of the table that changes nothing.) */
+int nsb_ranges_cut_found(uintptr_t start, uintptr_t end);
+int nsb_ranges_set_prot_found(uintptr_t start, uintptr_t end, int prot, int pkey);
 
 /* A list of ranges, in memory of its own (never malloc). */
 struct nsb_saved {

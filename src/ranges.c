@@ -1103,6 +1103,12 @@ nsb_ranges_cut(uintptr_t start, uintptr_t end)
 	 * check. */
 	if (!overlap_locked(start, end))
 		return 0;
+	return nsb_ranges_cut_found(start, end);
+}
+
+int
+nsb_ranges_cut_found(uintptr_t start, uintptr_t end)
+{
 	return update(&(struct op){ .kind = OP_CUT, .r = { .start = start, .end = end } });
 }
 
@@ -1124,6 +1130,15 @@ nsb_ranges_set_prot(uintptr_t start, uintptr_t end, int prot, int pkey)
 
 	if (!overlap_locked(start, end))
 		return 0;
+	return update(&op);
+}
+
+int
+nsb_ranges_set_prot_found(uintptr_t start, uintptr_t end, int prot, int pkey)
+{
+	struct op op = { .kind = OP_PROT, .r = { .start = start, .end = end },
+			 .prot = prot, .pkey = pkey };
+
 	return update(&op);
 }
 
