@@ -421,6 +421,35 @@ file_of(int fd, struct nsb_decision *d)
 	return file;
 }
 
+static int
+vma_write(const struct nsb_vma *vma, void *arg)
+{
+	*(int *)arg = vma->write;
+	return 1;
+}
+
+/*
+ * A memory-backed file opened for writing and mapped shared read-only:
+ * the kernel cleared VM_MAYWRITE if the file was sealed against writing
+ * (F_SEAL_FUTURE_WRITE; F_SEAL_WRITE from 6.7, before which such a mapping
+ * fails) when it was mapped.  Seals are never taken off, so a file not
+ * sealed now was not then; for one sealed now (it may have been sealed
+ * since) the kernel's VmFlags tell.  1: may become writable, 0: not,
+ * -1: not known (the smaps not readable: mprotect then asks nothing more,
+ * as for a record nosigbus_protect made).
+ */
+static int
+unsealed(int fd, uintptr_t at)
+{
+	int seals = fcntl(fd, F_GET_SEALS), w = 0;
+
+	if (seals < 0 || !(seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)))
+		return 1;
+	if (nsb_maps_each(at, at + 1, true, vma_write, &w) < 0 || w == 0)
+		return -1;
+	return w == NSB_VMA_MAY_WRITE;
+}
+
 static void *
 do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
@@ -504,9 +533,12 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 			 * proves it (refresh.c maps the file again so; mprotect
 			 * refuses PROT_WRITE without it, replaced pages or not). */
 			int fl = (prot & PROT_WRITE) ? O_RDWR : fcntl(fd, F_GETFL);
+			int may = fl < 0 ? -1 : (fl & O_ACCMODE) == O_RDWR;
 
-			if (fl >= 0)
-				nsb_account_set_may_write(r.acct, (fl & O_ACCMODE) == O_RDWR);
+			if (may == 1 && !(prot & PROT_WRITE) && d.memfs)
+				may = unsealed(fd, (uintptr_t)p);
+			if (may >= 0)
+				nsb_account_set_may_write(r.acct, may);
 		}
 	}
 out:
