@@ -421,6 +421,23 @@ file_of(int fd, struct nsb_decision *d)
 	return file;
 }
 
+/*
+ * A shared mapping of a file is writable later (mprotect) only if the
+ * descriptor was opened for writing, the kernel's VM_MAYWRITE: asked only
+ * when the mapping is not writable now, which proves it (refresh.c maps
+ * the file again so; mprotect refuses PROT_WRITE without it, replaced
+ * pages or not).  The descriptor's flags (O_RDWR where the protection
+ * proves it), or -1: nothing to ask (a private or anonymous mapping), or
+ * the kernel did not say.
+ */
+static int
+may_write_of(int fd, int prot, const struct nsb_decision *d)
+{
+	if (!d->protect || (d->meta & (NSB_META_SHARED | NSB_META_ANON)) != NSB_META_SHARED)
+		return -1;
+	return (prot & PROT_WRITE) ? O_RDWR : fcntl(fd, F_GETFL);
+}
+
 static void *
 do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
@@ -431,7 +448,7 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	bool replacing, policy_only;
 	size_t unit;
 	void *p;
-	int err;
+	int err, fl;
 
 	nsb_init();
 	nsb_policy_decide(prot, flags, fd, &d);
@@ -458,29 +475,48 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	unit = new_unit(flags, fd, &d);
 	if (replacing)
 		end = round_up(end, unit);
+	/* A mapping only the policy protects (the program did not ask) is
+	 * made first, and recorded only if the library has room: a tight
+	 * RLIMIT_AS never fails it for the library's memory (issue 20).
+	 * Where the kernel finds room it replaces no record, so it is made,
+	 * and its descriptor asked, before the table lock is taken: the lock
+	 * covers the records alone, not the kernel's work, which threads that
+	 * map files side by side would otherwise wait for in turn.  (Until
+	 * it is recorded, nobody else knows where it is: the same window as
+	 * a new mapping's in nsb_forget_stale.) */
+	policy_only = !replacing && !(flags & MAP_NOSIGBUS);
+	if (policy_only) {
+		p = nsb_sys_mmap(addr, len, prot, kflags, fd, off);
+		err = errno;
+		if (p == MAP_FAILED) {
+			nsb_policy_drop(&d);
+			errno = err;
+			return p;
+		}
+		fl = may_write_of(fd, prot, &d);
+	}
 	nsb_saved_init(&before);
 	nsb_ranges_lock();
 	/* Room first: once the mapping exists, recording it must not fail. */
 	wstart = start;
 	wend = end;
-	/* A mapping only the policy protects (the program did not ask) is
-	 * made first, and recorded only if the library has room: a tight
-	 * RLIMIT_AS never fails it for the library's memory (issue 20). */
-	policy_only = !replacing && !(flags & MAP_NOSIGBUS);
-	if ((!policy_only && nsb_ranges_reserve(4) < 0) ||
-	    (replacing && collect_whole(&wstart, &wend, &before) < 0)) {
-		p = MAP_FAILED;
-		err = ENOMEM;
-		goto out;
-	}
-	if (replacing)
-		nsb_ranges_flux(wstart, wend, 0, 0);
-	p = nsb_sys_mmap(addr, len, prot, kflags, fd, off);
-	err = errno;
-	if (p == MAP_FAILED) {
+	if (!policy_only) {
+		if (nsb_ranges_reserve(4) < 0 ||
+		    (replacing && collect_whole(&wstart, &wend, &before) < 0)) {
+			p = MAP_FAILED;
+			err = ENOMEM;
+			goto out;
+		}
 		if (replacing)
-			resync(wstart, wend, &before, false);
-		goto out;
+			nsb_ranges_flux(wstart, wend, 0, 0);
+		p = nsb_sys_mmap(addr, len, prot, kflags, fd, off);
+		err = errno;
+		if (p == MAP_FAILED) {
+			if (replacing)
+				resync(wstart, wend, &before, false);
+			goto out;
+		}
+		fl = -1;
 	}
 	/* A new mapping where the kernel found room: a record there is one a
 	 * raw call (munmap, shmdt, mremap) left behind. */
@@ -498,13 +534,8 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 			p = MAP_FAILED;
 			err = ENOMEM;
 		} else if (r.acct && (d.meta & NSB_META_SHARED) && !(d.meta & NSB_META_ANON)) {
-			/* Writable later (mprotect) only if the descriptor was
-			 * opened for writing, the kernel's VM_MAYWRITE: asked
-			 * only when the mapping is not writable now, which
-			 * proves it (refresh.c maps the file again so; mprotect
-			 * refuses PROT_WRITE without it, replaced pages or not). */
-			int fl = (prot & PROT_WRITE) ? O_RDWR : fcntl(fd, F_GETFL);
-
+			if (!policy_only)
+				fl = may_write_of(fd, prot, &d);
 			if (fl >= 0)
 				nsb_account_set_may_write(r.acct, (fl & O_ACCMODE) == O_RDWR);
 		}
