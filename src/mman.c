@@ -441,6 +441,61 @@ file_of(int fd, struct nsb_decision *d)
 	return file;
 }
 
+static int
+vma_write(const struct nsb_vma *vma, void *arg)
+{
+	*(int *)arg = vma->write;
+	return 1;
+}
+
+/*
+ * A memory-backed file opened for writing and mapped shared read-only:
+ * the kernel cleared VM_MAYWRITE if the file was sealed against writing
+ * (F_SEAL_FUTURE_WRITE; F_SEAL_WRITE from 6.7, before which such a mapping
+ * fails) when it was mapped.  Seals are never taken off, so a file not
+ * sealed now was not then; for one sealed now (it may have been sealed
+ * since) the kernel's VmFlags tell.  1: may become writable, 0: not,
+ * -1: not known (the smaps not readable: mprotect then asks nothing more,
+ * as for a record nosigbus_protect made).
+ */
+static int
+unsealed(int fd, uintptr_t at)
+{
+	int seals = fcntl(fd, F_GET_SEALS), w = 0;
+
+	if (seals < 0 || !(seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)))
+		return 1;
+	if (nsb_maps_each(at, at + 1, true, vma_write, &w) < 0 || w == 0)
+		return -1;
+	return w == NSB_VMA_MAY_WRITE;
+}
+
+/*
+ * A shared mapping of a file at p is writable later (mprotect) only if
+ * the descriptor was opened for writing and, for a memory-backed file,
+ * not sealed against writing: the kernel's VM_MAYWRITE.  Asked only when
+ * the mapping is not writable now, which proves it (refresh.c maps the
+ * file again so; mprotect refuses PROT_WRITE without it, replaced pages
+ * or not).  1: may, 0: may not, -1: nothing to ask (a private or
+ * anonymous mapping), or the kernel did not say.
+ */
+static int
+may_write_of(int fd, int prot, const struct nsb_decision *d, void *p)
+{
+	int fl;
+
+	if (!d->protect || (d->meta & (NSB_META_SHARED | NSB_META_ANON)) != NSB_META_SHARED)
+		return -1;
+	if (prot & PROT_WRITE)
+		return 1;
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0)
+		return -1;
+	if ((fl & O_ACCMODE) != O_RDWR)
+		return 0;
+	return d->memfs ? unsealed(fd, (uintptr_t)p) : 1;
+}
+
 static void *
 do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
@@ -451,7 +506,7 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	bool replacing, policy_only;
 	size_t unit;
 	void *p;
-	int err;
+	int err, may = -1;
 
 	nsb_init();
 	nsb_policy_decide(prot, flags, fd, &d);
@@ -478,29 +533,48 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	unit = new_unit(flags, fd, &d);
 	if (replacing)
 		end = round_up(end, unit);
+	/* A mapping only the policy protects (the program did not ask) is
+	 * made first, and recorded only if the library has room: a tight
+	 * RLIMIT_AS never fails it for the library's memory (issue 20).
+	 * Where the kernel finds room it replaces no record, so it is made,
+	 * and its descriptor asked, before the table lock is taken: the lock
+	 * covers the records alone, not the kernel's work, which threads that
+	 * map files side by side would otherwise wait for in turn.  (Until
+	 * it is recorded, nobody else knows where it is: the same window as
+	 * a new mapping's in nsb_forget_stale.) */
+	policy_only = !replacing && !(flags & MAP_NOSIGBUS);
+	if (policy_only) {
+		p = nsb_sys_mmap(addr, len, prot, kflags, fd, off);
+		err = errno;
+		if (p == MAP_FAILED) {
+			nsb_policy_drop(&d);
+			errno = err;
+			return p;
+		}
+		may = may_write_of(fd, prot, &d, p);
+	}
 	nsb_saved_init(&before);
 	nsb_ranges_lock();
 	/* Room first: once the mapping exists, recording it must not fail. */
 	wstart = start;
 	wend = end;
-	/* A mapping only the policy protects (the program did not ask) is
-	 * made first, and recorded only if the library has room: a tight
-	 * RLIMIT_AS never fails it for the library's memory (issue 20). */
-	policy_only = !replacing && !(flags & MAP_NOSIGBUS);
-	if ((!policy_only && nsb_ranges_reserve(4) < 0) ||
-	    (replacing && collect_whole(&wstart, &wend, &before) < 0)) {
-		p = MAP_FAILED;
-		err = ENOMEM;
-		goto out;
-	}
-	if (replacing)
-		nsb_ranges_flux(wstart, wend, 0, 0);
-	p = nsb_sys_mmap(addr, len, prot, kflags, fd, off);
-	err = errno;
-	if (p == MAP_FAILED) {
+	if (!policy_only) {
+		if (nsb_ranges_reserve(4) < 0 ||
+		    (replacing && collect_whole(&wstart, &wend, &before) < 0)) {
+			p = MAP_FAILED;
+			err = ENOMEM;
+			goto out;
+		}
 		if (replacing)
-			resync(wstart, wend, &before, false, true);
-		goto out;
+			nsb_ranges_flux(wstart, wend, 0, 0);
+		p = nsb_sys_mmap(addr, len, prot, kflags, fd, off);
+		err = errno;
+		if (p == MAP_FAILED) {
+			if (replacing)
+				resync(wstart, wend, &before, false, true);
+			goto out;
+		}
+		may = -1;
 	}
 	/* A new mapping where the kernel found room: a record there is one a
 	 * raw call (munmap, shmdt, mremap) left behind. */
@@ -518,15 +592,10 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 			p = MAP_FAILED;
 			err = ENOMEM;
 		} else if (r.acct && (d.meta & NSB_META_SHARED) && !(d.meta & NSB_META_ANON)) {
-			/* Writable later (mprotect) only if the descriptor was
-			 * opened for writing, the kernel's VM_MAYWRITE: asked
-			 * only when the mapping is not writable now, which
-			 * proves it (refresh.c maps the file again so; mprotect
-			 * refuses PROT_WRITE without it, replaced pages or not). */
-			int fl = (prot & PROT_WRITE) ? O_RDWR : fcntl(fd, F_GETFL);
-
-			if (fl >= 0)
-				nsb_account_set_may_write(r.acct, (fl & O_ACCMODE) == O_RDWR);
+			if (!policy_only)
+				may = may_write_of(fd, prot, &d, p);
+			if (may >= 0)
+				nsb_account_set_may_write(r.acct, may);
 		}
 	}
 out:

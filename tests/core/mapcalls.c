@@ -34,8 +34,9 @@
  *    nothing changed before the refusal), or it was grown by mremap:
  *    EACCES from mprotect and pkey_mprotect, the protection in
  *    /proc/self/maps as it was; the same for a mapping nosigbus_protect
- *    protected; a private mapping of it, and a shared one of a descriptor
- *    opened for writing, still can.
+ *    protected; the same for a memfd sealed against writing mapped
+ *    read-only shared through a read-write descriptor; a private mapping
+ *    of it, and a shared one of a descriptor opened for writing, still can.
  */
 #include <dlfcn.h>
 #include <sys/ipc.h>
@@ -711,6 +712,88 @@ ro_grown_child(void *arg)
 	printf("ok: mprotect_readonly_shared: grown by mremap\n");
 }
 
+/* A memfd sealed against writing (seal: F_SEAL_FUTURE_WRITE, or
+ * F_SEAL_WRITE where a read-only shared mapping of it is allowed, 6.7 on)
+ * mapped read-only shared through its own read-write descriptor: the
+ * kernel clears VM_MAYWRITE, so the pages stay unwritable once replaced. */
+static void
+sealed_case(int seal, const char *what)
+{
+	int fd = memfd_create("nsbtest", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	char *p;
+
+	NSBT_CHECK(fd >= 0, "memfd_create: %s", strerror(errno));
+	nsbt_fill(fd, 2 * ps);
+	if (fcntl(fd, F_ADD_SEALS, seal) != 0) {
+		printf("skip: mprotect_readonly_shared: %s: F_ADD_SEALS: %s\n", what, strerror(errno));
+		close(fd);
+		return;
+	}
+	p = mmap(NULL, 2 * ps, PROT_READ, MAP_SHARED | MAP_NOSIGBUS, fd, 0);
+	if (p == MAP_FAILED && errno == EPERM) {
+		/* Before 6.7 any shared mapping of a write-sealed memfd. */
+		printf("skip: mprotect_readonly_shared: %s: a read-only shared mapping: EPERM (before Linux 6.7)\n",
+		       what);
+		close(fd);
+		return;
+	}
+	NSBT_CHECK(p != MAP_FAILED, "%s: mmap: %s", what, strerror(errno));
+	/* As the kernel has it before any rescue. */
+	NSBT_CHECK(mprotect(p, 2 * ps, PROT_READ | PROT_WRITE) == -1 && errno == EACCES,
+		   "%s: mprotect read-write before a rescue: %s (want EACCES)", what, strerror(errno));
+	core_truncate(fd, ps);
+	read_all(p, 2);
+	expect_refused(p, 2, 0, 2 * ps, false, what);
+	expect_refused(p, 2, ps, ps, true, what);
+	core_truncate(fd, 0);
+	read_all(p, 2);
+	expect_refused(p, 2, 0, 2 * ps, false, what);
+	munmap(p, 2 * ps);
+	close(fd);
+	printf("ok: mprotect_readonly_shared: %s\n", what);
+}
+
+/* Sealed F_SEAL_FUTURE_WRITE after it was mapped read-only shared: the
+ * replaced pages answer mprotect read-write as the kernel answers it for
+ * the file's pages (the seal does not take VM_MAYWRITE off a mapping made
+ * before it). */
+static void
+sealed_later_case(void)
+{
+	int fd = memfd_create("nsbtest", MFD_CLOEXEC | MFD_ALLOW_SEALING), kernel, err, ret;
+	char *p;
+
+	NSBT_CHECK(fd >= 0, "memfd_create: %s", strerror(errno));
+	nsbt_fill(fd, 2 * ps);
+	p = core_map(NULL, 2 * ps, PROT_READ, MAP_SHARED | MAP_NOSIGBUS, fd, 0);
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) != 0) {
+		printf("skip: mprotect_readonly_shared: sealed later: F_ADD_SEALS: %s\n", strerror(errno));
+		return;
+	}
+	errno = 0;
+	kernel = mprotect(p, ps, PROT_READ | PROT_WRITE);
+	err = errno;
+	NSBT_CHECK(mprotect(p, ps, PROT_READ) == 0, "mprotect back to read-only: %s", strerror(errno));
+	core_truncate(fd, ps);
+	read_all(p, 2);
+	errno = 0;
+	ret = mprotect(p + ps, ps, PROT_READ | PROT_WRITE);
+	NSBT_CHECK(ret == kernel && (ret == 0 || errno == err),
+		   "sealed later: mprotect read-write of the replaced page: %d, %s; the file's page: %d, %s",
+		   ret, strerror(errno), kernel, strerror(err));
+	printf("ok: mprotect_readonly_shared: sealed after it was mapped (the kernel: %s)\n",
+	       kernel == 0 ? "writable" : strerror(err));
+}
+
+static void
+sealed_child(void *arg)
+{
+	(void)arg;
+	sealed_later_case();
+	sealed_case(F_SEAL_FUTURE_WRITE, "a memfd sealed F_SEAL_FUTURE_WRITE");
+	sealed_case(F_SEAL_WRITE, "a memfd sealed F_SEAL_WRITE");
+}
+
 /* Where the kernel lets the pages become writable, they still do. */
 static void
 writable_allowed(int flags, int mode, const char *what)
@@ -758,6 +841,7 @@ readonly_shared_child(void *arg)
 		{ "some rescued", ro_some_rescued_child },
 		{ "grown by mremap", ro_grown_child },
 		{ "nosigbus_protect", ro_protect_child },
+		{ "sealed memfd", sealed_child },
 		{ "writable where allowed", writable_child },
 	};
 	int failed = 0;
