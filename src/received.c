@@ -27,9 +27,9 @@
  * table again).
  *
  * Cost: recvmsg without descriptors pays one branch; each received
- * descriptor one statx and a look in one hash bucket (below), which must be made while the number still names
+ * descriptor one statx, which must be made while the number still names
  * what arrived (a later one could not tell a number closed and used
- * again).  The sender, named only in the log, costs two more system calls
+ * again), and a look in one hash bucket of the table (below).  The sender, named only in the log, costs two more system calls
  * with the log on, once per message that brings a regular file:
  * SO_PEERCRED and /proc/PID/comm.  A program that never received a
  * regular file never asks the table anything (nsb_received_any()).  A
