@@ -88,8 +88,8 @@ static atomic_uint written;	/* entries ever written: 0, nothing received */
  * in the same memory, after the entries.  A lookup reads the entries of
  * its bucket only (about one), not all RECEIVED_MAX: a compositor fed a
  * new pool per buffer looks twice per pool (recvmsg's remember() and the
- * mmap's nsb_received_is()), and a scan of the full table cost it about
- * 3 us per pool.  A writer clears the bit of the identity it overwrites
+ * mmap's nsb_received_is()), and a scan of the full table cost about
+ * 1.5 us of user time per pool (nsb-cli-pool).  A writer clears the bit of the identity it overwrites
  * and sets its own while the entry is odd (claimed), before making it
  * even: a reader that misses a bit missed an entry being written, which
  * the scan skipped too; a bit set for an entry that is not (yet, or no
