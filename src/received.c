@@ -29,7 +29,7 @@
  * Cost: recvmsg without descriptors pays one branch; each received
  * descriptor one statx, which must be made while the number still names
  * what arrived (a later one could not tell a number closed and used
- * again).  The sender, named only in the log, costs two more system calls
+ * again), and a look in one hash bucket of the table (below).  The sender, named only in the log, costs two more system calls
  * with the log on, once per message that brings a regular file:
  * SO_PEERCRED and /proc/PID/comm.  A program that never received a
  * regular file never asks the table anything (nsb_received_any()).  A
@@ -82,6 +82,27 @@ static _Atomic(struct received *) table_p;
 #define table (atomic_load_explicit(&table_p, memory_order_acquire))
 static atomic_uint next_slot;
 static atomic_uint written;	/* entries ever written: 0, nothing received */
+
+/*
+ * Which entries hold an identity of each hash bucket: one bit per entry,
+ * in the same memory, after the entries.  A lookup reads the entries of
+ * its bucket only (about one), not all RECEIVED_MAX: a compositor fed a
+ * new pool per buffer looks twice per pool (recvmsg's remember() and the
+ * mmap's nsb_received_is()), and a scan of the full table cost about
+ * 1.5 us of user time per pool (nsb-cli-pool).  A writer clears the bit of the identity it overwrites
+ * and sets its own while the entry is odd (claimed), before making it
+ * even: a reader that misses a bit missed an entry being written, which
+ * the scan skipped too; a bit set for an entry that is not (yet, or no
+ * longer) its identity costs one compare.  The hash is of (dev, ino)
+ * only: nsb_received_sender looks without the birth time.
+ */
+#define BUCKETS 256
+#define WORDS (RECEIVED_MAX / 64)
+struct bucket {
+	atomic_uint_least64_t bits[WORDS];
+};
+_Static_assert(RECEIVED_MAX % 64 == 0, "whole words");
+#define buckets ((struct bucket *)(table + RECEIVED_MAX))
 
 /*
  * The numbers regular files arrived at lately (number + 1, 0: free), until
@@ -266,17 +287,35 @@ same_identity(const struct received *e, const struct nsb_identity *id)
 		(e->btime_sec == id->btime_sec && e->btime_nsec == id->btime_nsec));
 }
 
+/* [signal-safe] The bucket of an identity. */
+static unsigned
+bucket_of(uint64_t dev, uint64_t ino)
+{
+	uint64_t h = (ino ^ (dev * 0x9e3779b97f4a7c15ull)) * 0xbf58476d1ce4e5b9ull;
+
+	return (unsigned)(h >> 32) % BUCKETS;
+}
+
 /* [signal-safe] The entry of this identity, its copy in *out, or -1. */
 static int
 find(const struct nsb_identity *id, struct received *out)
 {
-	unsigned n = atomic_load_explicit(&written, memory_order_acquire);
+	struct bucket *b;
 
-	if (n > RECEIVED_MAX)
-		n = RECEIVED_MAX;
-	for (unsigned i = 0; i < n; i++)
-		if (read_entry(i, out) && same_identity(out, id))
-			return (int)i;
+	if (!atomic_load_explicit(&written, memory_order_acquire))
+		return -1;
+	b = &buckets[bucket_of(id->dev, id->ino)];
+	for (unsigned w = 0; w < WORDS; w++) {
+		uint64_t bits = atomic_load_explicit(&b->bits[w], memory_order_acquire);
+
+		while (bits) {
+			unsigned i = w * 64 + (unsigned)__builtin_ctzll(bits);
+
+			bits &= bits - 1;
+			if (read_entry(i, out) && same_identity(out, id))
+				return (int)i;
+		}
+	}
 	return -1;
 }
 
@@ -328,7 +367,7 @@ read_comm(int pid, char comm[16])
 static struct received *
 table_ready(void)
 {
-	size_t len = sizeof(struct received) * RECEIVED_MAX;
+	size_t len = sizeof(struct received) * RECEIVED_MAX + sizeof(struct bucket) * BUCKETS;
 	struct received *t = table, *none = NULL;
 
 	if (t)
@@ -383,6 +422,12 @@ remember(const struct nsb_identity *id, int pid, const char comm[16])
 	if ((s & 1) || !atomic_compare_exchange_strong(&e->seq, &s, s + 1))
 		return;
 	atomic_thread_fence(memory_order_release);
+	/* Claimed (odd): the bucket of what it held no longer names it, the
+	 * new identity's does (head comment). */
+	if (s)
+		atomic_fetch_and(&buckets[bucket_of(e->dev, e->ino)].bits[i / 64],
+				 ~(1ull << (i % 64)));
+	atomic_fetch_or(&buckets[bucket_of(id->dev, id->ino)].bits[i / 64], 1ull << (i % 64));
 	e->dev = id->dev;
 	e->ino = id->ino;
 	e->btime_sec = id->btime_sec;

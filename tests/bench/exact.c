@@ -169,6 +169,92 @@ op_recv(struct xctx *c, enum variant v)
 		syscall(SYS_close, got);
 }
 
+#ifndef SYS_open_tree
+#define SYS_open_tree 428
+#endif
+
+/*
+ * A compositor's pool cycle for a client that makes a new pool per buffer
+ * (libwayland-server's wl_shm.create_pool, then the pool's destroy): the
+ * client's memfd is made and sent (raw calls, the same for every
+ * variant), and the compositor receives it, maps it shared, closes its
+ * descriptor at once and unmaps the pool.  The floor adds exactly what
+ * the library makes (strace, default policy): at recvmsg the identity of
+ * what arrived (statx); at mmap an O_PATH descriptor of the file
+ * (open_tree), the decision on it (statx), and keeping it at a high
+ * number (F_DUPFD_CLOEXEC, close); at munmap letting it go after checking
+ * the number is still its own (F_GETFL, fstat, close).
+ */
+static void
+op_cpool(struct xctx *c, enum variant v)
+{
+	char data[16] = "create_pool", in[64];
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} out_ctl, in_ctl;
+	struct iovec iov = { data, sizeof(data) }, iov_in = { in, sizeof(in) };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct msghdr r = { .msg_iov = &iov_in, .msg_iovlen = 1,
+			    .msg_control = in_ctl.buf, .msg_controllen = sizeof(in_ctl.buf) };
+	struct cmsghdr *h;
+	ssize_t got_n;
+	int fd, got, pfd = -1, kfd = -1;
+	void *p;
+
+	fd = (int)syscall(SYS_memfd_create, "nsb-bench-cpool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0 || syscall(SYS_ftruncate, fd, (off_t)c->len) < 0)
+		bench_die("memfd_create: %s", strerror(errno));
+	memset(&out_ctl, 0, sizeof(out_ctl));
+	m.msg_control = out_ctl.buf;
+	m.msg_controllen = sizeof(out_ctl.buf);
+	h = CMSG_FIRSTHDR(&m);
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = SCM_RIGHTS;
+	h->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(h), &fd, sizeof(int));
+	if (syscall(SYS_sendmsg, c->sock[0], &m, 0) != (long)sizeof(data))
+		bench_die("sendmsg: %s", strerror(errno));
+	syscall(SYS_close, fd);
+	got_n = v == V_LIB ? recvmsg(c->sock[1], &r, MSG_CMSG_CLOEXEC)
+			   : syscall(SYS_recvmsg, c->sock[1], &r, MSG_CMSG_CLOEXEC);
+	if (got_n != (ssize_t)sizeof(data) || !(h = CMSG_FIRSTHDR(&r)) ||
+	    h->cmsg_type != SCM_RIGHTS)
+		bench_die("recvmsg: %s", strerror(errno));
+	memcpy(&got, CMSG_DATA(h), sizeof(got));
+	if (v == V_LIB) {
+		p = mmap(NULL, c->len, PROT_READ | PROT_WRITE, MAP_SHARED, got, 0);
+		if (p == MAP_FAILED)
+			bench_die("mmap: %s", strerror(errno));
+		close(got);
+		munmap(p, c->len);
+		return;
+	}
+	if (v == V_FLOOR) {
+		floor_statx(got, STATX_RECV);
+		pfd = (int)syscall(SYS_open_tree, got, "", AT_EMPTY_PATH | O_CLOEXEC);
+		if (pfd < 0)
+			bench_die("open_tree: %s", strerror(errno));
+		floor_statx(pfd, STATX_MAP);
+	}
+	p = (void *)syscall(SYS_mmap, NULL, c->len, PROT_READ | PROT_WRITE, MAP_SHARED, got, 0);
+	if (p == MAP_FAILED)
+		bench_die("mmap: %s", strerror(errno));
+	if (v == V_FLOOR) {
+		kfd = (int)syscall(SYS_fcntl, pfd, F_DUPFD_CLOEXEC, 1024 - 16);
+		syscall(SYS_close, pfd);
+	}
+	syscall(SYS_close, got);
+	syscall(SYS_munmap, p, c->len);
+	if (v == V_FLOOR) {
+		struct stat st;
+
+		syscall(SYS_fcntl, kfd, F_GETFL);
+		syscall(SYS_fstat, kfd, &st);
+		syscall(SYS_close, kfd);
+	}
+}
+
 static void
 op_mprotect_ok(struct xctx *c, enum variant v)
 {
@@ -328,7 +414,8 @@ child_exact(const struct bench_params *bp)
 	int rounds = bp->quick ? 1 : 5;
 	struct xctx mem = { .len = page }, shm = { .len = page }, disk = { .len = page };
 	struct xctx pool = { .len = 16 * page }, recv = { 0 }, prot = { 0 };
-	struct xrow rows[8];
+	struct xctx cpool = { .len = 4 * page };
+	struct xrow rows[9];
 	int nrows = 0;
 	char path[64];
 	char *hole;
@@ -345,7 +432,8 @@ child_exact(const struct bench_params *bp)
 	}
 	disk.fd = bench_disk_file(1 << 20);
 	recv.fd = mem.fd;
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, recv.sock) < 0)
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, recv.sock) < 0 ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, cpool.sock) < 0)
 		bench_die("socketpair: %s", strerror(errno));
 	/* A protected page (mapped through the library: a record) with a
 	 * free page above it. */
@@ -367,6 +455,7 @@ child_exact(const struct bench_params *bp)
 		rows[nrows++] = (struct xrow){ "disk", op_pair, &disk };
 	rows[nrows++] = (struct xrow){ "pool", op_pool, &pool };
 	rows[nrows++] = (struct xrow){ "recv", op_recv, &recv };
+	rows[nrows++] = (struct xrow){ "cpool", op_cpool, &cpool };
 	rows[nrows++] = (struct xrow){ "mprotect", op_mprotect_ok, &prot };
 	rows[nrows++] = (struct xrow){ "mprotect.fail", op_mprotect_fail, &prot };
 	for (int h = 0; h < 2; h++) {

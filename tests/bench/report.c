@@ -403,6 +403,7 @@ exact_rows(struct xres *res, int n, bool traced, int ops)
 		{ "disk", "disk file pair, default policy" },
 		{ "pool", "pool cycle, 16 pages" },
 		{ "recv", "recvmsg of one memfd" },
+		{ "cpool", "received pool: recv, mmap, close, munmap" },
 		{ "mprotect", "mprotect x2 of a record" },
 		{ "mprotect.fail", "failed mprotect x2 by a record" },
 	};
@@ -414,8 +415,10 @@ exact_rows(struct xres *res, int n, bool traced, int ops)
 	       "column); library: the interposed libc calls.  Calls per op beyond bare counted by\n"
 	       "strace -f over %d ops of each.  Targets: library <= 1.05x floor (1.05f); the memfd\n"
 	       "pair with a handler also <= 1.3x bare (1.3b).  Pool cycle: memfd_create, ftruncate,\n"
-	       "mmap, munmap, close; recvmsg: sendmsg, recvmsg, close of what arrived; failed\n"
-	       "mprotect: over a protected memfd page and the free page above it (ENOMEM).\n"
+	       "mmap, munmap, close; recvmsg: sendmsg, recvmsg, close of what arrived; received\n"
+	       "pool: a new memfd of 4 pages sent, recvmsg, mmap, close, munmap (a compositor fed a\n"
+	       "new pool per buffer); failed mprotect: over a protected memfd page and the free page\n"
+	       "above it (ENOMEM).\n"
 	       "User-space instructions per op: %s\n",
 	       A->params->quick ? (size_t)100 : (size_t)2000, ops,
 	       xmed_key(res, n, "ex.pmu") > 0.5
