@@ -522,13 +522,22 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 		d.protect = false;	/* policies follow v2 too */
 		nsb_policy_drop(&d);
 	}
-	/* MAP_FIXED_NOREPLACE succeeds only where nothing is mapped, so
-	 * where nothing is recorded. */
+	/* MAP_FIXED_NOREPLACE succeeds only where nothing is mapped: a record
+	 * there is one a raw call left behind, as where the kernel finds room
+	 * (below, and nsb_forget_stale). */
 	replacing = (flags & MAP_FIXED) && len && page_aligned((uintptr_t)addr) &&
 		    span_of(addr, len, nsb_config.page_size, &start, &end) &&
 		    nsb_ranges_overlap(start, end);
-	if (!d.protect && !replacing)
-		return nsb_sys_mmap(addr, len, prot, kflags, fd, off);
+	if (!d.protect && !replacing) {
+		/* Not protected, replacing no record: a record where the kernel
+		 * put it outlived its mapping through a raw call (munmap, shmdt,
+		 * mremap) and must not protect this one, whatever the policy
+		 * (the fast path in mmap() does the same under flag). */
+		p = nsb_sys_mmap(addr, len, prot, kflags, fd, off);
+		if (p != MAP_FAILED && !nsb_ranges_none())
+			nsb_forget_stale(p, len);
+		return p;
+	}
 
 	unit = new_unit(flags, fd, &d);
 	if (replacing)
