@@ -23,8 +23,18 @@
  * under a SIGKILL watchdog; the child's stderr must have no line of the
  * library's.
  *
+ * Then fork in the window: one thread maps and unmaps an empty memfd
+ * (policy-protected) all the time while another forks; each child looks
+ * for that mapping in its /proc/self/maps and reads it.  A mapping the
+ * child has was made before the fork, so it must have its record too:
+ * the fork handler waits for a policy mapping between the kernel's mmap
+ * and its record (process.c).  Before it did, the child of a fork in that
+ * window had the mapping and no record, and died of SIGBUS (within the
+ * first few forks here).
+ *
  * Usage: core-policyrace
  */
+#include <inttypes.h>
 #include <stdatomic.h>
 
 #include "core.h"
@@ -125,6 +135,88 @@ fork_child(char *before, int fd)
 	_exit(0);
 }
 
+/* ---- fork in the window ------------------------------------------------ */
+
+/* The child of a fork made while forker_mapper maps and unmaps: a mapping
+ * of that memfd in its address space was made before the fork, so it is
+ * one the parent's thread had made (or was making) then, and it must be
+ * protected in the child as it is in the parent.  Exit 0: none there;
+ * 1: one there, read past the end of its file and rescued; a SIGBUS: one
+ * there, not recorded. */
+static void
+window_child(void)
+{
+	char line[512];
+	FILE *f;
+	uintptr_t lo = 0, hi;
+	bool found = false;
+
+	core_no_core();
+	f = fopen("/proc/self/maps", "re");
+	if (!f)
+		_exit(5);
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, "memfd:policyrace-fork") &&
+			sscanf(line, "%" SCNxPTR "-%" SCNxPTR, &lo, &hi) == 2;
+	fclose(f);
+	if (!found)
+		_exit(0);
+	(void)*(volatile char *)lo;
+	_exit(1);
+}
+
+static void *
+forker_mapper(void *arg)
+{
+	int fd = *(int *)arg;
+
+	core_pin(0);
+	while (!atomic_load(&stop)) {
+		volatile char *p = mmap(NULL, PAGES * ps, PROT_READ, MAP_SHARED, fd, 0);
+
+		NSBT_CHECK(p != MAP_FAILED, "mapper: mmap: %s", strerror(errno));
+		NSBT_CHECK(p[0] == 0, "mapper: a rescued page is not zero");
+		NSBT_CHECK(munmap((void *)p, PAGES * ps) == 0, "mapper: munmap: %s", strerror(errno));
+		atomic_fetch_add(&mapped, 1);
+		__atomic_add_fetch(progress, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+static void
+window_run(void *arg)
+{
+	int fd = empty_memfd("policyrace-fork");
+	struct nsbt_budget budget = nsbt_budget_start(2), most = nsbt_budget_start(20);
+	unsigned long present = 0, n;
+	pthread_t m;
+
+	(void)arg;
+	core_pin(1);
+	NSBT_CHECK(pthread_create(&m, NULL, forker_mapper, &fd) == 0, "pthread_create");
+	for (n = 0; (!nsbt_budget_spent(&budget) || n < 200) && !nsbt_budget_spent(&most); n++) {
+		pid_t pid = fork();
+		int st;
+
+		NSBT_CHECK(pid >= 0, "fork: %s", strerror(errno));
+		if (pid == 0)
+			window_child();
+		st = core_wait_watchdog(pid, 30, NULL, "a child forked while a thread mapped");
+		if (WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS)
+			nsbt_fail("fork %lu: the child died of SIGBUS reading a protected mapping its parent "
+				  "had made before the fork: the child has the mapping but not its record",
+				  n);
+		NSBT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) <= 1, "fork %lu: the child ended with status %#x",
+			   n, st);
+		present += WEXITSTATUS(st) == 1;
+		__atomic_add_fetch(progress, 1, __ATOMIC_RELAXED);
+	}
+	atomic_store(&stop, true);
+	pthread_join(m, NULL);
+	printf("ok: policyrace: %lu forks while a thread made and unmapped policy mappings (%lu made): in "
+	       "the %lu children that had one, it was protected\n", n, atomic_load(&mapped), present);
+}
+
 static void
 race_child(void *arg)
 {
@@ -187,5 +279,11 @@ main(int argc, char **argv)
 		nsbt_fail("policy mappings racing: killed by SIGBUS: a fault in a policy mapping was not "
 			  "rescued");
 	nsbt_expect_exit(st, 0, "policy mappings racing");
+	atomic_store(&stop, false);
+	atomic_store(&mapped, 0);
+	st = core_run_watched(window_run, NULL, 60, progress, "fork in a policy mapping's window", err,
+			      sizeof(err));
+	core_expect_quiet(err, "fork in a policy mapping's window");
+	nsbt_expect_exit(st, 0, "fork in a policy mapping's window");
 	return 0;
 }
