@@ -503,7 +503,7 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	struct nsb_decision d;
 	struct nsb_saved before;
 	uintptr_t start = 0, end = 0, wstart, wend;
-	bool replacing, policy_only;
+	bool replacing, policy_only, early;
 	size_t unit;
 	void *p;
 	int err, may = -1;
@@ -550,12 +550,17 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	 * covers the records alone, not the kernel's work, which threads that
 	 * map files side by side would otherwise wait for in turn.  (Until
 	 * it is recorded, nobody else knows where it is: the same window as
-	 * a new mapping's in nsb_forget_stale.) */
+	 * a new mapping's in nsb_forget_stale.  A fork waits for it, so that
+	 * no child has it without its record: process.c.) */
 	policy_only = !replacing && !(flags & MAP_NOSIGBUS);
-	if (policy_only) {
+	/* A fork waiting (process.c) would give its child the mapping
+	 * without the record: then made under the lock, as the others. */
+	early = policy_only && nsb_process_map_begin();
+	if (early) {
 		p = nsb_sys_mmap(addr, len, prot, kflags, fd, off);
 		err = errno;
 		if (p == MAP_FAILED) {
+			nsb_process_map_end();
 			nsb_policy_drop(&d);
 			errno = err;
 			return p;
@@ -567,7 +572,13 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	/* Room first: once the mapping exists, recording it must not fail. */
 	wstart = start;
 	wend = end;
-	if (!policy_only) {
+	if (policy_only && !early) {
+		p = nsb_sys_mmap(addr, len, prot, kflags, fd, off);
+		err = errno;
+		if (p == MAP_FAILED)
+			goto out;
+		may = may_write_of(fd, prot, &d, p);
+	} else if (!policy_only) {
 		if (nsb_ranges_reserve(4) < 0 ||
 		    (replacing && collect_whole(&wstart, &wend, &before) < 0)) {
 			p = MAP_FAILED;
@@ -611,6 +622,8 @@ out:
 	nsb_policy_drop(&d);
 	if (replacing)
 		nsb_ranges_flux_end();
+	if (early)
+		nsb_process_map_end();	/* recorded: a fork may come */
 	nsb_ranges_unlock();
 	nsb_saved_free(&before);
 	errno = err;

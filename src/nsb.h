@@ -800,6 +800,8 @@ void nsb_disp_exec_ignore(struct nsb_exec *x);
 void nsb_disp_after_fork_child(void);
 void nsb_process_after_Fork_child(void);	/* process.c */
 void nsb_process_Fork_window(bool open);	/* process.c */
+bool nsb_process_map_begin(void);		/* process.c */
+void nsb_process_map_end(void);			/* process.c */
 void nsb_disp_start(void);	/* the constructor's part: inherited mask, handoff */
 /* Its value is the decimal pid of the process that wrote it: the exec'd
  * program's own (exec keeps the pid), or a spawned child's parent's. */

@@ -86,6 +86,44 @@ static __thread bool forking __attribute__((tls_model("initial-exec")));
 /* The fork took the locks (not in a process of one thread). */
 static bool fork_locked;
 
+/*
+ * Policy mappings between the kernel's mmap and their record (mman.c
+ * makes them before it takes the table lock): a fork must not come in
+ * between, or the child has the mapping and not its record (the thread
+ * that would record it is not in the child).  A fork waits for them
+ * before it takes the locks, and while one waits, new ones are made under
+ * the lock instead (nsb_process_map_begin says no).  This thread's own,
+ * where a handler of the program's that interrupted one forks, is not
+ * waited for: the child goes on with it, and records it.  The wait is
+ * bounded (FORK_WAIT_YIELDS, tens of milliseconds on an idle machine; the
+ * window is a few microseconds): a thread in the window holds no lock and
+ * has its signals, so the program may stop it there, and no thread waits
+ * for good for one the program can stop (doc/design.md).  A fork past
+ * that bound is as before the wait: its child may lack that one record.
+ */
+#define FORK_WAIT_YIELDS 100000
+static atomic_int maps_in_flight, forks_waiting;
+static __thread int my_maps_in_flight __attribute__((tls_model("initial-exec")));
+
+bool
+nsb_process_map_begin(void)
+{
+	my_maps_in_flight++;
+	atomic_fetch_add(&maps_in_flight, 1);
+	if (atomic_load(&forks_waiting) == 0)
+		return true;
+	atomic_fetch_sub(&maps_in_flight, 1);
+	my_maps_in_flight--;
+	return false;
+}
+
+void
+nsb_process_map_end(void)
+{
+	atomic_fetch_sub(&maps_in_flight, 1);
+	my_maps_in_flight--;
+}
+
 /* The mask this thread had before it took its first lock. */
 static __thread sigset_t *outer_mask __attribute__((tls_model("initial-exec")));
 
@@ -493,6 +531,9 @@ before_fork(void)
 	fork_locked = !__libc_single_threaded || atomic_load(&nsb_exact);
 	if (!fork_locked)
 		return;
+	atomic_fetch_add(&forks_waiting, 1);
+	for (int i = 0; i < FORK_WAIT_YIELDS && atomic_load(&maps_in_flight) > my_maps_in_flight; i++)
+		sched_yield();
 	nsb_lock(&nsb_timers_lock);
 	nsb_lock(&nsb_table_lock);
 	nsb_lock(&nsb_disp_lock);
@@ -505,6 +546,7 @@ after_fork_parent(void)
 		nsb_unlock(&nsb_disp_lock);
 		nsb_unlock(&nsb_table_lock);
 		nsb_unlock(&nsb_timers_lock);
+		atomic_fetch_sub(&forks_waiting, 1);
 	}
 	forking = false;
 }
@@ -523,8 +565,11 @@ reset_child(void)
 		owner_pid = getpid();
 	/* The locks are new, and this thread holds none of them. */
 	outer_mask = NULL;
-	/* Threads that waited for the lock without the mask are not here. */
+	/* Threads that waited for the lock without the mask are not here,
+	 * nor their policy mappings in flight, nor other forks. */
 	atomic_store(&unmasked, 0);
+	atomic_store(&maps_in_flight, my_maps_in_flight);
+	atomic_store(&forks_waiting, 0);
 	pthread_mutex_init(&nsb_timers_lock.mutex, NULL);
 	pthread_mutex_init(&nsb_table_lock.mutex, NULL);
 	pthread_mutex_init(&nsb_disp_lock.mutex, NULL);
