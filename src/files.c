@@ -96,6 +96,9 @@ struct file {
 	uint32_t refs;		/* records naming this file */
 	bool used;
 	bool releasing;		/* on the release list */
+	uint8_t wslot;		/* while src >= 0: its watch slot, where
+				 * watch_slot looks first (in the padding:
+				 * the entry's size is unchanged) */
 	uint64_t dev;
 	uint64_t ino;
 	uint32_t path;		/* offset in the path pool, 0: unknown */
@@ -131,6 +134,7 @@ static rlim_t soft_limit;	/* as last read, 0: not yet */
  * interposed calls that close descriptors; which file each is for, under
  * the table lock.  Made with the entries. */
 #define WATCH_MAX	64
+_Static_assert(WATCH_MAX <= 256, "a watch slot fits struct file's wslot");
 struct watching {
 	atomic_uint count;
 	atomic_int top;		/* slots ever used (never falls): scans stop
@@ -152,14 +156,23 @@ nsb_dev_of(unsigned major, unsigned minor)
 	return (uint64_t)makedev(major, minor);
 }
 
-static bool
-entries_ready(void)
+static __attribute__((noinline)) bool
+entries_make(void)
 {
 	if (!files)
 		files = nsb_memory_area(NSB_AREA_FILES, nsb_config.page_size);
 	if (!watching)
 		watching = nsb_memory(sizeof(*watching));
 	return files != NULL;
+}
+
+/* Both made: every call after the first (no call made for it). */
+static inline bool
+entries_ready(void)
+{
+	if (__builtin_expect(files && watching, 1))
+		return true;
+	return entries_make();
 }
 
 /* ---- the index --------------------------------------------------------- */
@@ -597,11 +610,18 @@ nsb_files_path_descriptor(int fd)
 static int
 watch_slot(uint32_t i)
 {
-	int fd = atomic_load(&files[i].src);
+	int fd = atomic_load(&files[i].src), w = files[i].wslot;
 
-	for (int w = 0, top = atomic_load(&watching->top); fd >= 0 && w < top; w++)
-		if (atomic_load(&watching->fd[w]) == fd + 1 && watching->file[w] == i)
-			return w;
+	if (fd < 0)
+		return -1;
+	/* The slot watch() gave it, first: a slot is cleared only by its
+	 * own entry's unwatch (which sets src to -1), so while src >= 0 this
+	 * is it; the scan stays for safety, and answers the same. */
+	if (w < WATCH_MAX && atomic_load(&watching->fd[w]) == fd + 1 && watching->file[w] == i)
+		return w;
+	for (int top = atomic_load(&watching->top), v = 0; v < top; v++)
+		if (atomic_load(&watching->fd[v]) == fd + 1 && watching->file[v] == i)
+			return v;
 	return -1;
 }
 
@@ -637,6 +657,7 @@ watch(uint32_t i, int fd)
 	for (int w = 0; w < WATCH_MAX; w++)
 		if (atomic_load(&watching->fd[w]) == 0) {
 			watching->file[w] = i;
+			files[i].wslot = (uint8_t)w;
 			atomic_store(&files[i].src, fd);
 			atomic_fetch_add(&watching->count, 1);
 			if (w >= atomic_load(&watching->top))

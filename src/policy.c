@@ -224,10 +224,12 @@ nsb_policy_prepare(void)
 	nsb_rescue_arm();
 }
 
+/* Only the fields a decision's st is read for (st_dev, st_ino, st_mode:
+ * nsb_decision in nsb.h), and the size's: not the whole struct zeroed
+ * first, which cost a tenth of the decision (26 instructions, issue 40). */
 static void
 stat_of(const struct statx *sx, struct stat *st)
 {
-	memset(st, 0, sizeof(*st));
 	st->st_dev = makedev(sx->stx_dev_major, sx->stx_dev_minor);
 	st->st_ino = (ino_t)sx->stx_ino;
 	st->st_mode = sx->stx_mode;
@@ -297,7 +299,9 @@ decide(int prot, int flags, int fd, struct nsb_decision *d)
 {
 	bool anon = (flags & MAP_ANONYMOUS) || fd < 0;
 	bool flagged = flags & MAP_NOSIGBUS;
-	unsigned shift = nsb_log2(nsb_config.page_size);
+	/* The page size is a power of two: its shift is its trailing zeros
+	 * (one instruction; nsb_log2 rounds up for any value). */
+	unsigned shift = (unsigned)__builtin_ctzll((unsigned long long)nsb_config.page_size);
 	struct statfs fs;
 	bool received = false;
 
