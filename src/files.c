@@ -219,18 +219,24 @@ index_room(void)
 	return true;
 }
 
+/* The entry of (dev, ino), or 0; then *hole is the empty slot its probe
+ * ended at, where index_put would put it while the index is not rebuilt
+ * (add), or UINT32_MAX without an index. */
 static uint32_t
-find(uint64_t dev, uint64_t ino)
+find(uint64_t dev, uint64_t ino, uint32_t *hole)
 {
+	uint32_t at;
+
+	*hole = UINT32_MAX;
 	if (!slots_cap)
 		return 0;
-	for (uint32_t at = hash(dev, ino) & (slots_cap - 1); slots[at];
-	     at = (at + 1) & (slots_cap - 1)) {
+	for (at = hash(dev, ino) & (slots_cap - 1); slots[at]; at = (at + 1) & (slots_cap - 1)) {
 		uint32_t i = slots[at];
 
 		if (files[i].dev == dev && files[i].ino == ino)
 			return i;
 	}
+	*hole = at;
 	return 0;
 }
 
@@ -518,11 +524,13 @@ intern_path(const char *path)
 }
 
 /* A new entry, without a descriptor (refs 0: released at the next update
- * unless a record names it by then), or 0. */
+ * unless a record names it by then), or 0.  hole: find()'s, just before
+ * (the lock held): the index slot it goes in unless index_room() rebuilds
+ * the index, which saves hashing and probing again. */
 static uint32_t
-add(uint64_t dev, uint64_t ino, const char *path)
+add(uint64_t dev, uint64_t ino, const char *path, uint32_t hole)
 {
-	uint32_t i = free_list;
+	uint32_t i = free_list, cap = slots_cap;
 
 	if (!index_room())
 		return 0;
@@ -545,7 +553,10 @@ add(uint64_t dev, uint64_t ino, const char *path)
 	files[i].next = release_list;
 	release_list = i;
 	live++;
-	index_put(i);
+	if (hole < slots_cap && cap == slots_cap)
+		slots[hole] = (uint16_t)i;
+	else
+		index_put(i);
 	return i;
 }
 
@@ -735,13 +746,13 @@ nsb_files_closing(unsigned first, unsigned last)
 uint32_t
 nsb_files_get(int fd, const struct stat *st, const char *path, uint32_t meta, int pfd)
 {
-	uint32_t i;
+	uint32_t i, hole;
 
 	if (!entries_ready())
 		return 0;
-	i = find((uint64_t)st->st_dev, (uint64_t)st->st_ino);
+	i = find((uint64_t)st->st_dev, (uint64_t)st->st_ino, &hole);
 	if (!i)
-		i = add((uint64_t)st->st_dev, (uint64_t)st->st_ino, path);
+		i = add((uint64_t)st->st_dev, (uint64_t)st->st_ino, path, hole);
 	if (!i || !wants_descriptor(meta))
 		return i;
 	/* A descriptor of our own only once the program closes its own: a
@@ -785,15 +796,15 @@ nsb_files_get_mapped(uintptr_t start, uintptr_t end, uint64_t dev, uint64_t ino,
 		     const char *path, bool *memfs)
 {
 	struct statfs fs;
-	uint32_t i;
+	uint32_t i, hole;
 	int fd;
 
 	*memfs = false;
 	if (!entries_ready())
 		return 0;
-	i = find(dev, ino);
+	i = find(dev, ino, &hole);
 	if (!i)
-		i = add(dev, ino, path);
+		i = add(dev, ino, path, hole);
 	fd = open_mapped(start, end, dev, ino, path);
 	if (fd >= 0) {
 		*memfs = fstatfs(fd, &fs) == 0 &&
@@ -817,6 +828,13 @@ nsb_files_ref(uint32_t file, int delta)
 		files[file].releasing = true;
 		files[file].next = release_list;
 		release_list = file;
+	} else if (files[file].refs && files[file].releasing && release_list == file) {
+		/* Named again, and first on the list (an entry just made:
+		 * add()): taken off it now, as release_listed() would, which
+		 * the unlock then need not call.  Should it lose its records
+		 * again, the lines above put it back. */
+		release_list = files[file].next;
+		files[file].releasing = false;
 	}
 }
 
