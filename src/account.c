@@ -217,12 +217,20 @@ nsb_account_ref(struct nsb_account *a, int delta)
 		a->pending = true;
 		a->next = release_list;
 		release_list = a;
+	} else if (a->refs && a->pending && release_list == a) {
+		/* Named again, and first on the list (an account just made):
+		 * taken off it now, as nsb_account_release_unused would, so
+		 * that the unlock has none to walk.  Should it lose its
+		 * records again, the lines above put it back. */
+		release_list = a->next;
+		a->pending = false;
 	}
 }
 
-/* Table lock held, no handler on the table's old contents (see ranges.c). */
-void
-nsb_account_release_unused(void)
+/* The accounts on the release list (nsb_account_release_unused): apart,
+ * so that the usual unlock, with none, does not pay this loop's set-up. */
+static __attribute__((noinline)) void
+release_listed(void)
 {
 	struct nsb_account *a = release_list;
 
@@ -239,6 +247,14 @@ nsb_account_release_unused(void)
 		}
 		a = next;
 	}
+}
+
+/* Table lock held, no handler on the table's old contents (see ranges.c). */
+void
+nsb_account_release_unused(void)
+{
+	if (release_list)
+		release_listed();
 }
 
 /* [signal-safe] */

@@ -96,6 +96,9 @@ struct file {
 	uint32_t refs;		/* records naming this file */
 	bool used;
 	bool releasing;		/* on the release list */
+	uint8_t wslot;		/* while src >= 0: its watch slot, where
+				 * watch_slot looks first (in the padding:
+				 * the entry's size is unchanged) */
 	uint64_t dev;
 	uint64_t ino;
 	uint32_t path;		/* offset in the path pool, 0: unknown */
@@ -131,6 +134,7 @@ static rlim_t soft_limit;	/* as last read, 0: not yet */
  * interposed calls that close descriptors; which file each is for, under
  * the table lock.  Made with the entries. */
 #define WATCH_MAX	64
+_Static_assert(WATCH_MAX <= 256, "a watch slot fits struct file's wslot");
 struct watching {
 	atomic_uint count;
 	atomic_int top;		/* slots ever used (never falls): scans stop
@@ -152,14 +156,23 @@ nsb_dev_of(unsigned major, unsigned minor)
 	return (uint64_t)makedev(major, minor);
 }
 
-static bool
-entries_ready(void)
+static __attribute__((noinline)) bool
+entries_make(void)
 {
 	if (!files)
 		files = nsb_memory_area(NSB_AREA_FILES, nsb_config.page_size);
 	if (!watching)
 		watching = nsb_memory(sizeof(*watching));
 	return files != NULL;
+}
+
+/* Both made: every call after the first (no call made for it). */
+static inline bool
+entries_ready(void)
+{
+	if (__builtin_expect(files && watching, 1))
+		return true;
+	return entries_make();
 }
 
 /* ---- the index --------------------------------------------------------- */
@@ -206,18 +219,24 @@ index_room(void)
 	return true;
 }
 
+/* The entry of (dev, ino), or 0; then *hole is the empty slot its probe
+ * ended at, where index_put would put it while the index is not rebuilt
+ * (add), or UINT32_MAX without an index. */
 static uint32_t
-find(uint64_t dev, uint64_t ino)
+find(uint64_t dev, uint64_t ino, uint32_t *hole)
 {
+	uint32_t at;
+
+	*hole = UINT32_MAX;
 	if (!slots_cap)
 		return 0;
-	for (uint32_t at = hash(dev, ino) & (slots_cap - 1); slots[at];
-	     at = (at + 1) & (slots_cap - 1)) {
+	for (at = hash(dev, ino) & (slots_cap - 1); slots[at]; at = (at + 1) & (slots_cap - 1)) {
 		uint32_t i = slots[at];
 
 		if (files[i].dev == dev && files[i].ino == ino)
 			return i;
 	}
+	*hole = at;
 	return 0;
 }
 
@@ -505,11 +524,13 @@ intern_path(const char *path)
 }
 
 /* A new entry, without a descriptor (refs 0: released at the next update
- * unless a record names it by then), or 0. */
+ * unless a record names it by then), or 0.  hole: find()'s, just before
+ * (the lock held): the index slot it goes in unless index_room() rebuilds
+ * the index, which saves hashing and probing again. */
 static uint32_t
-add(uint64_t dev, uint64_t ino, const char *path)
+add(uint64_t dev, uint64_t ino, const char *path, uint32_t hole)
 {
-	uint32_t i = free_list;
+	uint32_t i = free_list, cap = slots_cap;
 
 	if (!index_room())
 		return 0;
@@ -532,7 +553,10 @@ add(uint64_t dev, uint64_t ino, const char *path)
 	files[i].next = release_list;
 	release_list = i;
 	live++;
-	index_put(i);
+	if (hole < slots_cap && cap == slots_cap)
+		slots[hole] = (uint16_t)i;
+	else
+		index_put(i);
 	return i;
 }
 
@@ -597,11 +621,18 @@ nsb_files_path_descriptor(int fd)
 static int
 watch_slot(uint32_t i)
 {
-	int fd = atomic_load(&files[i].src);
+	int fd = atomic_load(&files[i].src), w = files[i].wslot;
 
-	for (int w = 0, top = atomic_load(&watching->top); fd >= 0 && w < top; w++)
-		if (atomic_load(&watching->fd[w]) == fd + 1 && watching->file[w] == i)
-			return w;
+	if (fd < 0)
+		return -1;
+	/* The slot watch() gave it, first: a slot is cleared only by its
+	 * own entry's unwatch (which sets src to -1), so while src >= 0 this
+	 * is it; the scan stays for safety, and answers the same. */
+	if (w < WATCH_MAX && atomic_load(&watching->fd[w]) == fd + 1 && watching->file[w] == i)
+		return w;
+	for (int top = atomic_load(&watching->top), v = 0; v < top; v++)
+		if (atomic_load(&watching->fd[v]) == fd + 1 && watching->file[v] == i)
+			return v;
 	return -1;
 }
 
@@ -637,6 +668,7 @@ watch(uint32_t i, int fd)
 	for (int w = 0; w < WATCH_MAX; w++)
 		if (atomic_load(&watching->fd[w]) == 0) {
 			watching->file[w] = i;
+			files[i].wslot = (uint8_t)w;
 			atomic_store(&files[i].src, fd);
 			atomic_fetch_add(&watching->count, 1);
 			if (w >= atomic_load(&watching->top))
@@ -714,13 +746,13 @@ nsb_files_closing(unsigned first, unsigned last)
 uint32_t
 nsb_files_get(int fd, const struct stat *st, const char *path, uint32_t meta, int pfd)
 {
-	uint32_t i;
+	uint32_t i, hole;
 
 	if (!entries_ready())
 		return 0;
-	i = find((uint64_t)st->st_dev, (uint64_t)st->st_ino);
+	i = find((uint64_t)st->st_dev, (uint64_t)st->st_ino, &hole);
 	if (!i)
-		i = add((uint64_t)st->st_dev, (uint64_t)st->st_ino, path);
+		i = add((uint64_t)st->st_dev, (uint64_t)st->st_ino, path, hole);
 	if (!i || !wants_descriptor(meta))
 		return i;
 	/* A descriptor of our own only once the program closes its own: a
@@ -764,15 +796,15 @@ nsb_files_get_mapped(uintptr_t start, uintptr_t end, uint64_t dev, uint64_t ino,
 		     const char *path, bool *memfs)
 {
 	struct statfs fs;
-	uint32_t i;
+	uint32_t i, hole;
 	int fd;
 
 	*memfs = false;
 	if (!entries_ready())
 		return 0;
-	i = find(dev, ino);
+	i = find(dev, ino, &hole);
 	if (!i)
-		i = add(dev, ino, path);
+		i = add(dev, ino, path, hole);
 	fd = open_mapped(start, end, dev, ino, path);
 	if (fd >= 0) {
 		*memfs = fstatfs(fd, &fs) == 0 &&
@@ -796,6 +828,13 @@ nsb_files_ref(uint32_t file, int delta)
 		files[file].releasing = true;
 		files[file].next = release_list;
 		release_list = file;
+	} else if (files[file].refs && files[file].releasing && release_list == file) {
+		/* Named again, and first on the list (an entry just made:
+		 * add()): taken off it now, as release_listed() would, which
+		 * the unlock then need not call.  Should it lose its records
+		 * again, the lines above put it back. */
+		release_list = files[file].next;
+		files[file].releasing = false;
 	}
 }
 

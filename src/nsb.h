@@ -876,7 +876,8 @@ struct nsb_decision {
 	bool protect;
 	uint32_t meta;
 	bool has_file;
-	struct stat st;
+	struct stat st;	/* where has_file: st_dev, st_ino, st_mode and
+			 * st_size are set, nothing else need be */
 	bool memfs;
 	int pfd;	/* an O_PATH descriptor of the file decided on, or -1:
 			 * nsb_files_get keeps it, nsb_policy_drop closes it */

@@ -524,8 +524,12 @@ nsb_ranges_flux(uintptr_t s1, uintptr_t e1, uintptr_t s2, uintptr_t e2)
 void
 nsb_ranges_flux_end(void)
 {
-	for (int i = 0; i < 4; i++)
-		atomic_store(&flux[i], 0);
+	/* The same four stores, in the same order, as a loop (which the
+	 * compiler left a loop: ~14 instructions a call more). */
+	atomic_store(&flux[0], 0);
+	atomic_store(&flux[1], 0);
+	atomic_store(&flux[2], 0);
+	atomic_store(&flux[3], 0);
 }
 
 /* ---- chunks ----------------------------------------------------------- */
@@ -1063,8 +1067,13 @@ nsb_ranges_unlock(void)
 int
 nsb_ranges_insert(const struct nsb_range *r)
 {
-	struct op op = { .kind = OP_INSERT, .r = *r };
+	struct op op;	/* kind, r and s: all apply() reads of an insert */
 	size_t ps = nsb_config.page_size;
+
+	/* Not zeroed whole first: the op is ~100 bytes, and the fields an
+	 * insert does not read cost a rep stos of them a call. */
+	op.kind = OP_INSERT;
+	op.r = *r;
 
 	/* More than a slot holds: several records, each with its offset. */
 	while ((op.r.end - op.r.start) / ps > MAX_PAGES) {
@@ -1109,7 +1118,14 @@ nsb_ranges_cut(uintptr_t start, uintptr_t end)
 int
 nsb_ranges_cut_found(uintptr_t start, uintptr_t end)
 {
-	return update(&(struct op){ .kind = OP_CUT, .r = { .start = start, .end = end } });
+	struct op op;
+
+	/* kind, r.start and r.end: all apply() reads of a cut (not the
+	 * whole op zeroed first, see nsb_ranges_insert). */
+	op.kind = OP_CUT;
+	op.r.start = start;
+	op.r.end = end;
+	return update(&op);
 }
 
 int
@@ -1136,9 +1152,15 @@ nsb_ranges_set_prot(uintptr_t start, uintptr_t end, int prot, int pkey)
 int
 nsb_ranges_set_prot_found(uintptr_t start, uintptr_t end, int prot, int pkey)
 {
-	struct op op = { .kind = OP_PROT, .r = { .start = start, .end = end },
-			 .prot = prot, .pkey = pkey };
+	struct op op;
 
+	/* All apply() reads of a change of protection (not the whole op
+	 * zeroed first, see nsb_ranges_insert). */
+	op.kind = OP_PROT;
+	op.r.start = start;
+	op.r.end = end;
+	op.prot = prot;
+	op.pkey = pkey;
 	return update(&op);
 }
 
