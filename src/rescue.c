@@ -599,12 +599,12 @@ fill_units(uintptr_t start, size_t unit, const struct nsb_range *r)
 }
 
 /* [signal-safe] Sent back to fault again: true the first time at this
- * unit, false when it comes straight back. */
+ * unit (of the account whose id is id), false when it comes straight
+ * back.  The id, not the account: a caller may have left its ticket, and
+ * with it the account (nsb_ranges_leave). */
 static bool
-first_again(uintptr_t start, const struct nsb_range *r)
+first_again(uintptr_t start, uint64_t id)
 {
-	uint64_t id = nsb_account_id(r->acct);
-
 	if (again_page == start && again_acct == id && !again_inside) {
 		again_page = 0;
 		return false;
@@ -627,10 +627,8 @@ first_again(uintptr_t start, const struct nsb_range *r)
  * coarse clock ticks (a few milliseconds).
  */
 static bool
-inside_again(uintptr_t start, const struct nsb_range *r, const struct seen *seen)
+inside_again(uintptr_t start, const struct nsb_range *r, uint64_t id, const struct seen *seen)
 {
-	uint64_t id = nsb_account_id(r->acct);
-
 	/* The change time only for memory-backed files: a disk file
 	 * system stamps it in the fault itself (ext4_page_mkwrite calls
 	 * file_update_time before the allocation that fails with ENOSPC,
@@ -700,6 +698,11 @@ rescue(uintptr_t addr, bool read)
 		 * back: the page there is not the replacement (only a huge
 		 * page of anonymous memory faults). */
 		bool wait = busy_other(r.acct, start, slot);
+		/* Read while the ticket holds the account: once it is left,
+		 * another thread's munmap may release the account and a new
+		 * mapping's be made in its memory (whose id this thread
+		 * would then note for the unit). */
+		uint64_t id = nsb_account_id(r.acct);
 
 		busy_leave(slot);
 		nsb_ranges_leave(ticket);
@@ -709,7 +712,7 @@ rescue(uintptr_t addr, bool read)
 		 * (core-lostwrite attack under SCHED_FIFO hung so). */
 		if (wait)
 			sched_yield();
-		return wait || first_again(start, &r) ? AGAIN : NOT_OURS;
+		return wait || first_again(start, id) ? AGAIN : NOT_OURS;
 	}
 	/* State: anonymous memory faults with SIGBUS only on huge pages; a
 	 * small page that does was replaced behind the records' back (the
@@ -728,7 +731,8 @@ rescue(uintptr_t addr, bool read)
 		nsb_ranges_leave(ticket);
 		return NOT_OURS;
 	}
-	if ((r.meta & NSB_META_ANON) && unit == nsb_config.page_size && first_again(start, &r)) {
+	if ((r.meta & NSB_META_ANON) && unit == nsb_config.page_size &&
+	    first_again(start, nsb_account_id(r.acct))) {
 		nsb_account_unclaim(r.acct, off, 1);
 		busy_leave(slot);
 		nsb_ranges_leave(ticket);
@@ -738,10 +742,12 @@ rescue(uintptr_t addr, bool read)
 	 * because the file grew back since, which faulting again tells, as
 	 * long as the file keeps changing (inside_again). */
 	if (c == INSIDE && nsb_config.errors != NSB_ERRORS_ZERO && !peers_error(&r, start, unit)) {
+		uint64_t id = nsb_account_id(r.acct);	/* as above */
+
 		nsb_account_unclaim(r.acct, off, 1);
 		busy_leave(slot);
 		nsb_ranges_leave(ticket);
-		return inside_again(start, &r, &seen) ? AGAIN : NOT_OURS;
+		return inside_again(start, &r, id, &seen) ? AGAIN : NOT_OURS;
 	}
 	again_page = 0;
 	/* A fill goes on over units past the end that nobody replaced. */

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""core-windows: runs core-windows-target under gdb with windows.py (see
+there and windows.c).  Usage: windows-run.py TARGET DRIVER MODE [KIND]
+
+Exit 0 on "WINDOWS PASS", 77 (skipped, with the reason) where gdb is
+missing or may not trace, 1 otherwise.  The whole run is killed after
+150 s (a hang fails)."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+target, driver, mode = sys.argv[1:4]
+kind = sys.argv[4] if len(sys.argv) > 4 else "hole"
+gdb = shutil.which("gdb")
+if not gdb:
+    print("SKIP: gdb is not installed (it holds the race windows open)")
+    sys.exit(77)
+env = dict(os.environ, WINDOWS_MODE=mode, WINDOWS_KIND=kind)
+proc = subprocess.Popen([gdb, "-q", "-batch", "-nx", "-x", driver, "--args", target, mode, kind],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
+                        start_new_session=True)
+try:
+    out, err = proc.communicate(timeout=150)
+except subprocess.TimeoutExpired:
+    os.killpg(proc.pid, signal.SIGKILL)
+    out, err = proc.communicate()
+    print(out[-4000:])
+    print("FAIL: %s %s: no end after 150 s (a hang)" % (mode, kind))
+    sys.exit(1)
+lines = [line for line in out.splitlines() if line.startswith("WINDOWS ")]
+verdict = out[out.find("WINDOWS "):] if lines else ""
+# The library says nothing unless NOSIGBUS_LOG asks.
+said = [line for line in err.splitlines() if "nosigbus" in line.lower()]
+if said:
+    print(verdict)
+    print("FAIL: the library wrote to stderr: %s" % said[:3])
+    sys.exit(1)
+if not lines:
+    print(out[-4000:])
+    print(err[-2000:])
+    if "ptrace" in err.lower() or "Operation not permitted" in err:
+        print("SKIP: gdb may not trace here: %s" % err.strip().splitlines()[-1])
+        sys.exit(77)
+    print("FAIL: %s %s: the driver gave no verdict" % (mode, kind))
+    sys.exit(1)
+print(verdict)
+if lines[0].startswith("WINDOWS PASS"):
+    sys.exit(0)
+if lines[0].startswith("WINDOWS SKIP"):
+    print("SKIP: " + lines[0][len("WINDOWS SKIP "):])
+    sys.exit(77)
+sys.exit(1)

@@ -1,0 +1,328 @@
+# SPDX-License-Identifier: MIT
+"""core-windows' driver, run inside gdb (windows-run.py starts it): holds
+the threads of core-windows-target where a race window is open and lets
+exactly one other thread run through it (see windows.c).
+
+All-stop mode.  While the main thread is stopped at a step of the
+library's path, `scheduler-locking on` runs the faulter alone: its read
+ends (rescued), or it faults again and again (the records are in flux:
+a fault there must come back, never be passed on), or the process dies
+of SIGBUS (a window: the test fails).  A read that keeps faulting is
+left with its signal pending, and goes on once the others run again.
+
+Prints "WINDOWS PASS ..." or "WINDOWS FAIL ..." (or "WINDOWS SKIP reason").
+"""
+import os
+import signal
+import threading
+import time
+
+import gdb
+
+MODE = os.environ.get("WINDOWS_MODE", "points")
+KIND = os.environ.get("WINDOWS_KIND", "hole")
+NPAGES = 128
+MAXBUS = 8  # SIGBUS deliveries in a row that mean "faults again" (flux)
+POINTS = ["nsb_ranges_lock", "nsb_ranges_collect", "nsb_ranges_flux", "drain_readers",
+          "nsb_sys_mprotect", "nsb_sys_pkey_mprotect", "nsb_maps_each", "nsb_maps_hole",
+          "nsb_ranges_cut", "nsb_ranges_insert", "nsb_ranges_join", "nsb_ranges_set_prot",
+          "nsb_ranges_flux_end", "nsb_ranges_unlock", "windows_round"]
+# Steps every failing mprotect passes through: if gdb cannot stop there,
+# nothing was tested.
+REQUIRED = ["nsb_ranges_lock", "nsb_ranges_flux", "nsb_ranges_flux_end", "nsb_ranges_unlock"]
+
+state = {"ev": None, "exit": None}
+
+
+def on_stop(ev):
+    state["ev"] = ev
+
+
+def on_exit(ev):
+    state["exit"] = ev.exit_code if hasattr(ev, "exit_code") else "signal"
+
+
+gdb.events.stop.connect(on_stop)
+gdb.events.exited.connect(on_exit)
+
+
+def result(word, text):
+    print("WINDOWS %s %s" % (word, text), flush=True)
+    if gdb.selected_inferior().pid:
+        gdb.execute("kill", to_string=True)
+    gdb.execute("quit 0")
+
+
+def alive():
+    return state["exit"] is None and gdb.selected_inferior().pid != 0 and \
+        bool(gdb.selected_inferior().threads())
+
+
+watch = {"deadline": None, "pid": 0}
+
+
+def watcher():
+    """One thread for the whole run: interrupts a continue that has not
+    stopped by its deadline (a thread blocked, e.g. on the table lock
+    another holds)."""
+    while True:
+        time.sleep(0.1)
+        d = watch["deadline"]
+        if d is not None and time.monotonic() > d:
+            watch["deadline"] = None
+            try:
+                os.kill(watch["pid"], signal.SIGINT)
+            except OSError:
+                pass
+
+
+def cont(timeout=10):
+    """continue, interrupted after timeout seconds without a stop."""
+    state["ev"] = None
+    if not alive():
+        return None
+    watch["pid"] = gdb.selected_inferior().pid
+    watch["deadline"] = time.monotonic() + timeout
+    for _ in range(3):
+        try:
+            out = gdb.execute("continue", to_string=True)
+        except gdb.error as e:
+            out = str(e)
+        if "live selected thread" not in out:
+            break
+        # The thread run alone is gone (a fatal signal takes the process
+        # down thread by thread): the others, to the end.
+        gdb.execute("set scheduler-locking off")
+        threads = gdb.selected_inferior().threads()
+        if not threads:
+            break
+        threads[0].switch()
+    watch["deadline"] = None
+    # "Program terminated with signal SIGBUS", "...not being run".
+    if "terminated" in out or "not being run" in out or "exited" in out:
+        if state["exit"] is None:
+            state["exit"] = out.strip().splitlines()[-1] if out.strip() else "gone"
+    return state["ev"]
+
+
+def find_thread(func):
+    """The thread with func on its stack (selected on return)."""
+    for t in gdb.selected_inferior().threads():
+        t.switch()
+        f = gdb.newest_frame()
+        while f is not None:
+            if f.name() == func:
+                return t
+            f = f.older()
+    return None
+
+
+def frame_name():
+    try:
+        return gdb.selected_frame().name()
+    except gdb.error:
+        return None
+
+
+chain = {"bp": None}
+
+
+def passed_on(ev):
+    return isinstance(ev, gdb.BreakpointEvent) and chain["bp"] in ev.breakpoints
+
+
+def run_alone(thread, stop_bp):
+    """Runs thread alone until stop_bp: 'done', 'again' (it faults and
+    faults: flux), 'blocked' (it waits for another thread), or 'died'."""
+    gdb.execute("set scheduler-locking on")
+    thread.switch()
+    bus = 0
+    try:
+        while True:
+            ev = cont(5)
+            if not alive() or passed_on(ev):
+                return "died"
+            if isinstance(ev, gdb.SignalEvent):
+                if ev.stop_signal == "SIGBUS":
+                    bus += 1
+                    if bus > MAXBUS:
+                        return "again"
+                    continue
+                if ev.stop_signal == "SIGINT":
+                    return "blocked"
+                result("FAIL", "%s: signal %s\n%s" % (MODE, ev.stop_signal,
+                                                      gdb.execute("bt 12", to_string=True)))
+            if isinstance(ev, gdb.BreakpointEvent) and stop_bp in ev.breakpoints:
+                return "done"
+            if ev is None and not alive():
+                return "died"
+    finally:
+        if alive():
+            gdb.execute("set scheduler-locking off")
+
+
+def setup():
+    threading.Thread(target=watcher, daemon=True).start()
+    gdb.execute("set pagination off")
+    gdb.execute("set confirm off")
+    gdb.execute("set print thread-events off")
+    gdb.execute("handle SIGBUS stop print pass")
+    gdb.execute("handle SIGINT stop print nopass")
+    gdb.execute("set breakpoint pending on")
+    start = gdb.Breakpoint("windows_round")
+    try:
+        gdb.execute("run", to_string=True)
+    except gdb.error as e:
+        result("SKIP", "gdb cannot run the target (ptrace refused?): %s" % e)
+    # The main thread's own first read of page 0 (rescued) stops first.
+    while alive() and isinstance(state["ev"], gdb.SignalEvent) and \
+            state["ev"].stop_signal == "SIGBUS":
+        cont(30)
+    if not alive() or not isinstance(state["ev"], gdb.BreakpointEvent):
+        result("SKIP", "the target did not reach its first round under gdb")
+    start.delete()
+    # The library passing a SIGBUS on to the program (which has no
+    # handler: it dies of it) is the failure itself; caught here, before
+    # the death, so that it is reported cleanly.
+    chain["bp"] = gdb.Breakpoint("nsb_disp_chain", internal=True)
+    if chain["bp"].pending:
+        result("SKIP", "no symbol for nsb_disp_chain (a library built without it)")
+
+
+def points():
+    main = gdb.selected_thread()
+    bps = {}
+    for name in POINTS:
+        try:
+            b = gdb.Breakpoint(name, internal=True)
+        except gdb.error:
+            continue
+        if b.pending:
+            b.delete()
+            continue
+        b.thread = main.global_num
+        bps[name] = b
+    missing = [n for n in REQUIRED if n not in bps]
+    if missing:
+        result("SKIP", "no symbols for %s (a library built without them)" % " ".join(missing))
+    faulter = find_thread("faulter")
+    done_bp = gdb.Breakpoint("windows_faulted", internal=True)
+    done_bp.thread = faulter.global_num
+    page = 1
+    pending = False  # the faulter's last read still faulting (flux)
+    seen = {}
+    main.switch()
+    # At windows_round 0 now; the first stop of a step comes next.
+    while True:
+        ev = cont(30)
+        if not alive():
+            break
+        if passed_on(ev):
+            result("FAIL", "%s %s: a SIGBUS was passed on to the program (not rescued, "
+                   "not retried) after the main thread's steps" % (MODE, KIND))
+        if not isinstance(ev, gdb.BreakpointEvent):
+            if isinstance(ev, gdb.SignalEvent) and ev.stop_signal == "SIGBUS":
+                continue  # the faulter's pending fault, going on
+            if isinstance(ev, gdb.SignalEvent):
+                result("FAIL", "signal %s in thread %d at %s" % (
+                    ev.stop_signal, gdb.selected_thread().num, frame_name()))
+            continue
+        if done_bp in ev.breakpoints:
+            pending = False  # a read left faulting ended, the others running
+            continue
+        where = [n for n, b in bps.items() if b in ev.breakpoints]
+        if not where:
+            continue
+        if not pending:
+            # A fresh page: one the faulter has not read (while any are left).
+            if page == NPAGES // 2 and KIND == "middle":
+                page += 1
+            if page < NPAGES:
+                gdb.execute("set var target = %d" % page)
+                page += 1
+            gdb.execute("set var fault_go = 1")
+        outcome = run_alone(faulter, done_bp)
+        outcome = ("still " if pending else "") + outcome
+        pending = outcome.endswith("again")
+        if outcome == "died":
+            result("FAIL", "%s %s: the process died while the main thread was at %s "
+                   "(a read past the end of the file, not rescued)" % (MODE, KIND, where[0]))
+        seen.setdefault(where[0], {}).setdefault(outcome, 0)
+        seen[where[0]][outcome] += 1
+        main.switch()
+    if state["exit"] != 0:
+        result("FAIL", "%s %s: exit %s" % (MODE, KIND, state["exit"]))
+    not_hit = [n for n in REQUIRED if n not in seen]
+    if not_hit:
+        result("FAIL", "%s %s: never stopped at %s" % (MODE, KIND, " ".join(not_hit)))
+    lines = ["%-22s %s" % (n, " ".join("%s:%d" % kv for kv in sorted(o.items())))
+             for n, o in seen.items()]
+    result("PASS", "%s %s: every read rescued or retried\n%s" % (MODE, KIND, "\n".join(lines)))
+
+
+def remap():
+    main = gdb.selected_thread()
+    cut = gdb.Breakpoint("nsb_ranges_insert", internal=True)
+    if cut.pending:
+        result("SKIP", "no symbol for nsb_ranges_insert (a library built without it)")
+    cut.thread = main.global_num
+    # 1. The failing mprotect stopped between the cut of its records and
+    #    their insert (resync), alone.
+    gdb.execute("set scheduler-locking on")
+    ev = cont(30)
+    if not (isinstance(ev, gdb.BreakpointEvent) and cut in ev.breakpoints):
+        result("FAIL", "remap: the failing mprotect never put records back (%s)" % frame_name())
+    cut.delete()
+    gdb.execute("set scheduler-locking off")
+    # 2. The remapper's mmap(MAP_FIXED) begins meanwhile (alone: it
+    #    blocks on the table lock, or goes on if it took no lock).
+    remapper = find_thread("remapper")
+    rec = gdb.Breakpoint("nsb_ranges_insert", internal=True)
+    rec.thread = remapper.global_num
+    done_r = gdb.Breakpoint("windows_remapped", internal=True)
+    done_r.thread = remapper.global_num
+    remapper.switch()
+    gdb.execute("set var remap_go = 1")
+    outcome = run_alone(remapper, rec)
+    # 3. Everyone runs until the remapper is past its system call, at its
+    #    record (the mprotect ends first: it holds the lock).
+    if outcome != "done":
+        main.switch()
+        ev = cont(30)
+        if not (isinstance(ev, gdb.BreakpointEvent) and rec in ev.breakpoints):
+            result("FAIL", "remap: the remapper never reached its record (%s)" % frame_name())
+    rec.delete()
+    # 4. The faulter reads page 0 of the new mapping, alone.
+    faulter = find_thread("faulter")
+    if faulter is None:
+        result("FAIL", "remap: no faulter thread\n" + gdb.execute("thread apply all bt 4", to_string=True))
+    done_f = gdb.Breakpoint("windows_faulted", internal=True)
+    done_f.thread = faulter.global_num
+    faulter.switch()
+    gdb.execute("set var target = 0")
+    gdb.execute("set var fault_go = 1")
+    outcome = run_alone(faulter, done_f)
+    if outcome == "died":
+        result("FAIL", "remap: the process died: a read of the fresh mapping between its "
+               "mmap and its record was passed on (not rescued, not retried)")
+    # 5. All run to the end.
+    for b in (done_r, done_f):
+        b.delete()
+    gdb.execute("set var release = 1")
+    main.switch()
+    while alive():
+        ev = cont(30)
+        if passed_on(ev):
+            result("FAIL", "remap: a SIGBUS was passed on to the program at the end")
+        if isinstance(ev, gdb.SignalEvent) and ev.stop_signal not in ("SIGBUS",):
+            result("FAIL", "remap: signal %s at the end" % ev.stop_signal)
+    if state["exit"] != 0:
+        result("FAIL", "remap: exit %s" % state["exit"])
+    result("PASS", "remap: the read during the fresh mapping's window was %s" % outcome)
+
+
+setup()
+if MODE == "remap":
+    remap()
+else:
+    points()
