@@ -129,8 +129,11 @@ op_pool(struct xctx *c, enum variant v)
 	syscall(SYS_close, fd);
 }
 
-static void
-op_recv(struct xctx *c, enum variant v)
+/* Sends fd over c's socket pair (raw calls: the same for every variant)
+ * and receives it, through the library's recvmsg for V_LIB: the number it
+ * arrived at. */
+static int
+pass_fd(struct xctx *c, enum variant v, int fd)
 {
 	char data[16] = "request", in[64];
 	union {
@@ -152,7 +155,7 @@ op_recv(struct xctx *c, enum variant v)
 	h->cmsg_level = SOL_SOCKET;
 	h->cmsg_type = SCM_RIGHTS;
 	h->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(h), &c->fd, sizeof(int));
+	memcpy(CMSG_DATA(h), &fd, sizeof(int));
 	if (syscall(SYS_sendmsg, c->sock[0], &m, 0) != (long)sizeof(data))
 		bench_die("sendmsg: %s", strerror(errno));
 	got_n = v == V_LIB ? recvmsg(c->sock[1], &r, MSG_CMSG_CLOEXEC)
@@ -161,6 +164,14 @@ op_recv(struct xctx *c, enum variant v)
 	    h->cmsg_type != SCM_RIGHTS)
 		bench_die("recvmsg: %s", strerror(errno));
 	memcpy(&got, CMSG_DATA(h), sizeof(got));
+	return got;
+}
+
+static void
+op_recv(struct xctx *c, enum variant v)
+{
+	int got = pass_fd(c, v, c->fd);
+
 	if (v == V_FLOOR)
 		floor_statx(got, STATX_RECV);
 	if (v == V_LIB)
@@ -188,40 +199,14 @@ op_recv(struct xctx *c, enum variant v)
 static void
 op_cpool(struct xctx *c, enum variant v)
 {
-	char data[16] = "create_pool", in[64];
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} out_ctl, in_ctl;
-	struct iovec iov = { data, sizeof(data) }, iov_in = { in, sizeof(in) };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-	struct msghdr r = { .msg_iov = &iov_in, .msg_iovlen = 1,
-			    .msg_control = in_ctl.buf, .msg_controllen = sizeof(in_ctl.buf) };
-	struct cmsghdr *h;
-	ssize_t got_n;
 	int fd, got, pfd = -1, kfd = -1;
 	void *p;
 
 	fd = (int)syscall(SYS_memfd_create, "nsb-bench-cpool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0 || syscall(SYS_ftruncate, fd, (off_t)c->len) < 0)
 		bench_die("memfd_create: %s", strerror(errno));
-	memset(&out_ctl, 0, sizeof(out_ctl));
-	m.msg_control = out_ctl.buf;
-	m.msg_controllen = sizeof(out_ctl.buf);
-	h = CMSG_FIRSTHDR(&m);
-	h->cmsg_level = SOL_SOCKET;
-	h->cmsg_type = SCM_RIGHTS;
-	h->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(h), &fd, sizeof(int));
-	if (syscall(SYS_sendmsg, c->sock[0], &m, 0) != (long)sizeof(data))
-		bench_die("sendmsg: %s", strerror(errno));
+	got = pass_fd(c, v, fd);
 	syscall(SYS_close, fd);
-	got_n = v == V_LIB ? recvmsg(c->sock[1], &r, MSG_CMSG_CLOEXEC)
-			   : syscall(SYS_recvmsg, c->sock[1], &r, MSG_CMSG_CLOEXEC);
-	if (got_n != (ssize_t)sizeof(data) || !(h = CMSG_FIRSTHDR(&r)) ||
-	    h->cmsg_type != SCM_RIGHTS)
-		bench_die("recvmsg: %s", strerror(errno));
-	memcpy(&got, CMSG_DATA(h), sizeof(got));
 	if (v == V_LIB) {
 		p = mmap(NULL, c->len, PROT_READ | PROT_WRITE, MAP_SHARED, got, 0);
 		if (p == MAP_FAILED)
