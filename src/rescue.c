@@ -142,9 +142,16 @@ static char *signal_space;	/* nsb_signal_space() */
 #endif
 
 /* -1: not made (yet); -2: never (the kernel or NSB_TEST_ZERO_FILE says
- * no). */
+ * no); -3: being made by the one thread that claimed it (compare and
+ * swap), the others filling anonymously meanwhile: none waits for it, a
+ * thread can be stopped by the program.  The identity is written by that
+ * thread alone, before it publishes the number (release): a reader that
+ * loads the number (acquire) and then the identity, and finds the number
+ * still there, has the pair of one file. */
+#define ZERO_NEVER (-2)
+#define ZERO_MAKING (-3)
 static atomic_int zero_fd = -1;
-static _Atomic uint64_t zero_dev, zero_ino;	/* written before zero_fd */
+static _Atomic uint64_t zero_dev, zero_ino;
 static atomic_bool zero_off;
 
 /* [signal-safe] Is fd the zero file?  Keeps errno. */
@@ -154,26 +161,28 @@ zero_file_is(int fd)
 	int saved_errno = errno;
 	struct stat st;
 	bool ours = fd >= 0 && nsb_fstat(fd, &st) == 0 &&
-		    (uint64_t)st.st_ino == atomic_load(&zero_ino) &&
-		    (uint64_t)st.st_dev == atomic_load(&zero_dev);
+		    nsb_rescue_zero_file((uint64_t)st.st_dev, (uint64_t)st.st_ino);
 
 	errno = saved_errno;
 	return ours;
 }
 
-/* [signal-safe] */
+/* [signal-safe] Is (dev, ino) the published zero file's?  No while one is
+ * being made (its identity may be half written). */
 bool
 nsb_rescue_zero_file(uint64_t dev, uint64_t ino)
 {
-	return atomic_load_explicit(&zero_fd, memory_order_acquire) >= 0 &&
-	       ino == atomic_load(&zero_ino) && dev == atomic_load(&zero_dev);
+	int fd = atomic_load_explicit(&zero_fd, memory_order_acquire);
+	bool same = fd >= 0 && ino == atomic_load(&zero_ino) && dev == atomic_load(&zero_dev);
+
+	return same && atomic_load(&zero_fd) == fd;
 }
 
-/* [signal-safe] A new zero file, numbered high; -1, or -2 if the kernel
- * has none to give.  Out of line: its frame (a struct stat) is on the
+/* [signal-safe] A new zero file, numbered high, its identity in *dev and
+ * *ino; -1, or -2 if the kernel has none to give.  Out of line: its frame (a struct stat) is on the
  * handler's stack only while the file is made (SPEC §5's budget). */
 __attribute__((noinline)) static int
-zero_file_make(void)
+zero_file_make(uint64_t *dev, uint64_t *ino)
 {
 	const int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL;
 	struct rlimit rl;
@@ -203,8 +212,8 @@ zero_file_make(void)
 			fd = high;
 		}
 	}
-	atomic_store(&zero_dev, (uint64_t)st.st_dev);
-	atomic_store(&zero_ino, (uint64_t)st.st_ino);
+	*dev = (uint64_t)st.st_dev;
+	*ino = (uint64_t)st.st_ino;
 	return fd;
 }
 
@@ -213,25 +222,27 @@ static int
 zero_file(void)
 {
 	int fd = atomic_load_explicit(&zero_fd, memory_order_acquire), made;
+	uint64_t dev, ino;
 
 	if (fd >= 0 && zero_file_is(fd))
 		return fd;
-	if (fd == -2 || atomic_load_explicit(&zero_off, memory_order_relaxed) ||
-	    nsb_in_vfork_child() || !nsb_unfiltered())
+	if (fd == ZERO_NEVER || fd == ZERO_MAKING ||
+	    atomic_load_explicit(&zero_off, memory_order_relaxed) || nsb_in_vfork_child() ||
+	    !nsb_unfiltered())
 		return -1;
-	/* Not made, or the program closed or reused its number: another.
-	 * Two threads may make one each: the second closes its own. */
-	made = zero_file_make();
-	if (made == -2) {
-		atomic_compare_exchange_strong(&zero_fd, &fd, -2);
+	/* Not made, or the program closed or reused its number: another,
+	 * by the thread that claims the making; one that finds it claimed
+	 * (here or above) fills anonymously. */
+	if (!atomic_compare_exchange_strong(&zero_fd, &fd, ZERO_MAKING))
+		return -1;
+	made = zero_file_make(&dev, &ino);
+	if (made < 0) {
+		atomic_store_explicit(&zero_fd, made == -2 ? ZERO_NEVER : -1, memory_order_release);
 		return -1;
 	}
-	if (made < 0)
-		return -1;
-	if (!atomic_compare_exchange_strong(&zero_fd, &fd, made)) {
-		(void)syscall(SYS_close, made);
-		return fd >= 0 && zero_file_is(fd) ? fd : -1;
-	}
+	atomic_store_explicit(&zero_dev, dev, memory_order_relaxed);
+	atomic_store_explicit(&zero_ino, ino, memory_order_relaxed);
+	atomic_store_explicit(&zero_fd, made, memory_order_release);
 	return made;
 }
 
@@ -382,6 +393,11 @@ give_back(const struct nsb_vma *vma, void *arg)
 void
 nsb_rescue_after_fork_child(void)
 {
+	int making = ZERO_MAKING;
+
+	/* A zero file being made by a thread the child does not have: the
+	 * child makes its own when it needs one. */
+	atomic_compare_exchange_strong(&zero_fd, &making, -1);
 	for (int i = 0; busy && i < BUSY_SLOTS; i++) {
 		struct lost_rescue l = { atomic_load(&busy[i].acct), atomic_load(&busy[i].start),
 					 atomic_load(&busy[i].end) };

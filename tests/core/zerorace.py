@@ -1,0 +1,100 @@
+# SPDX-License-Identifier: MIT
+"""core-zerorace's driver, run inside gdb (windows-run.py starts it): holds
+one thread of core-zerorace-target in the making of the zero file
+(rescue.c's zero_file_make, run to its return with `finish`) and runs the
+other thread alone (scheduler-locking) through its own first fill; where
+that thread makes a file too, it is held after its making likewise, and
+the first goes on first.  Then all run to the target's verdict.
+
+Prints "WINDOWS PASS ..." or "WINDOWS FAIL ..." (or "WINDOWS SKIP reason").
+"""
+import gdb
+
+state = {"ev": None}
+gdb.events.stop.connect(lambda ev: state.__setitem__("ev", ev))
+
+
+def result(word, text):
+    print("WINDOWS %s %s" % (word, text), flush=True)
+    if gdb.selected_inferior().pid:
+        gdb.execute("kill", to_string=True)
+    gdb.execute("quit 0")
+
+
+def go(cmd):
+    state["ev"] = None
+    try:
+        gdb.execute(cmd, to_string=True)
+    except gdb.error as e:
+        result("FAIL", "%s: %s" % (cmd, e))
+    if gdb.selected_inferior().pid == 0:
+        result("FAIL", "the target ended during %s" % cmd)
+    return state["ev"]
+
+
+def stopped_at(ev, bp):
+    return isinstance(ev, gdb.BreakpointEvent) and bp in ev.breakpoints
+
+
+def racer(exclude):
+    for t in gdb.selected_inferior().threads():
+        if t == exclude:
+            continue
+        t.switch()
+        f = gdb.newest_frame()
+        while f is not None:
+            if f.name() == "zerorace_racer":
+                return t
+            f = f.older()
+    return None
+
+
+gdb.execute("set pagination off")
+gdb.execute("set confirm off")
+gdb.execute("set print thread-events off")
+gdb.execute("handle SIGBUS nostop noprint pass")
+gdb.execute("set breakpoint pending on")
+make = gdb.Breakpoint("zero_file_make", internal=True)
+done = gdb.Breakpoint("zerorace_done", internal=True)
+end = gdb.Breakpoint("zerorace_verdict", internal=True)
+try:
+    gdb.execute("run", to_string=True)
+except gdb.error as e:
+    result("SKIP", "gdb cannot run the target (ptrace refused?): %s" % e)
+ev = state["ev"]
+if make.pending:
+    result("SKIP", "no symbol for zero_file_make (a library built without it)")
+if gdb.selected_inferior().pid == 0:
+    result("SKIP", "the target did not run under gdb")
+if not stopped_at(ev, make):
+    result("FAIL", "the first racing fill did not make the zero file (stopped: %s)" % ev)
+first = gdb.selected_thread()
+gdb.execute("set scheduler-locking on")
+go("finish")                     # first: made, not yet published
+second = racer(first)
+if second is None:
+    result("FAIL", "no second racing thread")
+second.switch()
+ev = go("continue")
+steps = "second filled while the first was making"
+if stopped_at(ev, make):         # the second makes one too
+    go("finish")
+    first.switch()
+    if not stopped_at(go("continue"), done):
+        result("FAIL", "the first thread did not end its fill")
+    second.switch()
+    steps = "both made a file; the first published first"
+if not stopped_at(state["ev"] if stopped_at(state["ev"], done) else go("continue"), done):
+    result("FAIL", "the second thread did not end its fill")
+if steps.startswith("second"):
+    first.switch()
+    if not stopped_at(go("continue"), done):
+        result("FAIL", "the first thread did not end its fill")
+gdb.execute("set scheduler-locking off")
+make.enabled = False
+done.enabled = False
+if not stopped_at(go("continue"), end):
+    result("FAIL", "the target gave no verdict (stopped: %s)" % state["ev"])
+ok = int(gdb.parse_and_eval("ok"))
+msg = gdb.parse_and_eval("(char *)&zerorace_msg").string()
+result("PASS" if ok else "FAIL", "%s: %s" % (steps, msg))
