@@ -50,7 +50,7 @@ zerorace_verdict(int ok)
 	__asm__ volatile("" : : "r"(ok) : "memory");
 }
 
-static void
+static void __attribute__((noreturn, format(printf, 2, 3)))
 verdict(bool ok, const char *fmt, ...)
 {
 	va_list ap;
