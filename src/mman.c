@@ -598,7 +598,8 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	}
 	/* A new mapping where the kernel found room: a record there is one a
 	 * raw call (munmap, shmdt, mremap) left behind. */
-	nsb_ranges_cut(replacing ? start : (uintptr_t)p, replacing ? end : round_up((uintptr_t)p + len, unit));
+	nsb_ranges_cut_stale(replacing ? start : (uintptr_t)p,
+			     replacing ? end : round_up((uintptr_t)p + len, unit));
 	if (d.protect)
 		nsb_policy_prepare();
 	if (d.protect && (!policy_only || nsb_ranges_reserve(4) == 0)) {
@@ -646,7 +647,7 @@ nsb_forget_stale(void *p, size_t len)
 	    !nsb_ranges_overlap(s, e))
 		return;
 	nsb_ranges_lock();
-	(void)nsb_ranges_cut(s, e);
+	nsb_ranges_cut_stale(s, e);
 	nsb_ranges_unlock();
 	errno = saved_errno;
 }

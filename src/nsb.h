@@ -556,9 +556,13 @@ void nsb_ranges_unlock(void);
 int nsb_ranges_reserve(size_t n);
 /* 0, or -1 with errno ENOMEM (table full). */
 int nsb_ranges_insert(const struct nsb_range *r);
-/* Removes [start, end) from every record, splitting as needed.  On return
- * no rescue is still using the removed pieces. */
+/* Removes [start, end) from every record, splitting as needed (only a
+ * split needs room: a cut of whole records never fails).  On return no
+ * rescue is still using the removed pieces. */
 int nsb_ranges_cut(uintptr_t start, uintptr_t end);
+/* The same, for the records a raw call left where a new mapping is: never
+ * fails; without room to split a record, the whole records there go. */
+void nsb_ranges_cut_stale(uintptr_t start, uintptr_t end);
 /* Makes the two records that meet at addr one, where they are one
  * mapping's contiguous pieces alike in everything (as the kernel's VMAs
  * are one there). */

@@ -989,7 +989,8 @@ apply(struct table *t, const struct op *op, bool count)
 
 /*
  * Applies op to both copies; see the comment at the top.  (Each inserts
- * at most two records: the pieces of two splits.)
+ * at most two records: the pieces of two splits; none where the op's span
+ * holds whole records, which is then made without room.)
  *
  * The copies hold the same records before the op, so they hold the same
  * after it.  Where both are one chunk, and the op made or freed none in
@@ -1007,12 +1008,21 @@ update(const struct op *op)
 	struct table *in, *out;
 	const struct slot *chunk = NULL;
 	uint32_t inserts, reshapes;
-	int inactive;
+	int inactive, err = errno;
 
-	if (nsb_ranges_reserve(2) < 0)
-		return -1;
 	inactive = 1 - atomic_load(&active);
 	in = &copies[inactive];
+	/* An op on whole records only removes or changes them (apply()):
+	 * it needs no room, and never fails for want of it. */
+	if (nsb_ranges_reserve(2) < 0) {
+		struct pos p;
+		size_t k;
+
+		if (op->kind == OP_INSERT || op->kind == OP_JOIN ||
+		    !whole_records(in, op->r.start, op->r.end, &p, &k))
+			return -1;
+		errno = err;
+	}
 	out = &copies[inactive ^ 1];
 	if (in->nc == 1 && out->nc == 1 && in->n <= COPY_MAX)
 		chunk = in->c->r[0].s;
@@ -1126,6 +1136,34 @@ nsb_ranges_cut_found(uintptr_t start, uintptr_t end)
 	op.r.start = start;
 	op.r.end = end;
 	return update(&op);
+}
+
+/*
+ * A cut that must not fail: the records a raw call (munmap, shmdt, mremap)
+ * left where a new mapping now is.  Where the table has no room to split
+ * a record that [start, end) cuts part of, the whole records it meets go
+ * (a cut of whole records needs no room): the rest of such a record loses
+ * its protection, rather than the new mapping gaining one that is not
+ * its own.
+ */
+void
+nsb_ranges_cut_stale(uintptr_t start, uintptr_t end)
+{
+	const struct table *t;
+	struct pos p;
+	int err = errno;
+
+	if (!overlap_locked(start, end) || nsb_ranges_cut_found(start, end) == 0)
+		return;
+	t = &copies[atomic_load(&active)];
+	p = find_pos(t, end - 1);
+	if (!at_end(t, p) && slot_end(at(t, p)) > end)
+		end = slot_end(at(t, p));
+	p = find_pos(t, start);
+	if (!at_end(t, p) && slot_end(at(t, p)) > start)
+		start = at(t, p)->start;
+	(void)nsb_ranges_cut_found(start, end);
+	errno = err;
 }
 
 int
