@@ -5,7 +5,7 @@ there and windows.c).  Usage: windows-run.py TARGET DRIVER MODE [KIND]
 
 Exit 0 on "WINDOWS PASS", 77 (skipped, with the reason) where gdb is
 missing or may not trace, 1 otherwise.  The whole run is killed after
-150 s (a hang fails)."""
+150 s times NSB_TIMEOUT_MULTIPLIER (a hang fails)."""
 import os
 import shutil
 import signal
@@ -22,13 +22,15 @@ env = dict(os.environ, WINDOWS_MODE=mode, WINDOWS_KIND=kind)
 proc = subprocess.Popen([gdb, "-q", "-batch", "-nx", "-x", driver, "--args", target, mode, kind],
                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
                         start_new_session=True)
+# Scaled as the tests' budgets are (a virtual machine under TCG: 8).
+limit = 150 * max(1.0, float(os.environ.get("NSB_TIMEOUT_MULTIPLIER", "1") or "1"))
 try:
-    out, err = proc.communicate(timeout=150)
+    out, err = proc.communicate(timeout=limit)
 except subprocess.TimeoutExpired:
     os.killpg(proc.pid, signal.SIGKILL)
     out, err = proc.communicate()
     print(out[-4000:])
-    print("FAIL: %s %s: no end after 150 s (a hang)" % (mode, kind))
+    print("FAIL: %s %s: no end after %d s (a hang)" % (mode, kind, limit))
     sys.exit(1)
 lines = [line for line in out.splitlines() if line.startswith("WINDOWS ")]
 verdict = out[out.find("WINDOWS "):] if lines else ""
