@@ -11,7 +11,8 @@
  * Its calls fall in two sets (libnosigbus(7), "Sandboxes", has the table):
  *  - those every filter allows, because the C library and every program
  *    make them: read, write, close, fstat, fcntl, mmap, munmap, mprotect,
- *    mremap, the rt_sig* calls, getpid, gettid, tgkill, futex;
+ *    mremap, the rt_sig* calls, getpid, gettid, tgkill, futex,
+ *    sched_yield;
  *  - the others, each of which some filter refuses or kills on: statx,
  *    fstatfs, open_tree, mincore, ioctl(PROCMAP_QUERY), openat of /proc
  *    (a browser traps it to its broker), memfd_create (with the
