@@ -16,17 +16,6 @@
 
 #define N 40
 
-static size_t
-vm_size(void)
-{
-	FILE *f = fopen("/proc/self/statm", "re");
-	unsigned long pages = 0;
-
-	NSBT_CHECK(f && fscanf(f, "%lu", &pages) == 1, "statm");
-	fclose(f);
-	return pages * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 static void
 tight(void *arg)
 {
@@ -44,7 +33,7 @@ tight(void *arg)
 	NSBT_CHECK(core_stats().mappings == N, "%llu records, not %d",
 		   (unsigned long long)core_stats().mappings, N);
 	NSBT_CHECK(getrlimit(RLIMIT_AS, &rl) == 0, "getrlimit");
-	rl.rlim_cur = vm_size();
+	rl.rlim_cur = core_vm_size();
 	NSBT_CHECK(setrlimit(RLIMIT_AS, &rl) == 0, "setrlimit: %s", strerror(errno));
 	if (how == 0) {
 		char *p = mremap(w, 2 * N * ps - ps, ps, 0);

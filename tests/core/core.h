@@ -222,6 +222,19 @@ core_touch_fn(void *arg)
 		(void)*t->p;
 }
 
+/* The process's address space in bytes (/proc/self/statm), for tests
+ * that set RLIMIT_AS just above what is mapped. */
+static inline size_t
+core_vm_size(void)
+{
+	FILE *f = fopen("/proc/self/statm", "re");
+	unsigned long pages = 0;
+
+	NSBT_CHECK(f && fscanf(f, "%lu", &pages) == 1, "statm");
+	fclose(f);
+	return pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
 /* Touches p in a child and returns how the child ended. */
 static inline int
 core_touch_status(void *p, bool write)

@@ -25,17 +25,6 @@
 
 #define PAGES 16384
 
-static size_t
-vm_size(void)
-{
-	FILE *f = fopen("/proc/self/statm", "re");
-	unsigned long pages = 0;
-
-	NSBT_CHECK(f && fscanf(f, "%lu", &pages) == 1, "statm");
-	fclose(f);
-	return pages * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 /* Raw, so that the library sees none of it: [p, p + len) anonymous. */
 static bool
 raw_fill(void *p, size_t len)
@@ -55,7 +44,7 @@ tight(void *arg)
 
 	(void)arg;
 	NSBT_CHECK(getrlimit(RLIMIT_AS, &rl) == 0, "getrlimit");
-	rl.rlim_cur = vm_size();
+	rl.rlim_cur = core_vm_size();
 	NSBT_CHECK(setrlimit(RLIMIT_AS, &rl) == 0, "setrlimit: %s", strerror(errno));
 	/* What stdio gave back since is room too: taken, a page at a time. */
 	for (;;) {
