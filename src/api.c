@@ -128,6 +128,12 @@ nosigbus_protect(void *addr, size_t len)
 
 	if (!user_span(addr, len, &start, &end))
 		return -1;
+	/* From a handler that interrupted this thread's own call to the
+	 * library (ranges.c, nested calls): the table is that call's. */
+	if (nsb_ranges_nested()) {
+		errno = EAGAIN;
+		return -1;
+	}
 
 	memset(&w, 0, sizeof(w));
 	w.start = w.next = start;
@@ -171,6 +177,12 @@ nosigbus_unprotect(void *addr, size_t len)
 
 	if (!user_span(addr, len, &start, &end))
 		return -1;
+	/* Nested (ranges.c): the records are cut when the interrupted call
+	 * lets go of the table, and no rescue trusts them meanwhile. */
+	if (nsb_ranges_nested()) {
+		nsb_ranges_note(start, end);
+		return 0;
+	}
 	nsb_ranges_lock();
 	ret = nsb_ranges_cut(start, end);
 	nsb_ranges_unlock();
@@ -188,6 +200,8 @@ nosigbus_refresh(void *addr, size_t len)
 
 	if (!user_span(addr, len, &start, &end))
 		return -1;
+	if (nsb_ranges_nested())	/* (ranges.c) nothing shown again */
+		return 0;
 	nsb_ranges_lock();
 	pages = nsb_refresh(start, end, false);
 	nsb_ranges_unlock();

@@ -369,7 +369,7 @@ nsb_disp_install(void)
 	if (!atomic_load(&installed)) {
 		void *p = state ? state : nsb_memory(sizeof(*state));
 
-		if (!p || nsb_rescue_prepare() < 0) {
+		if (!p || nsb_rescue_prepare() < 0 || nsb_ranges_prepare() < 0) {
 			state = p;
 			ret = -1;
 			goto out;
@@ -382,7 +382,7 @@ nsb_disp_install(void)
 			 * block signals from now on (process.c; no thread holds
 			 * one without the mask before this is done). */
 			if (is_function(&act))
-				nsb_process_handler_coming();
+				nsb_process_handler_coming(sig);
 			write_action(sig, &act, wrapped(sig, &act));
 			if (sig == SIGBUS || wrapped(sig, &act))
 				kernel_install(sig, &act);
@@ -420,7 +420,7 @@ nsb_disp_action(int sig, const struct sigaction *act, struct sigaction *old)
 	/* Before the kernel can run it, and before any lock (process.c).  (A
 	 * bad pointer dies here as it would in the C library's copy.) */
 	if (act && sig > 0 && sig < NSIGS && !kernel_only(sig) && is_function(act))
-		nsb_process_handler_coming();
+		nsb_process_handler_coming(sig);
 	if (!atomic_load(&installed) || sig <= 0 || sig >= NSIGS || kernel_only(sig))
 		return nsb_sys_sigaction(sig, act, old);
 	/* Read the program's memory before any lock: a bad pointer kills

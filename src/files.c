@@ -725,8 +725,10 @@ nsb_files_closing(unsigned first, unsigned last)
 		any = fd >= 0 && (unsigned)fd >= first && (unsigned)fd <= last;
 	}
 	/* A vfork child closes in a descriptor table of its own, over our
-	 * memory: nothing of the parent's to keep there. */
-	if (!any || nsb_in_vfork_child())
+	 * memory: nothing of the parent's to keep there.  A nested call
+	 * (ranges.c) cannot take the lock: the file is then checked as one
+	 * of no descriptor (libnosigbus(7), "End of file"). */
+	if (!any || nsb_in_vfork_child() || nsb_ranges_nested())
 		return;
 	nsb_ranges_lock();
 	top = atomic_load(&watching->top);
@@ -1247,8 +1249,16 @@ may_dup(int old, int new)
 	if (new >= 0)
 		nsb_files_closing((unsigned)new, (unsigned)new);
 	/* A vfork child replaces the number in a descriptor table of its
-	 * own: ours stays where it is in the parent's. */
-	return is_kept(new) && !nsb_in_vfork_child() && move_away(new);
+	 * own: ours stays where it is in the parent's.  A nested call
+	 * (ranges.c) cannot take the lock to move ours: it fails with EBUSY,
+	 * as a dup2 onto a number another thread is opening does. */
+	if (!is_kept(new) || nsb_in_vfork_child())
+		return 0;
+	if (nsb_ranges_nested()) {
+		errno = EBUSY;
+		return -1;
+	}
+	return move_away(new);
 }
 
 /* A dup2/dup3 that failed after ours moved away: the old number is ours
@@ -1324,8 +1334,12 @@ static int
 close_around(unsigned first, unsigned last, int flags)
 {
 	int fd, ret = 0;
+	/* A nested call (ranges.c): the lock is this thread's, held by the
+	 * call it interrupted, which keeps no new descriptor meanwhile. */
+	bool nested = nsb_ranges_nested();
 
-	nsb_ranges_lock();
+	if (!nested)
+		nsb_ranges_lock();
 	while (first <= last && (fd = next_kept(first, last)) >= 0) {
 		if ((unsigned)fd > first) {
 			if (sys_close_range(first, (unsigned)fd - 1, flags) < 0) {
@@ -1343,7 +1357,8 @@ close_around(unsigned first, unsigned last, int flags)
 	if (first <= last)
 		ret = sys_close_range(first, last, flags);
 out:
-	nsb_ranges_unlock();
+	if (!nested)
+		nsb_ranges_unlock();
 	return ret;
 }
 

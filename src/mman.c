@@ -340,6 +340,25 @@ resync(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys
 }
 
 /*
+ * Table lock held: the records of [start, end), which a call nested in a
+ * handler may have made stale (ranges.c, settle()), made the kernel's
+ * again: those it still shows stay, with its protection; the others go.
+ * Without room to ask, they all go.
+ */
+void
+nsb_resync_noted(uintptr_t start, uintptr_t end)
+{
+	struct nsb_saved cands;
+
+	nsb_saved_init(&cands);
+	if (nsb_ranges_collect(start, end, &cands) < 0 || nsb_ranges_reserve(cands.n + 4) < 0)
+		nsb_ranges_cut_stale(start, end);
+	else if (cands.n)
+		resync(start, end, &cands, false, true);
+	nsb_saved_free(&cands);
+}
+
+/*
  * The records of [*start, *end) into before, the span widened to whole
  * huge pages if records of hugetlbfs lie there: a call that the kernel
  * refuses for splitting one changes nothing, and resync() must not split
@@ -509,6 +528,22 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	int err, may = -1;
 
 	nsb_init();
+	/* From a handler that interrupted this thread's own call to the
+	 * library (ranges.c, nested calls): no decision (it may need memory
+	 * the interrupted call is taking), no record, no wait; what the
+	 * mapping replaces is noted. */
+	if (__builtin_expect(nsb_ranges_nested(), 0)) {
+		if ((flags & MAP_NOSIGBUS) && (flags & MAP_TYPE) != MAP_PRIVATE && nsb_config.strict) {
+			errno = (flags & MAP_TYPE) == MAP_SHARED_VALIDATE ? EOPNOTSUPP : EINVAL;
+			return MAP_FAILED;
+		}
+		if ((flags & MAP_FIXED) && span_of(addr, len ? len : 1, nsb_config.page_size, &start, &end))
+			nsb_ranges_note(start, end);
+		p = nsb_sys_mmap(addr, len, prot, kflags, fd, off);
+		if (p != MAP_FAILED && !(flags & MAP_FIXED))
+			nsb_forget_stale(p, len);
+		return p;
+	}
 	nsb_policy_decide(prot, flags, fd, &d);
 	if (d.protect && (d.meta & NSB_META_SHARED) && nsb_config.strict) {
 		if (flags & MAP_NOSIGBUS) {
@@ -964,7 +999,8 @@ lock_all(long nr, long arg, uint32_t set, uint32_t clear)
 	uintptr_t end = UINTPTR_MAX & ~(uintptr_t)(nsb_config.page_size - 1);
 	int ret, err;
 
-	if (nsb_ranges_none() || (nr == SYS_mlockall && !(arg & MCL_CURRENT)))
+	/* Nested (ranges.c): the records' lock bits stay as they were. */
+	if (nsb_ranges_none() || (nr == SYS_mlockall && !(arg & MCL_CURRENT)) || nsb_ranges_nested())
 		return (int)syscall(nr, arg);
 	nsb_init();
 	nsb_ranges_lock();
@@ -1329,7 +1365,7 @@ madvise_remove(void *addr, size_t len)
 	/* EINVAL at a rescue's anonymous memory, EACCES at a private
 	 * mapping of the zero file (rescue.c). */
 	if (ret == 0 || (err != EINVAL && err != EACCES) || !len || !page_aligned((uintptr_t)addr) ||
-	    !span_of(addr, len, nsb_config.page_size, &start, &end) ||
+	    !span_of(addr, len, nsb_config.page_size, &start, &end) || nsb_ranges_nested() ||
 	    nsb_ranges_replaced(start, end) == 0)
 		return ret;
 	if (lock_span(start, end, &wstart, &wend, &before) < 0) {
@@ -1419,7 +1455,8 @@ our_process_madvise(int pidfd, const struct iovec *iov, size_t n, int advice, un
 	ssize_t ret;
 	int err;
 
-	if (!fork_advice(advice, &set, &clear) || nsb_ranges_none())
+	/* Nested (ranges.c): the records' advice bits stay as they were. */
+	if (!fork_advice(advice, &set, &clear) || nsb_ranges_none() || nsb_ranges_nested())
 		return f ? f(pidfd, iov, n, advice, flags)
 			 : syscall(SYS_process_madvise, pidfd, iov, n, advice, flags);
 	nsb_ranges_lock();

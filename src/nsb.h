@@ -384,23 +384,22 @@ nsb_init(void)
 /* ---- process.c: the library's locks, and what fork does to its state -- */
 
 /*
- * No handler of the program's ever runs in a thread that holds a lock of
- * the library: a signal handler can never find a lock held by its own
- * thread (so every interposed call may be made from any handler), and the
- * program can never stop a holder with one of its own handlers (so nobody
- * waits for a thread the program has suspended, SPEC §5 "Progress").
- * nsb_lock() blocks every signal while the lock is held.  nsb_lock_quiet()
- * does the same, unless the process has no handler of the program's that
- * could run (process.c): then there is nothing to block, and the two
- * rt_sigprocmask calls are saved.
+ * No handler of the program's that could stop its thread ever runs in a
+ * thread that holds a lock of the library's, so the program can never
+ * stop a holder with one of its own handlers (nobody waits for a thread
+ * the program has suspended, SPEC §5 "Progress").  nsb_lock() blocks
+ * every signal while the lock is held.  nsb_lock_quiet() does the same,
+ * unless the program has no handler, or handlers only for its own faults
+ * (process.c): then the two rt_sigprocmask calls are saved, and a call
+ * from a fault handler sent to a holder is a nested call (ranges.c).
  */
 struct nsb_lock {
-	pthread_mutex_t mutex;
+	atomic_int word;	/* the holder's number | waiters (process.c) */
 	sigset_t saved;		/* the holder's mask, restored at unlock */
 	bool masked;		/* the holder blocked signals (saved is valid) */
 	bool inner;		/* ... by an outer lock of its thread (saved is not) */
 };
-#define NSB_LOCK_INITIALIZER { PTHREAD_MUTEX_INITIALIZER, { { 0 } }, false, false }
+#define NSB_LOCK_INITIALIZER { 0, { { 0 } }, false, false }
 void nsb_lock(struct nsb_lock *l);
 void nsb_lock_quiet(struct nsb_lock *l);
 void nsb_unlock(struct nsb_lock *l);
@@ -408,7 +407,10 @@ void nsb_unlock(struct nsb_lock *l);
  * the kernel): from now on every lock blocks signals.  Returns once no
  * thread holds a lock without having blocked them.  Not called under a
  * lock of the library's. */
-void nsb_process_handler_coming(void);
+void nsb_process_handler_coming(int sig);
+/* [signal-safe] Does this thread hold l?  Exact at every instant, from a
+ * handler that interrupted its holder too. */
+bool nsb_lock_mine(struct nsb_lock *l);
 extern struct nsb_lock nsb_table_lock;	/* ranges.c and files.c */
 extern struct nsb_lock nsb_disp_lock;	/* dispositions.c */
 extern struct nsb_lock nsb_timers_lock;	/* threads.c */
@@ -631,7 +633,17 @@ size_t nsb_ranges_replaced(uintptr_t start, uintptr_t end);
 
 void nsb_ranges_fail_next_alloc(void);	/* test hook */
 void nsb_ranges_test_chunk(size_t n);	/* test hook: records per chunk */
-void nsb_ranges_after_fork_child(void);
+void nsb_ranges_after_fork_child(bool nested);
+/* [signal-safe] Nested calls (ranges.c): is this call of the program's
+ * made from a handler that interrupted this thread while it held the
+ * table lock?  Then it goes to the kernel, after nsb_ranges_note() of the
+ * span whose records it may make stale. */
+bool nsb_ranges_nested(void);
+void nsb_ranges_note(uintptr_t start, uintptr_t end);
+int nsb_ranges_prepare(void);	/* with the handler: 0, or -1 (ENOMEM) */
+/* mman.c: the records of a noted span made the kernel's again (table
+ * lock held). */
+void nsb_resync_noted(uintptr_t start, uintptr_t end);
 
 /* ---- account.c: which units the library replaced ---------------------- */
 

@@ -3,26 +3,32 @@
  * process.c - the library's locks, and the one place that says what fork
  * does to the library's per-process state (SPEC §7).
  *
- * No handler of the program's ever runs in a thread that holds a lock, so
- * a handler that calls mmap or sigaction never finds the lock held by its
- * own thread, and a program that stops threads from a handler (a garbage
- * collector) can never stop one holding it.  Holders only make system
- * calls and touch the library's memory.  nsb_lock() keeps handlers out by
- * blocking every signal for as long as the lock is held: two
- * rt_sigprocmask calls, as much as a one-page mprotect costs.  In a
- * process that has no handler of its own there is nothing to keep out:
- * every other signal is ignored, stops or kills the whole process (which
- * stops every thread, not one holder), or is the C library's (SIGCANCEL,
- * SIGSETXID: never blocked by the library either), or SIGBUS, whose
- * handler, the library's, takes no lock.  nsb_lock_quiet(), the table
- * lock's, then skips the mask.  "No handler" is known once the library's
- * own is installed (dispositions.c asks the kernel for every signal's
- * action then, and sees every later sigaction, signal, sigset...); the
- * first handler the program installs ends it for good
- * (nsb_process_handler_coming), after the threads that hold a lock
- * without the mask have let go: the program cannot stop them, having no
- * handler yet.  A handler installed with a raw system call is not seen
- * (libnosigbus(7), "Limitations").
+ * No handler of the program's that could stop its thread ever runs in a
+ * thread that holds a lock, so a program that stops threads from a
+ * handler (a garbage collector) can never stop one holding it.  Holders
+ * only make system calls and touch the library's memory.  nsb_lock()
+ * keeps handlers out by blocking every signal for as long as the lock is
+ * held: two rt_sigprocmask calls, as much as a one-page mprotect costs.
+ * nsb_lock_quiet(), the table lock's, skips the mask where the program has
+ * no handler of its own, or handlers only for signals of its own faults
+ * (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGABRT: Rust's stack
+ * guard, crash reporters, a sandbox's SIGSYS; own_fault_signal below).
+ * Every other signal is then ignored, stops or kills the whole process
+ * (which stops every thread, not one holder), or is the C library's
+ * (SIGCANCEL, SIGSETXID: never blocked by the library either); a holder
+ * raises no fault, so a fault handler runs in one only where another
+ * thread or process sends its signal, and then its calls to the library
+ * are nested calls (ranges.c): they go straight to the kernel rather than
+ * wait for the lock their own thread holds, which the lock words tell
+ * exactly (nsb_lock_mine).  Such a handler is taken not to stop its thread
+ * to wait for another (libnosigbus(7), "Limitations").  The handlers are
+ * known once the library's own is installed (dispositions.c asks the
+ * kernel for every signal's action then, and sees every later sigaction,
+ * signal, sigset...); the first other handler the program installs ends
+ * it for good (nsb_process_handler_coming), after the threads that hold
+ * a lock without the mask have let go: the program cannot stop them, with
+ * no such handler yet.  A handler installed with a raw system call is not
+ * seen (libnosigbus(7), "Limitations").
  *
  * fork: the parent takes every lock last, after the program's own fork
  * handlers have run (nsb_process_start), so the child never inherits
@@ -62,6 +68,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -82,7 +89,7 @@ __thread pid_t nsb_vfork_tid __attribute__((tls_model("initial-exec"), visibilit
 static __thread pid_t cached_tid __attribute__((tls_model("initial-exec")));
 /* Between our fork handlers, in the forking thread: the caches are the
  * parent's, and this may already be the child. */
-static __thread bool forking __attribute__((tls_model("initial-exec")));
+static __thread uint8_t forking __attribute__((tls_model("initial-exec")));
 /* The fork took the locks (not in a process of one thread). */
 static bool fork_locked;
 
@@ -127,10 +134,88 @@ nsb_process_map_end(void)
 /* The mask this thread had before it took its first lock. */
 static __thread sigset_t *outer_mask __attribute__((tls_model("initial-exec")));
 
-/* Set for good when the program may have a handler; threads that hold (or
- * wait for) a lock without having blocked signals. */
+/* Set for good when the program may have a handler that is not for its
+ * own faults (nsb_process_handler_coming); threads that hold (or wait
+ * for) a lock without having blocked signals, in all and in this thread
+ * (a handler that interrupted one may install a handler itself). */
 static atomic_bool handlers_possible;
 static atomic_long unmasked;
+static __thread int my_unmasked __attribute__((tls_model("initial-exec")));
+
+/*
+ * The locks are words of our own, not pthread mutexes: the word is its
+ * holder's number, set by the one instruction that takes the lock and
+ * cleared by the one that lets it go, so a thread can tell at every
+ * instant whether it holds one (nsb_table_mine), even from a handler that
+ * interrupted it anywhere in nsb_lock_quiet or nsb_unlock.  A number is
+ * this thread's own, given at its first lock; a fork child's thread
+ * (and a vfork child, which runs on its parent's thread) has its
+ * parent's, which is what a child needs whose parent forked inside a
+ * holder.  WAITERS says that a thread may sleep on the word (futex).
+ */
+#define WAITERS	0x40000000
+static atomic_int next_id;
+static __thread int lock_id __attribute__((tls_model("initial-exec")));
+
+static int
+my_id(void)
+{
+	if (__builtin_expect(lock_id == 0, 0)) {
+		int id;
+
+		do
+			id = (atomic_fetch_add(&next_id, 1) + 1) & (WAITERS - 1);
+		while (id == 0);
+		lock_id = id;
+	}
+	return lock_id;
+}
+
+static void
+word_lock(atomic_int *w)
+{
+	int self = my_id(), seen = 0;
+
+	if (atomic_compare_exchange_strong(w, &seen, self))
+		return;
+	for (;;) {
+		seen = atomic_load(w);
+		if (seen == 0) {
+			/* Others may sleep: whoever lets go wakes one. */
+			if (atomic_compare_exchange_strong(w, &seen, self | WAITERS))
+				return;
+			continue;
+		}
+		if (!(seen & WAITERS) && !atomic_compare_exchange_strong(w, &seen, seen | WAITERS))
+			continue;
+		/* A handler that interrupts the wait may take the lock and let
+		 * it go in between: the loop looks again. */
+		int err = errno;
+
+		syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, seen | WAITERS, NULL, NULL, 0);
+		errno = err;
+	}
+}
+
+static void
+word_unlock(atomic_int *w)
+{
+	if (atomic_exchange(w, 0) & WAITERS) {
+		int err = errno;
+
+		syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+		errno = err;
+	}
+}
+
+/* [signal-safe] */
+bool
+nsb_lock_mine(struct nsb_lock *l)
+{
+	int w = atomic_load(&l->word);
+
+	return w != 0 && lock_id != 0 && (w & (WAITERS - 1)) == lock_id;
+}
 
 void
 nsb_lock(struct nsb_lock *l)
@@ -144,14 +229,14 @@ nsb_lock(struct nsb_lock *l)
 	 * are let go in the reverse order.  (The fork handlers take three
 	 * locks: two rt_sigprocmask calls a fork instead of six.) */
 	if (outer_mask) {
-		pthread_mutex_lock(&l->mutex);
+		word_lock(&l->word);
 		l->masked = true;
 		l->inner = true;
 		return;
 	}
 	sigfillset(&all);
 	nsb_sys_sigmask(SIG_BLOCK, &all, &old);
-	pthread_mutex_lock(&l->mutex);
+	word_lock(&l->word);
 	/* The bytes the kernel wrote (struct nsb_kset), not all 128 of a
 	 * sigset_t: the rest of old is not written, and never read. */
 	memcpy(&l->saved, &old, sizeof(struct nsb_kset));
@@ -168,13 +253,15 @@ nsb_lock_quiet(struct nsb_lock *l)
 	 * installs a handler sees us counted and waits, or we see its flag
 	 * (both sequentially consistent). */
 	if (!atomic_load(&handlers_possible) && nsb_disp_installed()) {
+		my_unmasked++;
 		atomic_fetch_add(&unmasked, 1);
 		if (!atomic_load(&handlers_possible)) {
-			pthread_mutex_lock(&l->mutex);
+			word_lock(&l->word);
 			l->masked = false;
 			return;
 		}
 		atomic_fetch_sub(&unmasked, 1);
+		my_unmasked--;
 	}
 	nsb_lock(l);
 }
@@ -185,12 +272,13 @@ nsb_unlock(struct nsb_lock *l)
 	sigset_t old;
 
 	if (!l->masked) {
-		pthread_mutex_unlock(&l->mutex);
+		word_unlock(&l->word);
 		atomic_fetch_sub(&unmasked, 1);
+		my_unmasked--;
 		return;
 	}
 	if (l->inner) {
-		pthread_mutex_unlock(&l->mutex);
+		word_unlock(&l->word);
 		return;
 	}
 	bool outermost = outer_mask == &l->saved;
@@ -198,7 +286,7 @@ nsb_unlock(struct nsb_lock *l)
 	memcpy(&old, &l->saved, sizeof(struct nsb_kset));	/* what the kernel reads */
 	if (outermost)
 		outer_mask = NULL;
-	pthread_mutex_unlock(&l->mutex);
+	word_unlock(&l->word);
 	nsb_sys_sigmask(SIG_SETMASK, &old, NULL);
 	/* A SIGBUS held for the process while this thread had every signal
 	 * blocked here: the kernel would deliver it now (dispositions.c). */
@@ -206,15 +294,39 @@ nsb_unlock(struct nsb_lock *l)
 		nsb_disp_lock_left();
 }
 
-void
-nsb_process_handler_coming(void)
+/*
+ * Signals the kernel sends a thread for what its own instruction did (a
+ * fault, a trap, a system call a seccomp filter traps) and the one its
+ * own abort() raises.  A holder runs only the library's code on the
+ * library's memory and makes only calls that every filter allows
+ * (sandbox.c), so such a handler runs in a holder only where another
+ * thread or process sends the signal (kill, pthread_kill): then the
+ * program's calls from that handler go straight to the kernel (nested
+ * calls, ranges.c).  The handlers programs install for these - Rust's
+ * stack guard, crash reporters, a sandbox's SIGSYS - do not stop their
+ * thread to wait for another, so they need no mask.
+ */
+static bool
+own_fault_signal(int sig)
 {
-	if (atomic_load(&handlers_possible))
+	switch (sig) {
+	case SIGSEGV: case SIGBUS: case SIGILL: case SIGFPE:
+	case SIGTRAP: case SIGSYS: case SIGABRT:
+		return true;
+	}
+	return false;
+}
+
+void
+nsb_process_handler_coming(int sig)
+{
+	if (own_fault_signal(sig) || atomic_load(&handlers_possible))
 		return;
 	atomic_store(&handlers_possible, true);
 	/* Holders without the mask finish what they do: a few system calls,
-	 * which no handler can interrupt (there is none yet). */
-	while (atomic_load(&unmasked) != 0)
+	 * which only the handlers of faults can interrupt.  Not this thread,
+	 * if a handler that interrupted it installs this one. */
+	while (atomic_load(&unmasked) > my_unmasked)
 		sched_yield();
 }
 
@@ -518,24 +630,38 @@ nsb_vfork_refused(void)
 /*
  * The locks are taken in this order everywhere: table, then dispositions.
  * The timers lock's holders take no other and make no call (threads.c),
- * so it could come anywhere: first, so that its saved mask is the forking
+ * so it could come anywhere but before the table's: a handler that
+ * interrupted a table holder may make a thread (the timers lock) while
+ * another thread forks.  The first lock's saved mask is the forking
  * thread's own, the one the child gets back.
+ *
+ * A fork from a handler of the program's that interrupted this thread
+ * while it held the table lock without the mask (a handler of a fault,
+ * sent by another thread: process.c above) leaves the table lock to the
+ * interrupted call, which goes on in parent and child alike once the
+ * handler returns: the child keeps it held by its thread.
  */
+/* forking == FORK_NESTED: the table lock was this thread's already (per
+ * thread: handlers on two threads may fork at once). */
+#define FORK_NESTED 2
+#define fork_nested (forking == FORK_NESTED)
+
 static void
 before_fork(void)
 {
-	forking = true;
+	forking = nsb_lock_mine(&nsb_table_lock) ? FORK_NESTED : 1;
 	/* One thread (never more since it started, nor any made behind
-	 * glibc's back): no lock is held, and none can be taken while we
-	 * fork. */
+	 * glibc's back): no lock is held but by this thread, and none can
+	 * be taken while we fork. */
 	fork_locked = !__libc_single_threaded || atomic_load(&nsb_exact);
 	if (!fork_locked)
 		return;
 	atomic_fetch_add(&forks_waiting, 1);
 	for (int i = 0; i < FORK_WAIT_YIELDS && atomic_load(&maps_in_flight) > my_maps_in_flight; i++)
 		sched_yield();
+	if (!fork_nested)
+		nsb_lock(&nsb_table_lock);
 	nsb_lock(&nsb_timers_lock);
-	nsb_lock(&nsb_table_lock);
 	nsb_lock(&nsb_disp_lock);
 }
 
@@ -544,8 +670,9 @@ after_fork_parent(void)
 {
 	if (fork_locked) {
 		nsb_unlock(&nsb_disp_lock);
-		nsb_unlock(&nsb_table_lock);
 		nsb_unlock(&nsb_timers_lock);
+		if (!fork_nested)
+			nsb_unlock(&nsb_table_lock);
 		atomic_fetch_sub(&forks_waiting, 1);
 	}
 	forking = false;
@@ -553,8 +680,9 @@ after_fork_parent(void)
 
 /* The child's reset; the locks' saved mask is the caller's business. */
 static void
-reset_child(void)
+reset_child(bool nested)
 {
+
 	/* A new pid and tid, learnt again when asked (the resets below may);
 	 * a vfork child's word, if a vfork child forked, is its memory's. */
 	atomic_store(&cached_pid, 0);
@@ -563,18 +691,21 @@ reset_child(void)
 	forking = false;
 	if (atomic_load(&nsb_exact))
 		owner_pid = getpid();
-	/* The locks are new, and this thread holds none of them. */
+	/* The locks are free, or this thread's: its number is the
+	 * parent's (my_id).  No other lock can be held by a thread with the
+	 * table lock unmasked and interrupted (a holder of the others has
+	 * every signal blocked). */
 	outer_mask = NULL;
+	atomic_store(&nsb_timers_lock.word, 0);
+	atomic_store(&nsb_disp_lock.word, 0);
+	atomic_store(&nsb_table_lock.word, nested ? my_id() : 0);
 	/* Threads that waited for the lock without the mask are not here,
 	 * nor their policy mappings in flight, nor other forks. */
-	atomic_store(&unmasked, 0);
+	atomic_store(&unmasked, my_unmasked);
 	atomic_store(&maps_in_flight, my_maps_in_flight);
 	atomic_store(&forks_waiting, 0);
-	pthread_mutex_init(&nsb_timers_lock.mutex, NULL);
-	pthread_mutex_init(&nsb_table_lock.mutex, NULL);
-	pthread_mutex_init(&nsb_disp_lock.mutex, NULL);
 	nsb_files_after_fork_child();
-	nsb_ranges_after_fork_child();
+	nsb_ranges_after_fork_child(nested);
 	nsb_rescue_after_fork_child();
 	nsb_disp_after_fork_child();
 	nsb_log_after_fork_child();
@@ -583,9 +714,9 @@ reset_child(void)
 static void
 after_fork_child(void)
 {
-	sigset_t mask = nsb_timers_lock.saved;
+	sigset_t mask = fork_nested ? nsb_timers_lock.saved : nsb_table_lock.saved;
 
-	reset_child();
+	reset_child(fork_nested);
 	if (fork_locked)
 		nsb_sys_sigmask(SIG_SETMASK, &mask, NULL);
 }
@@ -602,7 +733,9 @@ nsb_process_Fork_window(bool open)
 void
 nsb_process_after_Fork_child(void)
 {
-	reset_child();
+	/* _Fork took no lock: the table lock is this thread's only where
+	 * a handler that interrupted its holder called _Fork (above). */
+	reset_child(nsb_lock_mine(&nsb_table_lock));
 }
 
 /*

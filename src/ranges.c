@@ -291,6 +291,134 @@ next_pos(const struct table *t, struct pos p)
 	return p;
 }
 
+/* ---- nested calls ----------------------------------------------------- */
+
+/*
+ * Where the program's only handlers are for its own faults (process.c),
+ * the table lock is held without the mask, and such a handler, sent by
+ * another thread (kill, pthread_kill), may interrupt the holder and call
+ * mmap, munmap, mprotect...  That call can neither wait for the lock its
+ * own thread holds nor change a table the interrupted call is changing:
+ * it goes straight to the kernel (nsb_ranges_nested), after noting its
+ * span here.  The records there may no longer be the kernel's: no rescue
+ * trusts them (nsb_ranges_enter) until the holder has made them the
+ * kernel's again (settle(): those the kernel still shows stay, with the
+ * protection it shows, the others go) before it lets go of the lock, or,
+ * for a note made after that, the next holder as it takes it.  Asking
+ * the kernel, not cutting every record there, keeps what the interrupted
+ * call itself recorded meanwhile (a new mapping where the handler had
+ * just unmapped one).  A mapping a nested call makes gets no protection.
+ *
+ * Only the holder's thread notes (its interrupted call cannot let go
+ * meanwhile), but a handler may interrupt a note or a settling, so a slot
+ * is claimed (BUSY: a rescue there faults again, for the few
+ * instructions until the span is written), made READY before the call
+ * goes to the kernel, and freed once its records are cut.  Where every
+ * slot is taken, no record is trusted (notes_all) until the holder has
+ * cut them all.
+ */
+#define NOTES 64
+enum { NOTE_FREE, NOTE_BUSY, NOTE_READY };
+struct note {
+	atomic_int state;
+	atomic_uintptr_t start, end;
+};
+/* From the library's arena when its handler is installed (before which
+ * no lock is held without the mask, and no call can be nested): not in
+ * the library's own data, whose every page the loader maps in every
+ * process (the startup test counts the calls). */
+static struct note *notes;
+static atomic_int notes_used;	/* slots not free */
+static atomic_bool notes_all;
+
+/* [signal-safe] Is this thread's own call to the library nested in a
+ * handler that interrupted it while it held the table lock? */
+bool
+nsb_ranges_nested(void)
+{
+	return nsb_lock_mine(&nsb_table_lock);
+}
+
+/* [signal-safe] Before a nested call goes to the kernel over [start, end)
+ * (page-aligned, any length). */
+void
+nsb_ranges_note(uintptr_t start, uintptr_t end)
+{
+	if (end <= start)
+		return;
+	if (!notes) {
+		atomic_store(&notes_all, true);
+		return;
+	}
+	atomic_fetch_add(&notes_used, 1);
+	for (int i = 0; i < NOTES; i++) {
+		int free_ = NOTE_FREE;
+
+		if (!atomic_compare_exchange_strong(&notes[i].state, &free_, NOTE_BUSY))
+			continue;
+		atomic_store(&notes[i].start, start);
+		atomic_store(&notes[i].end, end);
+		atomic_store(&notes[i].state, NOTE_READY);
+		return;
+	}
+	atomic_store(&notes_all, true);
+	atomic_fetch_sub(&notes_used, 1);
+}
+
+/* [signal-safe] Does addr meet a noted span?  NONE: no; FOUND: yes;
+ * BUSY: a slot is being written. */
+static enum nsb_lookup
+noted(uintptr_t addr)
+{
+	enum nsb_lookup res = NSB_LOOKUP_NONE;
+
+	if (atomic_load(&notes_all))
+		return NSB_LOOKUP_FOUND;
+	for (int i = 0; notes && i < NOTES; i++) {
+		int st = atomic_load(&notes[i].state);
+
+		if (st == NOTE_BUSY)
+			res = NSB_LOOKUP_BUSY;
+		else if (st == NOTE_READY && addr >= atomic_load(&notes[i].start) &&
+			 addr < atomic_load(&notes[i].end))
+			return NSB_LOOKUP_FOUND;
+	}
+	return res;
+}
+
+/* Table lock held: makes the records of every noted span the kernel's
+ * again (nsb_resync_noted: mman.c).  A handler may interrupt it and note
+ * more: those are either settled here or left for the next holder. */
+static void
+settle(void)
+{
+	int err = errno;
+
+	if (atomic_load(&notes_all)) {
+		atomic_store(&notes_all, false);
+		nsb_resync_noted(0, UINTPTR_MAX & ~(uintptr_t)(nsb_config.page_size - 1));
+	}
+	for (int i = 0; notes && i < NOTES && atomic_load(&notes_used) > 0; i++) {
+		int ready = NOTE_READY;
+
+		if (!atomic_compare_exchange_strong(&notes[i].state, &ready, NOTE_BUSY))
+			continue;
+		nsb_resync_noted(atomic_load(&notes[i].start), atomic_load(&notes[i].end));
+		atomic_store(&notes[i].state, NOTE_FREE);
+		atomic_fetch_sub(&notes_used, 1);
+	}
+	errno = err;
+}
+
+/* The notes' slots: 0, or -1 (ENOMEM).  Under the dispositions lock. */
+int
+nsb_ranges_prepare(void)
+{
+	if (!notes)
+		notes = nsb_memory(NOTES * sizeof(*notes));
+	return notes ? 0 : -1;
+}
+
 /* ---- reader side ------------------------------------------------------- */
 
 /* [signal-safe] */
@@ -339,11 +467,21 @@ nsb_ranges_enter(uintptr_t addr, struct nsb_range *out, int *ticket)
 	 * (Before the count: a call may have cut every record for now.) */
 	if (in_flux(addr)) {
 		nsb_ranges_leave(side);
-		return NSB_LOOKUP_BUSY;
+		/* A call of this thread's own that a handler interrupted
+		 * changes the span: waiting would be waiting for ourselves. */
+		return nsb_ranges_nested() ? NSB_LOOKUP_NONE : NSB_LOOKUP_BUSY;
 	}
 	if (atomic_load(&live_count) == 0) {
 		nsb_ranges_leave(side);
 		return NSB_LOOKUP_NONE;
+	}
+	if (__builtin_expect(atomic_load(&notes_used) > 0 || atomic_load(&notes_all), 0)) {
+		enum nsb_lookup n = noted(addr);
+
+		if (n != NSB_LOOKUP_NONE) {
+			nsb_ranges_leave(side);
+			return n == NSB_LOOKUP_FOUND ? NSB_LOOKUP_NONE : NSB_LOOKUP_BUSY;
+		}
 	}
 	t = &copies[atomic_load(&active)];
 	/* Faults come in runs over one mapping: try the last hit first.
@@ -431,6 +569,12 @@ nsb_ranges_overlap(uintptr_t start, uintptr_t end)
 
 	if (end <= start || nsb_ranges_none())
 		return false;
+	/* A nested call: it goes straight to the kernel on "no", every
+	 * caller's answer to it, and the records there are not trusted. */
+	if (__builtin_expect(nsb_ranges_nested(), 0)) {
+		nsb_ranges_note(start, end);
+		return false;
+	}
 	for (int tries = 0; tries < 8; tries++) {
 		unsigned long v = atomic_load(&version);
 		const struct table *t;
@@ -514,9 +658,14 @@ switch_copies(void)
 void
 nsb_ranges_flux(uintptr_t s1, uintptr_t e1, uintptr_t s2, uintptr_t e2)
 {
+	/* Ends last, and cleared first: a handler that interrupts this
+	 * thread here (a nested call's rescue, which cannot wait for it)
+	 * never sees a span that is neither the old nor the new one. */
+	atomic_store(&flux[1], 0);
+	atomic_store(&flux[3], 0);
 	atomic_store(&flux[0], s1);
-	atomic_store(&flux[1], e1);
 	atomic_store(&flux[2], s2);
+	atomic_store(&flux[1], e1);
 	atomic_store(&flux[3], e2);
 	drain_readers();
 }
@@ -524,12 +673,12 @@ nsb_ranges_flux(uintptr_t s1, uintptr_t e1, uintptr_t s2, uintptr_t e2)
 void
 nsb_ranges_flux_end(void)
 {
-	/* The same four stores, in the same order, as a loop (which the
-	 * compiler left a loop: ~14 instructions a call more). */
-	atomic_store(&flux[0], 0);
+	/* Ends first (above).  Four stores, not a loop (which the compiler
+	 * left a loop: ~14 instructions a call more). */
 	atomic_store(&flux[1], 0);
-	atomic_store(&flux[2], 0);
 	atomic_store(&flux[3], 0);
+	atomic_store(&flux[0], 0);
+	atomic_store(&flux[2], 0);
 }
 
 /* ---- chunks ----------------------------------------------------------- */
@@ -1052,6 +1201,8 @@ void
 nsb_ranges_lock(void)
 {
 	nsb_lock_quiet(&nsb_table_lock);
+	if (__builtin_expect(atomic_load(&notes_used) > 0 || atomic_load(&notes_all), 0))
+		settle();
 }
 
 /* Files that no record names any more are let go only here, once the
@@ -1063,6 +1214,8 @@ nsb_ranges_unlock(void)
 	char said[NSB_LOG_QUEUE];
 	size_t n;
 
+	if (__builtin_expect(atomic_load(&notes_used) > 0 || atomic_load(&notes_all), 0))
+		settle();
 	/* Accounts first: the last line of a mapping names its file. */
 	nsb_account_release_unused();
 	nsb_files_release_unused();
@@ -1356,34 +1509,51 @@ nsb_ranges_test_chunk(size_t n)
 }
 
 /* The child has one thread: rescues in flight elsewhere are gone with
- * their threads (process.c re-initialised the lock). */
+ * their threads (process.c reset the lock).  nested: the fork came from a
+ * handler that interrupted this thread's own call, which holds the lock
+ * and goes on changing the table once the handler returns. */
 void
-nsb_ranges_after_fork_child(void)
+nsb_ranges_after_fork_child(bool nested)
 {
 	const struct table *t = &copies[atomic_load(&active)];
 	struct pos p;
 
 	atomic_store(&readers[0], 0);
 	atomic_store(&readers[1], 0);
-	nsb_ranges_flux_end();
+	/* A note a thread that is not here was writing: its span is not
+	 * known, so no record is trusted until the next holder cuts them. */
+	for (int i = 0; notes && i < NOTES; i++) {
+		int busy = NOTE_BUSY;
+
+		if (atomic_compare_exchange_strong(&notes[i].state, &busy, NOTE_FREE)) {
+			atomic_fetch_sub(&notes_used, 1);
+			atomic_store(&notes_all, true);
+		}
+	}
+	if (!nested)
+		nsb_ranges_flux_end();
 	/* The fork took the table lock: the records are ours to change.
 	 * MADV_DONTFORK mappings are not in the child; MADV_WIPEONFORK ones
 	 * are fresh memory, nothing of it replaced.  Downwards by address: a
-	 * cut changes the table, and the walk goes on below what it cut. */
+	 * cut changes the table, and the walk goes on below what it cut.
+	 * Where the interrupted call is changing the table, they are noted
+	 * instead, and cut when it lets go. */
 	for (p.j = p.i = 0; !at_end(t, p);) {
 		struct nsb_range r;
 
 		unpack(at(t, p), &r);
-		if (r.meta & NSB_META_DONTFORK) {
+		if (nested && (r.meta & (NSB_META_DONTFORK | NSB_META_WIPEONFORK))) {
+			nsb_ranges_note(r.start, r.end);
+		} else if (r.meta & NSB_META_DONTFORK) {
 			(void)nsb_ranges_cut(r.start, r.end);
 			t = &copies[atomic_load(&active)];
 			if (r.start == 0)
 				break;
 			p = find_pos(t, r.start - 1);
 			continue;
-		}
-		if (r.meta & NSB_META_WIPEONFORK)
+		} else if (r.meta & NSB_META_WIPEONFORK) {
 			nsb_account_clear(r.acct, r.off, r.end - r.start);
+		}
 		p = next_pos(t, p);
 	}
 }

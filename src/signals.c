@@ -51,10 +51,10 @@ library_owns(int sig)
  * must be looked up now (real.c), and locks block signals from now on
  * (process.c).  sigaction() gets there through nsb_disp_action(). */
 static inline void
-before_handler(sighandler_t handler)
+before_handler(int sig, sighandler_t handler)
 {
 	if (handler != SIG_DFL && handler != SIG_IGN && handler != SIG_ERR && handler != SIG_HOLD) {
-		nsb_process_handler_coming();
+		nsb_process_handler_coming(sig);
 		nsb_real_handler_fns();
 	}
 }
@@ -103,7 +103,7 @@ set_handler(int sig, sighandler_t handler, int flags, bool mask_self)
 static sighandler_t
 bsd_semantics(int sig, sighandler_t handler)
 {
-	before_handler(handler);
+	before_handler(sig, handler);
 	if (!library_owns(sig))
 		return real_signal(sig, handler);
 	return set_handler(sig, handler, interrupts_has(sig) ? 0 : SA_RESTART, true);
@@ -131,7 +131,7 @@ ssignal(int sig, sighandler_t handler)
 static sighandler_t
 sysv_semantics(int sig, sighandler_t handler)
 {
-	before_handler(handler);
+	before_handler(sig, handler);
 	if (!library_owns(sig))
 		return real_sysv_signal(sig, handler);
 	return set_handler(sig, handler, SA_RESETHAND | SA_NODEFER | SA_INTERRUPT, false);
@@ -255,7 +255,7 @@ sigset(int sig, sighandler_t disp)
 	struct sigaction act;
 	bool was_blocked;
 
-	before_handler(disp);
+	before_handler(sig, disp);
 	/* Holding SIGBUS installs the handler, as blocking it does (glibc's
 	 * sigset blocks through its own sigprocmask, past ours: the kernel
 	 * then blocked SIGBUS for real, sigset_hold_before_install). */

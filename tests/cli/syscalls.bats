@@ -49,3 +49,26 @@ last_cycle() {
 	extra=$(($(wc -l <<<"$cycle") - $(last_cycle "$bare" | wc -l)))
 	[ "$extra" -le 8 ] || fail "$extra calls more than without the library: $cycle"
 }
+
+# A process whose only handlers are for its own faults (SIGSEGV and SIGBUS,
+# as Rust's std installs) takes the table lock without blocking signals:
+# a protected memfd's mmap+munmap makes no rt_sigprocmask, as in a process
+# with no handler.  With a handler of a signal another thread may send to
+# stop it (SIGUSR1: garbage collectors), the lock blocks signals (SPEC §5).
+@test "a process with only fault handlers pays no rt_sigprocmask per mapping call" {
+	local nested=$NSB_BUILD_ROOT/tests/core/core-nested log=$BATS_TEST_TMPDIR/strace.log kind n
+	command -v strace >/dev/null || skip "strace is not installed (Debian: apt install strace)"
+	strace -qq -o /dev/null true 2>/dev/null ||
+		skip "strace cannot trace here (ptrace not permitted)"
+	for kind in none fault async; do
+		run -0 strace -qq -o "$log" "$nested" pairs 4 "$kind"
+		assert_output "ok: 4 pairs with $kind handlers"
+		n=$(last_cycle "$log" | grep -c '^rt_sigprocmask ' || true)
+		case $kind in
+		async) [ "$n" -ge 2 ] || fail "$kind: $n rt_sigprocmask in a pair (the lock must block signals)" ;;
+		*) [ "$n" -eq 0 ] || fail "$kind: $n rt_sigprocmask in a pair: $(last_cycle "$log")" ;;
+		esac
+		# The pair itself is there.
+		last_cycle "$log" | grep -q '^munmap ' || fail "$kind: no munmap in the last pair"
+	done
+}
