@@ -682,6 +682,35 @@ room(struct table *t, size_t extra)
 	return 0;
 }
 
+/* Can copy t take a new chunk with no memory: a spare one, and an entry
+ * of its array of chunks for it? */
+static inline bool
+can_grow(const struct table *t)
+{
+	return t->spare && t->c && t->c->cap > t->nc;
+}
+
+/* Free slots in copy t's chunks. */
+static size_t
+free_slots(const struct table *t)
+{
+	size_t f = 0;
+
+	for (size_t j = 0; j < t->nc; j++)
+		if (t->c->r[j].n < full)
+			f += full - t->c->r[j].n;
+	return f;
+}
+
+/* Can copy t take k more records with no new memory: free slots in its
+ * chunks (insert_shifting), or a spare chunk (whose split leaves half a
+ * chunk free)? */
+static bool
+can_absorb(const struct table *t, size_t k)
+{
+	return k == 0 || (can_grow(t) && k <= full / 2) || free_slots(t) >= k;
+}
+
 /* Both copies get room for `extra` more records, or nothing changes. */
 int
 nsb_ranges_reserve(size_t extra)
@@ -691,6 +720,17 @@ nsb_ranges_reserve(size_t extra)
 	if (room(&copies[0], extra) < 0 || room(&copies[1], extra) < 0)
 		return -1;
 	return 0;
+}
+
+bool
+nsb_ranges_room(size_t extra)
+{
+	int err = errno;
+	bool ok = nsb_ranges_reserve(extra) == 0 ||
+		  (can_absorb(&copies[0], extra) && can_absorb(&copies[1], extra));
+
+	errno = err;
+	return ok;
 }
 
 /* A new chunk of n records at entry j of t's array (room() made both). */
@@ -722,9 +762,69 @@ run_remove(struct table *t, size_t j)
 	t->nc--;
 }
 
+/*
+ * Puts s at position p of full chunk p.j where no chunk can be made
+ * (RLIMIT_AS: no spare and no memory for one): the chunks between p.j and
+ * the nearest one with a free slot each pass one record on towards it,
+ * which keeps the order and needs no memory.  False (nothing changed)
+ * where every chunk is full.
+ */
+static bool
+insert_shifting(struct table *t, struct pos p, const struct slot *s)
+{
+	struct run *r = t->c->r;
+	size_t j = p.j, i = p.i, k = 0, d;
+	bool up = false;
+
+	for (d = 1; j >= d || j + d < t->nc; d++) {
+		if (j >= d && r[j - d].n < full) {
+			k = j - d;
+			up = true;
+			break;
+		}
+		if (j + d < t->nc && r[j + d].n < full) {
+			k = j + d;
+			break;
+		}
+	}
+	if (!(j >= d || j + d < t->nc))
+		return false;
+	if (!up) {
+		/* Each chunk from k up to j + 1 takes the last record of the
+		 * one before it (higher addresses) as its first. */
+		for (size_t m = k; m > j; m--) {
+			memmove(&r[m].s[1], &r[m].s[0], r[m].n * sizeof(*s));
+			r[m].s[0] = r[m - 1].s[--r[m - 1].n];
+			r[m].n++;
+		}
+	} else {
+		/* s before the first record of chunk j: at the end of the
+		 * chunk before it. */
+		if (i == 0)
+			i = r[--j].n;
+		/* Each chunk from k on takes the first record of the next
+		 * (lower addresses) as its last. */
+		for (size_t m = k; m < j; m++) {
+			r[m].s[r[m].n++] = r[m + 1].s[0];
+			memmove(&r[m + 1].s[0], &r[m + 1].s[1], (r[m + 1].n - 1) * sizeof(*s));
+			r[m + 1].n--;
+		}
+		if (k < j)
+			i--;
+	}
+	memmove(&r[j].s[i + 1], &r[j].s[i], (r[j].n - i) * sizeof(*s));
+	r[j].s[i] = *s;
+	r[j].n++;
+	t->n++;
+	t->inserts++;
+	t->roomy = 0;
+	return true;
+}
+
 /* Puts s at position p (before the record there: the first whose start
  * is below s's), splitting a full chunk; at either end of the table, or
- * where a neighbour has room, no chunk is split. */
+ * where a neighbour has room, no chunk is split.  Where no chunk can be
+ * made (update() found free slots instead), records shift towards one. */
 static void
 insert_at(struct table *t, struct pos p, const struct slot *s)
 {
@@ -746,6 +846,9 @@ insert_at(struct table *t, struct pos p, const struct slot *s)
 			   t->c->r[p.j + 1].n < full) {
 			r = &t->c->r[++p.j];
 			p.i = 0;
+		} else if (r->n == full && !can_grow(t)) {
+			(void)insert_shifting(t, p, s);
+			return;
 		} else if (r->n == full && p.i == full) {
 			r = run_insert(t, ++p.j);	/* a new last chunk */
 			p.i = 0;
@@ -920,8 +1023,105 @@ struct op {
 	uint32_t set, clear;	/* OP_FLAGS */
 };
 
-static void
-apply(struct table *t, const struct op *op, bool count)
+/* The meta_gen op (OP_PROT, OP_FLAGS) gives a record that has m (the
+ * generation bits stay). */
+static uint32_t
+changed_meta(const struct op *op, uint32_t m)
+{
+	if (op->kind == OP_FLAGS)
+		return (m & ~op->clear) | op->set;
+	m = (m & ~NSB_META_PROT) | ((uint32_t)op->prot & NSB_META_PROT);
+	if (op->pkey >= 0)
+		m = (m & ~NSB_META_PKEY_MASK) | NSB_META_MKPKEY(op->pkey);
+	return m;
+}
+
+/* How many records op inserts into a copy whose records are t's: one for
+ * an insert, one for each end of a cut or change that falls strictly
+ * inside a record (split_at). */
+static size_t
+op_inserts(const struct table *t, const struct op *op)
+{
+	struct pos p;
+	size_t n = 0;
+
+	if (op->kind == OP_INSERT)
+		return 1;
+	if (op->kind == OP_JOIN || whole_records(t, op->r.start, op->r.end, &p, &n))
+		return 0;
+	n = 0;
+	for (int e = 0; e < 2; e++) {
+		uintptr_t a = e ? op->r.end : op->r.start;
+
+		p = find_pos(t, a);
+		if (!at_end(t, p) && at(t, p)->start < a && slot_end(at(t, p)) > a)
+			n++;
+	}
+	return n;
+}
+
+/*
+ * A cut or change of [start, end) where the copies have no room for the
+ * pieces of a split (RLIMIT_AS: every chunk full, no spare, no memory):
+ * a record the span covers part of is cut, in place (which needs no
+ * room), to its piece outside the span, the larger where there are two.
+ * What goes is protection lost (the inside of a change, the smaller piece
+ * of a cut through the middle), never a record that says something the
+ * kernel does not: the records kept are as apply() would leave them.  A
+ * change that leaves a record's meta as it is cuts nothing of it.  The
+ * records inside go or change as in apply().  True if protection was
+ * lost.
+ */
+static bool
+apply_tight(struct table *t, const struct op *op, bool count)
+{
+	uintptr_t start = op->r.start, end = op->r.end;
+	size_t ps = nsb_config.page_size, k = 0;
+	bool lost = false, first = true;
+	struct pos p = find_pos(t, end - 1), lo = p;
+
+	while (!at_end(t, p) && slot_end(at(t, p)) > start) {
+		struct slot *r = at(t, p);
+		uintptr_t rs = r->start, re = slot_end(r);
+		uintptr_t below = rs < start ? start - rs : 0, above = re > end ? re - end : 0;
+
+		if (!below && !above) {
+			/* Inside: goes or changes as apply() does it. */
+			if (op->kind == OP_CUT) {
+				if (first)
+					lo = p;
+				first = false;
+				k++;
+				if (count) {
+					nsb_files_ref(slot_file(r), -1);
+					nsb_account_ref(r->acct, -1);
+				}
+			} else {
+				r->meta_gen = changed_meta(op, r->meta_gen);
+			}
+		} else if (op->kind == OP_CUT || changed_meta(op, r->meta_gen) != r->meta_gen) {
+			/* Part of it inside, and that part changes: the larger
+			 * piece outside stays, in this slot. */
+			lost |= op->kind != OP_CUT || (below && above);
+			if (below >= above) {
+				r->pages = (uint32_t)(below / ps);
+			} else {
+				r->off_file += (uint64_t)((end - rs) / ps) << 16;
+				r->pages = (uint32_t)(above / ps);
+				r->start = end;
+			}
+		}
+		p = next_pos(t, p);
+	}
+	if (k)
+		remove_at(t, lo, k);
+	return lost;
+}
+
+/* Applies op to copy t; tight: without room for a split (apply_tight).
+ * True if protection was lost. */
+static bool
+apply(struct table *t, const struct op *op, bool count, bool tight)
 {
 	struct pos lo, q;
 	size_t k;
@@ -931,14 +1131,14 @@ apply(struct table *t, const struct op *op, bool count)
 		struct pos hi, lo_pos;
 
 		if (!joinable_at(t, op->r.start, &hi, &lo_pos))
-			return;
+			return false;
 		at(t, lo_pos)->pages += at(t, hi)->pages;
 		if (count) {
 			nsb_files_ref(slot_file(at(t, hi)), -1);
 			nsb_account_ref(at(t, hi)->acct, -1);
 		}
 		remove_at(t, hi, 1);
-		return;
+		return false;
 	}
 	case OP_INSERT:
 		insert_at(t, find_pos(t, op->s.start), &op->s);
@@ -946,13 +1146,15 @@ apply(struct table *t, const struct op *op, bool count)
 			nsb_files_ref(slot_file(&op->s), 1);
 			nsb_account_ref(op->s.acct, 1);
 		}
-		return;
+		return false;
 	case OP_CUT:
 	case OP_PROT:
 	case OP_FLAGS:
 		/* Usually the span holds whole records (a mapping unmapped
 		 * whole): one search finds them, and nothing is split. */
 		if (!whole_records(t, op->r.start, op->r.end, &lo, &k)) {
+			if (tight)
+				return apply_tight(t, op, count);
 			split_at(t, op->r.start, count);
 			split_at(t, op->r.end, count);
 			lo = span(t, op->r.start, op->r.end, &k);
@@ -966,21 +1168,15 @@ apply(struct table *t, const struct op *op, bool count)
 					nsb_files_ref(slot_file(r), -1);
 					nsb_account_ref(r->acct, -1);
 				}
-			} else if (op->kind == OP_FLAGS) {
-				r->meta_gen = (r->meta_gen & ~op->clear) | op->set;
 			} else {
-				uint32_t m = r->meta_gen & ~NSB_META_PROT;
-
-				m |= (uint32_t)op->prot & NSB_META_PROT;
-				if (op->pkey >= 0)
-					m = (m & ~NSB_META_PKEY_MASK) | NSB_META_MKPKEY(op->pkey);
-				r->meta_gen = m;
+				r->meta_gen = changed_meta(op, r->meta_gen);
 			}
 		}
 		if (op->kind == OP_CUT && k)
 			remove_at(t, lo, k);
-		return;
+		return false;
 	}
+	return false;
 }
 
 /* A one-chunk table of at most this many records: the second copy takes
@@ -1009,27 +1205,35 @@ update(const struct op *op)
 	const struct slot *chunk = NULL;
 	uint32_t inserts, reshapes;
 	int inactive, err = errno;
+	bool tight = false;
 
 	inactive = 1 - atomic_load(&active);
 	in = &copies[inactive];
-	/* An op on whole records only removes or changes them (apply()):
-	 * it needs no room, and never fails for want of it. */
-	if (nsb_ranges_reserve(2) < 0) {
-		struct pos p;
-		size_t k;
-
-		if (op->kind == OP_INSERT || op->kind == OP_JOIN ||
-		    !whole_records(in, op->r.start, op->r.end, &p, &k))
-			return -1;
-		errno = err;
-	}
 	out = &copies[inactive ^ 1];
+	/* Where no memory can be had (RLIMIT_AS), what the op inserts may
+	 * still fit both copies' chunks (insert_shifting): an op on whole
+	 * records, or a join, inserts nothing.  Else an insert fails, and a
+	 * cut or change is made without splitting (apply_tight): the call
+	 * the records follow has been made, and must not fail for them. */
+	if (nsb_ranges_reserve(2) < 0) {
+		size_t k = op_inserts(in, op);
+
+		errno = err;
+		if (!can_absorb(in, k) || !can_absorb(out, k)) {
+			if (op->kind == OP_INSERT) {
+				errno = ENOMEM;
+				return -1;
+			}
+			tight = true;
+		}
+	}
 	if (in->nc == 1 && out->nc == 1 && in->n <= COPY_MAX)
 		chunk = in->c->r[0].s;
 	inserts = in->inserts;
 	reshapes = in->reshapes;
 	atomic_fetch_add(&version, 1);
-	apply(in, op, true);
+	if (apply(in, op, true, tight))
+		nsb_ranges_lost();
 	/* Before the switch, so that a first record is never skipped. */
 	atomic_store(&live_count, in->n);
 	switch_copies();
@@ -1042,7 +1246,7 @@ update(const struct op *op)
 		out->inserts += added;
 		out->roomy = out->roomy > added ? out->roomy - added : 0;
 	} else {
-		apply(out, op, false);
+		(void)apply(out, op, false, tight);
 	}
 	atomic_fetch_add(&version, 1);
 	return 0;
@@ -1057,10 +1261,14 @@ nsb_ranges_lock(void)
 /* Files that no record names any more are let go only here, once the
  * caller's changes are all made: a call may cut records and then put
  * them back elsewhere (mremap). */
+/* The line nsb_ranges_lost() asks for, once, written at the unlock. */
+static bool lost_line;
+
 void
 nsb_ranges_unlock(void)
 {
 	char said[NSB_LOG_QUEUE];
+	bool say = lost_line;
 	size_t n;
 
 	/* Accounts first: the last line of a mapping names its file. */
@@ -1068,10 +1276,23 @@ nsb_ranges_unlock(void)
 	nsb_files_release_unused();
 	nsb_scratch_reset();
 	n = nsb_log_take(said);
+	lost_line = false;
 	nsb_unlock(&nsb_table_lock);
 	/* Not under the lock: stderr may be a pipe that is full. */
 	if (n)
 		nsb_log_write(said, n);
+	if (__builtin_expect(say, 0))
+		nsb_log_lost();
+}
+
+void
+nsb_ranges_lost(void)
+{
+	static bool logged;
+
+	atomic_fetch_add(&nsb_counters.lost, 1);
+	if (nsb_config.log && !logged)
+		logged = lost_line = true;
 }
 
 int
@@ -1140,29 +1361,18 @@ nsb_ranges_cut_found(uintptr_t start, uintptr_t end)
 
 /*
  * A cut that must not fail: the records a raw call (munmap, shmdt, mremap)
- * left where a new mapping now is.  Where the table has no room to split
- * a record that [start, end) cuts part of, the whole records it meets go
- * (a cut of whole records needs no room): the rest of such a record loses
- * its protection, rather than the new mapping gaining one that is not
- * its own.
+ * left where a new mapping now is.  No cut fails: where the table has no
+ * room to split a record that [start, end) cuts part of, only the larger
+ * piece of it outside the span stays (apply_tight), rather than the new
+ * mapping gaining a protection that is not its own.
  */
 void
 nsb_ranges_cut_stale(uintptr_t start, uintptr_t end)
 {
-	const struct table *t;
-	struct pos p;
 	int err = errno;
 
-	if (!overlap_locked(start, end) || nsb_ranges_cut_found(start, end) == 0)
-		return;
-	t = &copies[atomic_load(&active)];
-	p = find_pos(t, end - 1);
-	if (!at_end(t, p) && slot_end(at(t, p)) > end)
-		end = slot_end(at(t, p));
-	p = find_pos(t, start);
-	if (!at_end(t, p) && slot_end(at(t, p)) > start)
-		start = at(t, p)->start;
-	(void)nsb_ranges_cut_found(start, end);
+	if (overlap_locked(start, end))
+		(void)nsb_ranges_cut_found(start, end);
 	errno = err;
 }
 
