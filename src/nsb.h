@@ -641,6 +641,7 @@ int nsb_ranges_set_flags(uintptr_t start, uintptr_t end, uint32_t set, uint32_t 
 size_t nsb_ranges_replaced(uintptr_t start, uintptr_t end);
 
 void nsb_ranges_fail_next_alloc(void);	/* test hook */
+void nsb_ranges_test_no_alloc(bool on);	/* test hook: no memory at all */
 void nsb_ranges_test_chunk(size_t n);	/* test hook: records per chunk */
 void nsb_ranges_after_fork_child(void);
 

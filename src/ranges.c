@@ -156,6 +156,7 @@ static atomic_size_t last_hit;		/* chunk << 8 | slot of the last record found */
 static atomic_ulong version;		/* even: stable; odd: a writer is changing a copy */
 static atomic_uintptr_t flux[4];	/* two spans [flux[0], flux[1]), [flux[2], flux[3]) */
 static bool fail_next_alloc;
+static bool no_alloc;		/* test hook: as if no memory could be had */
 
 /* The record at p (which is not the end). */
 static inline struct slot *
@@ -630,7 +631,7 @@ room(struct table *t, size_t extra)
 	if (t->nspare < extra || cap < t->nc + extra)
 		extra = spares_needed(t, extra);
 	if (t->nspare < extra || cap < t->nc + extra) {
-		if (fail_next_alloc) {
+		if (fail_next_alloc || no_alloc) {
 			fail_next_alloc = false;
 			errno = ENOMEM;
 			return -1;
@@ -1554,6 +1555,17 @@ nsb_ranges_fail_next_alloc(void)
 		copies[k].nspare = 0;
 		copies[k].roomy = 0;
 	}
+}
+
+/* Test hook: from now on (until called with false) the table gets no
+ * memory, as under a tight RLIMIT_AS; the spare chunks are forgotten. */
+void
+nsb_ranges_test_no_alloc(bool on)
+{
+	no_alloc = on;
+	if (on)
+		nsb_ranges_fail_next_alloc();
+	fail_next_alloc = false;
 }
 
 /* Test hook: chunks split at n records (n <= CHUNK), so that a small
