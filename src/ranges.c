@@ -723,13 +723,19 @@ nsb_ranges_reserve(size_t extra)
 	return 0;
 }
 
+/* errno kept: a reserve that succeeds may have failed a step first. */
 bool
 nsb_ranges_room(size_t extra)
 {
-	int err = errno;
-	bool ok = nsb_ranges_reserve(extra) == 0 ||
-		  (can_absorb(&copies[0], extra) && can_absorb(&copies[1], extra));
+	int err;
+	bool ok;
 
+	/* The usual case, without errno (a call to the C library). */
+	if (extra <= copies[0].roomy && extra <= copies[1].roomy)
+		return true;
+	err = errno;
+	ok = nsb_ranges_reserve(extra) == 0 ||
+	     (can_absorb(&copies[0], extra) && can_absorb(&copies[1], extra));
 	errno = err;
 	return ok;
 }
@@ -770,7 +776,7 @@ run_remove(struct table *t, size_t j)
  * which keeps the order and needs no memory.  False (nothing changed)
  * where every chunk is full.
  */
-static bool
+static __attribute__((noinline, cold)) bool
 insert_shifting(struct table *t, struct pos p, const struct slot *s)
 {
 	struct run *r = t->c->r;
@@ -1040,7 +1046,7 @@ changed_meta(const struct op *op, uint32_t m)
 /* How many records op inserts into a copy whose records are t's: one for
  * an insert, one for each end of a cut or change that falls strictly
  * inside a record (split_at). */
-static size_t
+static __attribute__((noinline, cold)) size_t
 op_inserts(const struct table *t, const struct op *op)
 {
 	struct pos p;
@@ -1073,7 +1079,7 @@ op_inserts(const struct table *t, const struct op *op)
  * records inside go or change as in apply().  True if protection was
  * lost.
  */
-static bool
+static __attribute__((noinline, cold)) bool
 apply_tight(struct table *t, const struct op *op, bool count)
 {
 	uintptr_t start = op->r.start, end = op->r.end;
@@ -1119,10 +1125,8 @@ apply_tight(struct table *t, const struct op *op, bool count)
 	return lost;
 }
 
-/* Applies op to copy t; tight: without room for a split (apply_tight).
- * True if protection was lost. */
-static bool
-apply(struct table *t, const struct op *op, bool count, bool tight)
+static void
+apply(struct table *t, const struct op *op, bool count)
 {
 	struct pos lo, q;
 	size_t k;
@@ -1132,14 +1136,14 @@ apply(struct table *t, const struct op *op, bool count, bool tight)
 		struct pos hi, lo_pos;
 
 		if (!joinable_at(t, op->r.start, &hi, &lo_pos))
-			return false;
+			return;
 		at(t, lo_pos)->pages += at(t, hi)->pages;
 		if (count) {
 			nsb_files_ref(slot_file(at(t, hi)), -1);
 			nsb_account_ref(at(t, hi)->acct, -1);
 		}
 		remove_at(t, hi, 1);
-		return false;
+		return;
 	}
 	case OP_INSERT:
 		insert_at(t, find_pos(t, op->s.start), &op->s);
@@ -1147,15 +1151,13 @@ apply(struct table *t, const struct op *op, bool count, bool tight)
 			nsb_files_ref(slot_file(&op->s), 1);
 			nsb_account_ref(op->s.acct, 1);
 		}
-		return false;
+		return;
 	case OP_CUT:
 	case OP_PROT:
 	case OP_FLAGS:
 		/* Usually the span holds whole records (a mapping unmapped
 		 * whole): one search finds them, and nothing is split. */
 		if (!whole_records(t, op->r.start, op->r.end, &lo, &k)) {
-			if (tight)
-				return apply_tight(t, op, count);
 			split_at(t, op->r.start, count);
 			split_at(t, op->r.end, count);
 			lo = span(t, op->r.start, op->r.end, &k);
@@ -1175,9 +1177,47 @@ apply(struct table *t, const struct op *op, bool count, bool tight)
 		}
 		if (op->kind == OP_CUT && k)
 			remove_at(t, lo, k);
-		return false;
+		return;
 	}
-	return false;
+}
+
+/*
+ * update() where the table could get no memory (RLIMIT_AS): what the op
+ * inserts may still fit both copies' chunks (insert_shifting); an op on
+ * whole records, or a join, inserts nothing.  Else an insert fails
+ * (ENOMEM, nothing changed), and a cut or change is made without
+ * splitting (apply_tight): the call the records follow has been made,
+ * and must not fail for them.  Decided on both copies before either
+ * changes, so that they stay alike.
+ */
+static __attribute__((noinline, cold)) int
+update_short(const struct op *op, int err)
+{
+	int inactive = 1 - atomic_load(&active);
+	struct table *in = &copies[inactive], *out = &copies[inactive ^ 1];
+	size_t k = op_inserts(in, op);
+	bool tight = !can_absorb(in, k) || !can_absorb(out, k);
+	struct pos p;
+	size_t n;
+
+	errno = err;
+	if (tight && op->kind == OP_INSERT) {
+		errno = ENOMEM;
+		return -1;
+	}
+	tight = tight && op->kind != OP_JOIN &&
+		!whole_records(in, op->r.start, op->r.end, &p, &n);
+	atomic_fetch_add(&version, 1);
+	if (tight ? apply_tight(in, op, true) : (apply(in, op, true), false))
+		nsb_ranges_lost();
+	atomic_store(&live_count, in->n);
+	switch_copies();
+	if (tight)
+		(void)apply_tight(out, op, false);
+	else
+		apply(out, op, false);
+	atomic_fetch_add(&version, 1);
+	return 0;
 }
 
 /* A one-chunk table of at most this many records: the second copy takes
@@ -1187,7 +1227,8 @@ apply(struct table *t, const struct op *op, bool count, bool tight)
 /*
  * Applies op to both copies; see the comment at the top.  (Each inserts
  * at most two records: the pieces of two splits; none where the op's span
- * holds whole records, which is then made without room.)
+ * holds whole records, which is then made without room.  Where the room
+ * for two cannot be had: update_short().)
  *
  * The copies hold the same records before the op, so they hold the same
  * after it.  Where both are one chunk, and the op made or freed none in
@@ -1206,35 +1247,18 @@ update(const struct op *op)
 	const struct slot *chunk = NULL;
 	uint32_t inserts, reshapes;
 	int inactive, err = errno;
-	bool tight = false;
 
+	if (__builtin_expect(nsb_ranges_reserve(2) < 0, 0))
+		return update_short(op, err);
 	inactive = 1 - atomic_load(&active);
 	in = &copies[inactive];
 	out = &copies[inactive ^ 1];
-	/* Where no memory can be had (RLIMIT_AS), what the op inserts may
-	 * still fit both copies' chunks (insert_shifting): an op on whole
-	 * records, or a join, inserts nothing.  Else an insert fails, and a
-	 * cut or change is made without splitting (apply_tight): the call
-	 * the records follow has been made, and must not fail for them. */
-	if (nsb_ranges_reserve(2) < 0) {
-		size_t k = op_inserts(in, op);
-
-		errno = err;
-		if (!can_absorb(in, k) || !can_absorb(out, k)) {
-			if (op->kind == OP_INSERT) {
-				errno = ENOMEM;
-				return -1;
-			}
-			tight = true;
-		}
-	}
 	if (in->nc == 1 && out->nc == 1 && in->n <= COPY_MAX)
 		chunk = in->c->r[0].s;
 	inserts = in->inserts;
 	reshapes = in->reshapes;
 	atomic_fetch_add(&version, 1);
-	if (apply(in, op, true, tight))
-		nsb_ranges_lost();
+	apply(in, op, true);
 	/* Before the switch, so that a first record is never skipped. */
 	atomic_store(&live_count, in->n);
 	switch_copies();
@@ -1247,7 +1271,7 @@ update(const struct op *op)
 		out->inserts += added;
 		out->roomy = out->roomy > added ? out->roomy - added : 0;
 	} else {
-		(void)apply(out, op, false, tight);
+		apply(out, op, false);
 	}
 	atomic_fetch_add(&version, 1);
 	return 0;
@@ -1262,14 +1286,14 @@ nsb_ranges_lock(void)
 /* Files that no record names any more are let go only here, once the
  * caller's changes are all made: a call may cut records and then put
  * them back elsewhere (mremap). */
-/* The line nsb_ranges_lost() asks for, once, written at the unlock. */
-static bool lost_line;
+/* The line nsb_ranges_lost() asks for, once: written after an unlock,
+ * by the thread that takes it. */
+static atomic_bool lost_line;
 
 void
 nsb_ranges_unlock(void)
 {
 	char said[NSB_LOG_QUEUE];
-	bool say = lost_line;
 	size_t n;
 
 	/* Accounts first: the last line of a mapping names its file. */
@@ -1277,12 +1301,12 @@ nsb_ranges_unlock(void)
 	nsb_files_release_unused();
 	nsb_scratch_reset();
 	n = nsb_log_take(said);
-	lost_line = false;
 	nsb_unlock(&nsb_table_lock);
 	/* Not under the lock: stderr may be a pipe that is full. */
 	if (n)
 		nsb_log_write(said, n);
-	if (__builtin_expect(say, 0))
+	if (__builtin_expect(atomic_load_explicit(&lost_line, memory_order_relaxed), 0) &&
+	    atomic_exchange(&lost_line, false))
 		nsb_log_lost();
 }
 
@@ -1292,8 +1316,10 @@ nsb_ranges_lost(void)
 	static bool logged;
 
 	atomic_fetch_add(&nsb_counters.lost, 1);
-	if (nsb_config.log && !logged)
-		logged = lost_line = true;
+	if (nsb_config.log && !logged) {
+		logged = true;
+		atomic_store(&lost_line, true);
+	}
 }
 
 int
