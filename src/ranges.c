@@ -40,7 +40,11 @@
  * from the library's arena (memory.c), never malloc, and is never
  * unmapped while the process lives (an optimistic reader may still be
  * looking at it); a chunk a copy no longer uses goes back to that copy's
- * own spare list.
+ * own spare list.  Where no chunk can be had (a tight RLIMIT_AS), a new
+ * record takes a free slot of another chunk, the chunks between passing a
+ * record each towards it; only where every slot is taken does a change
+ * that splits a record lose protection instead of failing (SPEC §12: the
+ * call it follows has been made; update_short()).
  *
  * Signal context: nsb_ranges_enter, nsb_ranges_leave, nsb_ranges_count,
  * nsb_ranges_version.  Everything else runs with the table lock held,
@@ -830,8 +834,9 @@ insert_shifting(struct table *t, struct pos p, const struct slot *s)
 
 /* Puts s at position p (before the record there: the first whose start
  * is below s's), splitting a full chunk; at either end of the table, or
- * where a neighbour has room, no chunk is split.  Where no chunk can be
- * made (update() found free slots instead), records shift towards one. */
+ * where a neighbour has room, no chunk is split.  Where no spare chunk
+ * is left (update_short() found free slots instead), records shift
+ * towards one. */
 static void
 insert_at(struct table *t, struct pos p, const struct slot *s)
 {
@@ -853,8 +858,7 @@ insert_at(struct table *t, struct pos p, const struct slot *s)
 			   t->c->r[p.j + 1].n < full) {
 			r = &t->c->r[++p.j];
 			p.i = 0;
-		} else if (r->n == full && !can_grow(t)) {
-			(void)insert_shifting(t, p, s);
+		} else if (r->n == full && !can_grow(t) && insert_shifting(t, p, s)) {
 			return;
 		} else if (r->n == full && p.i == full) {
 			r = run_insert(t, ++p.j);	/* a new last chunk */
