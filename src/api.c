@@ -224,6 +224,7 @@ nosigbus_get_stats(struct nosigbus_stats *stats, size_t size)
 	s.mappings = nsb_ranges_count();
 	s.unverified = atomic_load(&nsb_counters.unverified);
 	s.unchecked = atomic_load(&nsb_counters.unchecked);
+	s.lost = atomic_load(&nsb_counters.lost);
 	memcpy(stats, &s, size < sizeof(s) ? size : sizeof(s));
 	return 0;
 }

@@ -346,6 +346,18 @@ nsb_log_unchecked(void)
 	emit(&l);
 }
 
+/* Once, after the table lock is let go (ranges.c). */
+void
+nsb_log_lost(void)
+{
+	struct line l;
+
+	put_prefix(&l);
+	put(&l, "no memory for the records of a mapping a call split (RLIMIT_AS?): "
+		"parts of protected mappings stay unprotected");
+	emit(&l);
+}
+
 void
 nsb_warn(const char *fmt, ...)
 {
@@ -392,6 +404,11 @@ summary(void)
 		put_num(&l, atomic_load(&nsb_counters.unchecked), 10);
 		put(&l, " unchecked");
 	}
+	if (atomic_load(&nsb_counters.lost)) {
+		put(&l, ", ");
+		put_num(&l, atomic_load(&nsb_counters.lost), 10);
+		put(&l, " lost");
+	}
 	emit(&l);
 }
 
@@ -408,6 +425,7 @@ nsb_log_after_fork_child(void)
 	atomic_store(&nsb_counters.failures, 0);
 	atomic_store(&nsb_counters.unverified, 0);
 	atomic_store(&nsb_counters.unchecked, 0);
+	atomic_store(&nsb_counters.lost, 0);
 }
 
 void

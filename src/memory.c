@@ -153,7 +153,10 @@ area_ensure(enum nsb_area a, size_t bytes)
 		return NULL;
 	base = (char *)area_base(a);
 	if (want > area_mapped[a]) {
-		size_t grown = area_mapped[a] > CHUNK ? 2 * area_mapped[a] : CHUNK;
+		/* Doubling from the first chunk on: with `> CHUNK` an area of
+		 * exactly its first chunk grew by only what was asked (a page),
+		 * an extra step soon after, against the comment above. */
+		size_t grown = area_mapped[a] >= CHUNK ? 2 * area_mapped[a] : CHUNK;
 
 		if (grown > area_size[a])
 			grown = area_size[a];

@@ -15,7 +15,11 @@
  *    asking the kernel (resync(), /proc/self/maps) when it failed, since
  *    a call can fail part-way;
  *  - a protected mapping that cannot be recorded is undone (ENOMEM):
- *    room for the records is made before the call.
+ *    room for the records is made before the call;
+ *  - no other call is refused for the records' memory (SPEC §12,
+ *    RLIMIT_AS): where the records of a call that splits one have no room,
+ *    protection is lost instead (ranges.c, nsb_ranges_lost), and a record
+ *    that cannot be put back (a move, a resync) is counted so too.
  *
  * Not used in signal context.
  */
@@ -89,6 +93,18 @@ nsb_record(struct nsb_range *r)
 	if (!r->acct)
 		return -1;
 	return nsb_ranges_insert(r);
+}
+
+/* A record put back (a resync, a move): where there is no room for it
+ * (RLIMIT_AS), its protection is lost, and counted. */
+static void
+put_back(const struct nsb_range *r)
+{
+	int err = errno;
+
+	if (nsb_ranges_insert(r) < 0)
+		nsb_ranges_lost();
+	errno = err;
 }
 
 /* ---- resync: records from the kernel's own account --------------------- */
@@ -330,7 +346,7 @@ resync(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys
 	} else {
 		nsb_ranges_cut(start, end);
 		for (size_t i = 0; i < rs.keep.n; i++)
-			(void)nsb_ranges_insert(&rs.keep.r[i]);
+			put_back(&rs.keep.r[i]);
 	}
 	nsb_saved_free(&rs.keep);
 	/* A record the span cut through, where the kernel's VMA goes on
@@ -385,8 +401,9 @@ collect_whole(uintptr_t *start, uintptr_t *end, struct nsb_saved *before)
 /*
  * Takes the table lock for a call over [start, end) that touches records:
  * the span widened to whole huge pages in *wstart, *wend, its records in
- * before, room for the records the call may split.  0; or -1 with errno
- * ENOMEM, unlocked and before freed.
+ * before, room for the records the call may split where memory allows
+ * (the call is never refused for want of it: see nsb_ranges_reserve).
+ * 0; or -1 with errno ENOMEM, unlocked and before freed.
  */
 static int
 lock_span(uintptr_t start, uintptr_t end, uintptr_t *wstart, uintptr_t *wend,
@@ -396,7 +413,8 @@ lock_span(uintptr_t start, uintptr_t end, uintptr_t *wstart, uintptr_t *wend,
 	nsb_ranges_lock();
 	*wstart = start;
 	*wend = end;
-	if (nsb_ranges_reserve(2) < 0 || collect_whole(wstart, wend, before) < 0) {
+	(void)nsb_ranges_room(2);
+	if (collect_whole(wstart, wend, before) < 0) {
 		nsb_ranges_unlock();
 		nsb_saved_free(before);
 		errno = ENOMEM;
@@ -522,7 +540,7 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	struct nsb_decision d;
 	struct nsb_saved before;
 	uintptr_t start = 0, end = 0, wstart, wend;
-	bool replacing, policy_only, early;
+	bool replacing, policy_only, early, asked = flags & MAP_NOSIGBUS;
 	size_t unit;
 	void *p;
 	int err, may = -1;
@@ -614,7 +632,10 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 			goto out;
 		may = may_write_of(fd, prot, &d, p);
 	} else if (!policy_only) {
-		if (nsb_ranges_reserve(4) < 0 ||
+		/* Only a mapping the program asks to protect is refused for
+		 * want of room for its record (the cut of those it replaces
+		 * needs none: nsb_ranges_reserve). */
+		if ((!nsb_ranges_room(2) && asked) ||
 		    (replacing && collect_whole(&wstart, &wend, &before) < 0)) {
 			p = MAP_FAILED;
 			err = ENOMEM;
@@ -637,13 +658,13 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 			     replacing ? end : round_up((uintptr_t)p + len, unit));
 	if (d.protect)
 		nsb_policy_prepare();
-	if (d.protect && (!policy_only || nsb_ranges_reserve(4) == 0)) {
+	if (d.protect && (asked || nsb_ranges_room(2))) {
 		struct nsb_range r = { .start = (uintptr_t)p,
 				       .end = round_up((uintptr_t)p + len, unit),
 				       .off = (d.meta & NSB_META_ANON) ? 0 : (uint64_t)off,
 				       .meta = d.meta, .file = file_of(fd, &d) };
 
-		if (nsb_record(&r) < 0 && !policy_only) {
+		if (nsb_record(&r) < 0 && asked) {
 			nsb_sys_munmap(p, len);
 			p = MAP_FAILED;
 			err = ENOMEM;
@@ -744,7 +765,8 @@ munmap(void *addr, size_t len)
 	wstart = start;
 	wend = end;
 	later = nsb_ranges_unit(start, end, &n) == nsb_config.page_size && n <= before.cap;
-	if (nsb_ranges_reserve(2) < 0 || (!later && collect_whole(&wstart, &wend, &before) < 0)) {
+	(void)nsb_ranges_room(2);
+	if (!later && collect_whole(&wstart, &wend, &before) < 0) {
 		nsb_ranges_unlock();
 		nsb_saved_free(&before);
 		errno = ENOMEM;
@@ -870,6 +892,8 @@ remap_file_pages(void *addr, size_t size, int prot, size_t pgoff, int flags)
 			    NSB_META_MBIND);
 		if (nsb_record(&r) == 0)
 			nsb_account_copy_write(r.acct, was);
+		else
+			nsb_ranges_lost();
 	} else {
 		resync(wstart, wend, &before, false, false);
 	}
@@ -1004,11 +1028,7 @@ lock_all(long nr, long arg, uint32_t set, uint32_t clear)
 		return (int)syscall(nr, arg);
 	nsb_init();
 	nsb_ranges_lock();
-	if (nsb_ranges_reserve(2) < 0) {
-		nsb_ranges_unlock();
-		errno = ENOMEM;
-		return -1;
-	}
+	/* Every record is whole in the span: no room needed. */
 	nsb_ranges_flux(0, end, 0, 0);
 	ret = (int)syscall(nr, arg);
 	err = errno;
@@ -1974,7 +1994,7 @@ separate_accounts(uintptr_t start, uintptr_t end)
 		if (ok) {
 			nsb_ranges_cut(start, end);
 			for (size_t i = 0; i < recs.n; i++)
-				(void)nsb_ranges_insert(&recs.r[i]);
+				put_back(&recs.r[i]);
 		}
 	}
 	nsb_saved_free(&recs);
@@ -2049,9 +2069,11 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 	nsb_saved_free(&from);
 	nsb_saved_init(&from);
 	if (nsb_ranges_collect(old, old_end, &from) < 0 ||
-	    (covers_dest && nsb_ranges_collect(dest, dest_end, &over) < 0) ||
-	    nsb_ranges_reserve(2 * from.n + 6) < 0)
+	    (covers_dest && nsb_ranges_collect(dest, dest_end, &over) < 0))
 		goto nomem;
+	/* Where memory allows: the call is not refused for it. */
+	if (nsb_ranges_reserve(2 * from.n + 6) < 0)
+		errno = saved_errno;
 	if (from.n && from.r[from.n - 1].end == old_end) {
 		has_tail = true;
 		tail = from.r[from.n - 1];
@@ -2148,12 +2170,12 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 	for (size_t i = 0; i < cands.n; i++) {
 		if (dup)
 			cands.r[i].acct = dup;
-		(void)nsb_ranges_insert(&cands.r[i]);
+		put_back(&cands.r[i]);
 	}
 	if (stay.n) {
 		nsb_ranges_cut(old, old_end);
 		for (size_t i = 0; i < stay.n; i++)
-			(void)nsb_ranges_insert(&stay.r[i]);
+			put_back(&stay.r[i]);
 	}
 	if (has_tail && new_len_r > old_len_r) {
 		/* The kernel grows a rescued last unit as anonymous memory. */
@@ -2165,7 +2187,7 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 		tail.acct = dup ? dup : grown;
 		if (anon)
 			(void)nsb_account_claim_run(tail.acct, tail.off, (tail.end - tail.start) / unit);
-		(void)nsb_ranges_insert(&tail);
+		put_back(&tail);
 		/* A last unit mapped from the zero file grew as that file,
 		 * which may end inside the growth: anonymous memory there. */
 		if (anon)

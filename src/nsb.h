@@ -554,17 +554,28 @@ void nsb_ranges_lock(void);
 void nsb_ranges_unlock(void);
 
 /* Makes room for n more records now, so that the updates after a system
- * call cannot fail.  0, or -1 with errno ENOMEM. */
+ * call need no memory.  0, or -1 with errno ENOMEM.  Where there is none
+ * (RLIMIT_AS), the updates still never fail, but an insert may (below),
+ * and a cut or change that must split a record for which the table's
+ * chunks have no free slot cuts it to one piece instead, losing the
+ * protection of the rest (nsb_ranges_lost). */
 int nsb_ranges_reserve(size_t n);
+/* Room for n (<= 2) more records, now or in free slots of the table's
+ * chunks: an insert of n then cannot fail. */
+bool nsb_ranges_room(size_t n);
 /* 0, or -1 with errno ENOMEM (table full). */
 int nsb_ranges_insert(const struct nsb_range *r);
-/* Removes [start, end) from every record, splitting as needed (only a
- * split needs room: a cut of whole records never fails).  On return no
- * rescue is still using the removed pieces. */
+/* Removes [start, end) from every record, splitting as needed.  Never
+ * fails (0; see nsb_ranges_reserve).  On return no rescue is still using
+ * the removed pieces. */
 int nsb_ranges_cut(uintptr_t start, uintptr_t end);
 /* The same, for the records a raw call left where a new mapping is: never
- * fails; without room to split a record, the whole records there go. */
+ * fails. */
 void nsb_ranges_cut_stale(uintptr_t start, uintptr_t end);
+/* Protection lost for want of memory for records (RLIMIT_AS): counted
+ * (nosigbus_get_stats' lost), and with NOSIGBUS_LOG=1 said once, after
+ * the table lock is let go. */
+void nsb_ranges_lost(void);
 /* Makes the two records that meet at addr one, where they are one
  * mapping's contiguous pieces alike in everything (as the kernel's VMAs
  * are one there). */
@@ -632,6 +643,7 @@ int nsb_ranges_set_flags(uintptr_t start, uintptr_t end, uint32_t set, uint32_t 
 size_t nsb_ranges_replaced(uintptr_t start, uintptr_t end);
 
 void nsb_ranges_fail_next_alloc(void);	/* test hook */
+void nsb_ranges_test_no_alloc(bool on);	/* test hook: no memory at all */
 void nsb_ranges_test_chunk(size_t n);	/* test hook: records per chunk */
 void nsb_ranges_after_fork_child(bool nested);
 /* [signal-safe] Nested calls (ranges.c): is this call of the program's
@@ -996,6 +1008,7 @@ struct nsb_counters {
 	atomic_uint_least64_t failures;
 	atomic_uint_least64_t unverified;
 	atomic_uint_least64_t unchecked;	/* left unprotected under a filter */
+	atomic_uint_least64_t lost;	/* protection lost: no memory for records */
 };
 extern struct nsb_counters nsb_counters;
 
@@ -1019,6 +1032,7 @@ size_t nsb_log_take(char *out);
 void nsb_log_write(const char *buf, size_t len);
 void nsb_log_failure(uintptr_t addr, int err);	/* [signal-safe] */
 void nsb_log_unchecked(void);	/* [signal-safe] sandbox.c, once */
+void nsb_log_lost(void);	/* ranges.c, once */
 void nsb_log_init(void);
 /* Per-process counters: zeroes them in a fork child. */
 void nsb_log_after_fork_child(void);

@@ -40,7 +40,11 @@
  * from the library's arena (memory.c), never malloc, and is never
  * unmapped while the process lives (an optimistic reader may still be
  * looking at it); a chunk a copy no longer uses goes back to that copy's
- * own spare list.
+ * own spare list.  Where no chunk can be had (a tight RLIMIT_AS), a new
+ * record takes a free slot of another chunk, the chunks between passing a
+ * record each towards it; only where every slot is taken does a change
+ * that splits a record lose protection instead of failing (SPEC §12: the
+ * call it follows has been made; update_short()).
  *
  * Signal context: nsb_ranges_enter, nsb_ranges_leave, nsb_ranges_count,
  * nsb_ranges_version.  Everything else runs with the table lock held,
@@ -156,6 +160,7 @@ static atomic_size_t last_hit;		/* chunk << 8 | slot of the last record found */
 static atomic_ulong version;		/* even: stable; odd: a writer is changing a copy */
 static atomic_uintptr_t flux[4];	/* two spans [flux[0], flux[1]), [flux[2], flux[3]) */
 static bool fail_next_alloc;
+static bool no_alloc;		/* test hook: as if no memory could be had */
 
 /* The record at p (which is not the end). */
 static inline struct slot *
@@ -779,7 +784,7 @@ room(struct table *t, size_t extra)
 	if (t->nspare < extra || cap < t->nc + extra)
 		extra = spares_needed(t, extra);
 	if (t->nspare < extra || cap < t->nc + extra) {
-		if (fail_next_alloc) {
+		if (fail_next_alloc || no_alloc) {
 			fail_next_alloc = false;
 			errno = ENOMEM;
 			return -1;
@@ -831,6 +836,35 @@ room(struct table *t, size_t extra)
 	return 0;
 }
 
+/* Can copy t take a new chunk with no memory: a spare one, and an entry
+ * of its array of chunks for it? */
+static inline bool
+can_grow(const struct table *t)
+{
+	return t->spare && t->c && t->c->cap > t->nc;
+}
+
+/* Free slots in copy t's chunks. */
+static size_t
+free_slots(const struct table *t)
+{
+	size_t f = 0;
+
+	for (size_t j = 0; j < t->nc; j++)
+		if (t->c->r[j].n < full)
+			f += full - t->c->r[j].n;
+	return f;
+}
+
+/* Can copy t take k more records with no new memory: free slots in its
+ * chunks (insert_shifting), or a spare chunk (whose split leaves half a
+ * chunk free)? */
+static bool
+can_absorb(const struct table *t, size_t k)
+{
+	return k == 0 || (can_grow(t) && k <= full / 2) || free_slots(t) >= k;
+}
+
 /* Both copies get room for `extra` more records, or nothing changes. */
 int
 nsb_ranges_reserve(size_t extra)
@@ -840,6 +874,23 @@ nsb_ranges_reserve(size_t extra)
 	if (room(&copies[0], extra) < 0 || room(&copies[1], extra) < 0)
 		return -1;
 	return 0;
+}
+
+/* errno kept: a reserve that succeeds may have failed a step first. */
+bool
+nsb_ranges_room(size_t extra)
+{
+	int err;
+	bool ok;
+
+	/* The usual case, without errno (a call to the C library). */
+	if (extra <= copies[0].roomy && extra <= copies[1].roomy)
+		return true;
+	err = errno;
+	ok = nsb_ranges_reserve(extra) == 0 ||
+	     (can_absorb(&copies[0], extra) && can_absorb(&copies[1], extra));
+	errno = err;
+	return ok;
 }
 
 /* A new chunk of n records at entry j of t's array (room() made both). */
@@ -871,9 +922,70 @@ run_remove(struct table *t, size_t j)
 	t->nc--;
 }
 
+/*
+ * Puts s at position p of full chunk p.j where no chunk can be made
+ * (RLIMIT_AS: no spare and no memory for one): the chunks between p.j and
+ * the nearest one with a free slot each pass one record on towards it,
+ * which keeps the order and needs no memory.  False (nothing changed)
+ * where every chunk is full.
+ */
+static __attribute__((noinline, cold)) bool
+insert_shifting(struct table *t, struct pos p, const struct slot *s)
+{
+	struct run *r = t->c->r;
+	size_t j = p.j, i = p.i, k = 0, d;
+	bool up = false;
+
+	for (d = 1; j >= d || j + d < t->nc; d++) {
+		if (j >= d && r[j - d].n < full) {
+			k = j - d;
+			up = true;
+			break;
+		}
+		if (j + d < t->nc && r[j + d].n < full) {
+			k = j + d;
+			break;
+		}
+	}
+	if (!(j >= d || j + d < t->nc))
+		return false;
+	if (!up) {
+		/* Each chunk from k up to j + 1 takes the last record of the
+		 * one before it (higher addresses) as its first. */
+		for (size_t m = k; m > j; m--) {
+			memmove(&r[m].s[1], &r[m].s[0], r[m].n * sizeof(*s));
+			r[m].s[0] = r[m - 1].s[--r[m - 1].n];
+			r[m].n++;
+		}
+	} else {
+		/* s before the first record of chunk j: at the end of the
+		 * chunk before it. */
+		if (i == 0)
+			i = r[--j].n;
+		/* Each chunk from k on takes the first record of the next
+		 * (lower addresses) as its last. */
+		for (size_t m = k; m < j; m++) {
+			r[m].s[r[m].n++] = r[m + 1].s[0];
+			memmove(&r[m + 1].s[0], &r[m + 1].s[1], (r[m + 1].n - 1) * sizeof(*s));
+			r[m + 1].n--;
+		}
+		if (k < j)
+			i--;
+	}
+	memmove(&r[j].s[i + 1], &r[j].s[i], (r[j].n - i) * sizeof(*s));
+	r[j].s[i] = *s;
+	r[j].n++;
+	t->n++;
+	t->inserts++;
+	t->roomy = 0;
+	return true;
+}
+
 /* Puts s at position p (before the record there: the first whose start
  * is below s's), splitting a full chunk; at either end of the table, or
- * where a neighbour has room, no chunk is split. */
+ * where a neighbour has room, no chunk is split.  Where no spare chunk
+ * is left (update_short() found free slots instead), records shift
+ * towards one. */
 static void
 insert_at(struct table *t, struct pos p, const struct slot *s)
 {
@@ -895,6 +1007,8 @@ insert_at(struct table *t, struct pos p, const struct slot *s)
 			   t->c->r[p.j + 1].n < full) {
 			r = &t->c->r[++p.j];
 			p.i = 0;
+		} else if (r->n == full && !can_grow(t) && insert_shifting(t, p, s)) {
+			return;
 		} else if (r->n == full && p.i == full) {
 			r = run_insert(t, ++p.j);	/* a new last chunk */
 			p.i = 0;
@@ -1069,6 +1183,101 @@ struct op {
 	uint32_t set, clear;	/* OP_FLAGS */
 };
 
+/* The meta_gen op (OP_PROT, OP_FLAGS) gives a record that has m (the
+ * generation bits stay). */
+static uint32_t
+changed_meta(const struct op *op, uint32_t m)
+{
+	if (op->kind == OP_FLAGS)
+		return (m & ~op->clear) | op->set;
+	m = (m & ~NSB_META_PROT) | ((uint32_t)op->prot & NSB_META_PROT);
+	if (op->pkey >= 0)
+		m = (m & ~NSB_META_PKEY_MASK) | NSB_META_MKPKEY(op->pkey);
+	return m;
+}
+
+/* How many records op inserts into a copy whose records are t's: one for
+ * an insert, one for each end of a cut or change that falls strictly
+ * inside a record (split_at). */
+static __attribute__((noinline, cold)) size_t
+op_inserts(const struct table *t, const struct op *op)
+{
+	struct pos p;
+	size_t n = 0;
+
+	if (op->kind == OP_INSERT)
+		return 1;
+	if (op->kind == OP_JOIN || whole_records(t, op->r.start, op->r.end, &p, &n))
+		return 0;
+	n = 0;
+	for (int e = 0; e < 2; e++) {
+		uintptr_t a = e ? op->r.end : op->r.start;
+
+		p = find_pos(t, a);
+		if (!at_end(t, p) && at(t, p)->start < a && slot_end(at(t, p)) > a)
+			n++;
+	}
+	return n;
+}
+
+/*
+ * A cut or change of [start, end) where the copies have no room for the
+ * pieces of a split (RLIMIT_AS: every chunk full, no spare, no memory):
+ * a record the span covers part of is cut, in place (which needs no
+ * room), to its piece outside the span, the larger where there are two.
+ * What goes is protection lost (the inside of a change, the smaller piece
+ * of a cut through the middle), never a record that says something the
+ * kernel does not: the records kept are as apply() would leave them.  A
+ * change that leaves a record's meta as it is cuts nothing of it.  The
+ * records inside go or change as in apply().  True if protection was
+ * lost.
+ */
+static __attribute__((noinline, cold)) bool
+apply_tight(struct table *t, const struct op *op, bool count)
+{
+	uintptr_t start = op->r.start, end = op->r.end;
+	size_t ps = nsb_config.page_size, k = 0;
+	bool lost = false, first = true;
+	struct pos p = find_pos(t, end - 1), lo = p;
+
+	while (!at_end(t, p) && slot_end(at(t, p)) > start) {
+		struct slot *r = at(t, p);
+		uintptr_t rs = r->start, re = slot_end(r);
+		uintptr_t below = rs < start ? start - rs : 0, above = re > end ? re - end : 0;
+
+		if (!below && !above) {
+			/* Inside: goes or changes as apply() does it. */
+			if (op->kind == OP_CUT) {
+				if (first)
+					lo = p;
+				first = false;
+				k++;
+				if (count) {
+					nsb_files_ref(slot_file(r), -1);
+					nsb_account_ref(r->acct, -1);
+				}
+			} else {
+				r->meta_gen = changed_meta(op, r->meta_gen);
+			}
+		} else if (op->kind == OP_CUT || changed_meta(op, r->meta_gen) != r->meta_gen) {
+			/* Part of it inside, and that part changes: the larger
+			 * piece outside stays, in this slot. */
+			lost |= op->kind != OP_CUT || (below && above);
+			if (below >= above) {
+				r->pages = (uint32_t)(below / ps);
+			} else {
+				r->off_file += (uint64_t)((end - rs) / ps) << 16;
+				r->pages = (uint32_t)(above / ps);
+				r->start = end;
+			}
+		}
+		p = next_pos(t, p);
+	}
+	if (k)
+		remove_at(t, lo, k);
+	return lost;
+}
+
 static void
 apply(struct table *t, const struct op *op, bool count)
 {
@@ -1115,21 +1324,53 @@ apply(struct table *t, const struct op *op, bool count)
 					nsb_files_ref(slot_file(r), -1);
 					nsb_account_ref(r->acct, -1);
 				}
-			} else if (op->kind == OP_FLAGS) {
-				r->meta_gen = (r->meta_gen & ~op->clear) | op->set;
 			} else {
-				uint32_t m = r->meta_gen & ~NSB_META_PROT;
-
-				m |= (uint32_t)op->prot & NSB_META_PROT;
-				if (op->pkey >= 0)
-					m = (m & ~NSB_META_PKEY_MASK) | NSB_META_MKPKEY(op->pkey);
-				r->meta_gen = m;
+				r->meta_gen = changed_meta(op, r->meta_gen);
 			}
 		}
 		if (op->kind == OP_CUT && k)
 			remove_at(t, lo, k);
 		return;
 	}
+}
+
+/*
+ * update() where the table could get no memory (RLIMIT_AS): what the op
+ * inserts may still fit both copies' chunks (insert_shifting); an op on
+ * whole records, or a join, inserts nothing.  Else an insert fails
+ * (ENOMEM, nothing changed), and a cut or change is made without
+ * splitting (apply_tight): the call the records follow has been made,
+ * and must not fail for them.  Decided on both copies before either
+ * changes, so that they stay alike.
+ */
+static __attribute__((noinline, cold)) int
+update_short(const struct op *op, int err)
+{
+	int inactive = 1 - atomic_load(&active);
+	struct table *in = &copies[inactive], *out = &copies[inactive ^ 1];
+	size_t k = op_inserts(in, op);
+	bool tight = !can_absorb(in, k) || !can_absorb(out, k);
+	struct pos p;
+	size_t n;
+
+	errno = err;
+	if (tight && op->kind == OP_INSERT) {
+		errno = ENOMEM;
+		return -1;
+	}
+	tight = tight && op->kind != OP_JOIN &&
+		!whole_records(in, op->r.start, op->r.end, &p, &n);
+	atomic_fetch_add(&version, 1);
+	if (tight ? apply_tight(in, op, true) : (apply(in, op, true), false))
+		nsb_ranges_lost();
+	atomic_store(&live_count, in->n);
+	switch_copies();
+	if (tight)
+		(void)apply_tight(out, op, false);
+	else
+		apply(out, op, false);
+	atomic_fetch_add(&version, 1);
+	return 0;
 }
 
 /* A one-chunk table of at most this many records: the second copy takes
@@ -1139,7 +1380,8 @@ apply(struct table *t, const struct op *op, bool count)
 /*
  * Applies op to both copies; see the comment at the top.  (Each inserts
  * at most two records: the pieces of two splits; none where the op's span
- * holds whole records, which is then made without room.)
+ * holds whole records, which is then made without room.  Where the room
+ * for two cannot be had: update_short().)
  *
  * The copies hold the same records before the op, so they hold the same
  * after it.  Where both are one chunk, and the op made or freed none in
@@ -1159,19 +1401,10 @@ update(const struct op *op)
 	uint32_t inserts, reshapes;
 	int inactive, err = errno;
 
+	if (__builtin_expect(nsb_ranges_reserve(2) < 0, 0))
+		return update_short(op, err);
 	inactive = 1 - atomic_load(&active);
 	in = &copies[inactive];
-	/* An op on whole records only removes or changes them (apply()):
-	 * it needs no room, and never fails for want of it. */
-	if (nsb_ranges_reserve(2) < 0) {
-		struct pos p;
-		size_t k;
-
-		if (op->kind == OP_INSERT || op->kind == OP_JOIN ||
-		    !whole_records(in, op->r.start, op->r.end, &p, &k))
-			return -1;
-		errno = err;
-	}
 	out = &copies[inactive ^ 1];
 	if (in->nc == 1 && out->nc == 1 && in->n <= COPY_MAX)
 		chunk = in->c->r[0].s;
@@ -1208,6 +1441,10 @@ nsb_ranges_lock(void)
 /* Files that no record names any more are let go only here, once the
  * caller's changes are all made: a call may cut records and then put
  * them back elsewhere (mremap). */
+/* The line nsb_ranges_lost() asks for, once: written after an unlock,
+ * by the thread that takes it. */
+static atomic_bool lost_line;
+
 void
 nsb_ranges_unlock(void)
 {
@@ -1225,6 +1462,21 @@ nsb_ranges_unlock(void)
 	/* Not under the lock: stderr may be a pipe that is full. */
 	if (n)
 		nsb_log_write(said, n);
+	if (__builtin_expect(atomic_load_explicit(&lost_line, memory_order_relaxed), 0) &&
+	    atomic_exchange(&lost_line, false))
+		nsb_log_lost();
+}
+
+void
+nsb_ranges_lost(void)
+{
+	static bool logged;
+
+	atomic_fetch_add(&nsb_counters.lost, 1);
+	if (nsb_config.log && !logged) {
+		logged = true;
+		atomic_store(&lost_line, true);
+	}
 }
 
 int
@@ -1293,29 +1545,18 @@ nsb_ranges_cut_found(uintptr_t start, uintptr_t end)
 
 /*
  * A cut that must not fail: the records a raw call (munmap, shmdt, mremap)
- * left where a new mapping now is.  Where the table has no room to split
- * a record that [start, end) cuts part of, the whole records it meets go
- * (a cut of whole records needs no room): the rest of such a record loses
- * its protection, rather than the new mapping gaining one that is not
- * its own.
+ * left where a new mapping now is.  No cut fails: where the table has no
+ * room to split a record that [start, end) cuts part of, only the larger
+ * piece of it outside the span stays (apply_tight), rather than the new
+ * mapping gaining a protection that is not its own.
  */
 void
 nsb_ranges_cut_stale(uintptr_t start, uintptr_t end)
 {
-	const struct table *t;
-	struct pos p;
 	int err = errno;
 
-	if (!overlap_locked(start, end) || nsb_ranges_cut_found(start, end) == 0)
-		return;
-	t = &copies[atomic_load(&active)];
-	p = find_pos(t, end - 1);
-	if (!at_end(t, p) && slot_end(at(t, p)) > end)
-		end = slot_end(at(t, p));
-	p = find_pos(t, start);
-	if (!at_end(t, p) && slot_end(at(t, p)) > start)
-		start = at(t, p)->start;
-	(void)nsb_ranges_cut_found(start, end);
+	if (overlap_locked(start, end))
+		(void)nsb_ranges_cut_found(start, end);
 	errno = err;
 }
 
@@ -1497,6 +1738,17 @@ nsb_ranges_fail_next_alloc(void)
 		copies[k].nspare = 0;
 		copies[k].roomy = 0;
 	}
+}
+
+/* Test hook: from now on (until called with false) the table gets no
+ * memory, as under a tight RLIMIT_AS; the spare chunks are forgotten. */
+void
+nsb_ranges_test_no_alloc(bool on)
+{
+	no_alloc = on;
+	if (on)
+		nsb_ranges_fail_next_alloc();
+	fail_next_alloc = false;
 }
 
 /* Test hook: chunks split at n records (n <= CHUNK), so that a small

@@ -19,6 +19,14 @@
  *           mmap fails with ENOMEM and leaves nothing mapped and nothing
  *           recorded; a MAP_FIXED one over a protected mapping leaves the
  *           old mapping in place and still protected (SPEC §4).
+ *  tight    random operations as in random, with chunks of 4 records and
+ *           none of 128, where the table gets no memory at all (as under
+ *           a tight RLIMIT_AS): a cut or a change never fails; its
+ *           records come from free slots of any chunk (records shifted
+ *           towards them), else the record it splits keeps one piece and
+ *           the rest loses its protection, only then, counted as lost;
+ *           an insert fails with ENOMEM or is made.  Checked after each
+ *           against the model, less the pages lost.
  *  config   nsb_config_parse() with every word, near misses and random
  *           bytes.
  *  gap      a call that cuts records to put them back (resync after a
@@ -30,7 +38,7 @@
  *           whose rescues are of memory nobody protected).  The window is
  *           held open here, as resync has it, with the table's own calls.
  *
- * Usage: unit-ranges [random|alloc|mmap|config|gap]... [--seed N] [--ops N]
+ * Usage: unit-ranges [random|alloc|mmap|config|gap|tight]... [--seed N] [--ops N]
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -291,6 +299,119 @@ test_random(int ops)
 	NSBT_CHECK(nsb_ranges_count() == 0, "records left");
 	printf("ok: unit-ranges: random: %d operations (%d inserts, %d cuts, %d restores, %d protection "
 	       "changes), checked against the model after each\n", ops, inserts, cuts, restores, prots);
+}
+
+/* ---- tight --------------------------------------------------------------- */
+
+/* The model less what the table lost: a page the model records and the
+ * table does not is allowed only if the op counted a loss; it leaves the
+ * model.  (A page the table records where the model has none, or with
+ * other bounds or meta, check_table() finds.) */
+static void
+drop_lost(const char *after, uint64_t lost_before)
+{
+	bool lost = atomic_load(&nsb_counters.lost) > lost_before;
+
+	for (int i = 0; i < U; i++) {
+		struct nsb_range r;
+		int ticket;
+
+		if (!id[i])
+			continue;
+		if (nsb_ranges_enter(addr_of(i), &r, &ticket) == NSB_LOOKUP_FOUND) {
+			nsb_ranges_leave(ticket);
+			continue;
+		}
+		NSBT_CHECK(lost, "after %s: page %d is not recorded any more, and no loss was counted",
+			   after, i);
+		id[i] = 0;
+	}
+}
+
+/* A protection other than the pages' at s and e - 1: a change that a
+ * split at either end must make (one that changes nothing there is no
+ * split for the tight table, which the model does not know). */
+static int
+other_prot(int s, int e)
+{
+	int prot;
+
+	do
+		prot = rnd(8);
+	while ((id[s] && prot == (int)(meta_of[s] & NSB_META_PROT)) ||
+	       (id[e - 1] && prot == (int)(meta_of[e - 1] & NSB_META_PROT)));
+	return prot;
+}
+
+static void
+test_tight(int ops)
+{
+	char what[128];
+	int inserts = 0, refused = 0, cuts = 0, prots = 0;
+	uint64_t lost_at_start = atomic_load(&nsb_counters.lost);
+
+	nsb_ranges_test_chunk(4);
+	/* Records of two pages, in order (their chunks full), with memory:
+	 * then none.  The window could hold twice as many records as the
+	 * table then can, and the ops (mostly short changes, which split)
+	 * drive it there. */
+	for (int k = 0; k < U; k += 2) {
+		uint32_t m = (uint32_t)(k & 7) | NSB_META_MKSHIFT(12) | NSB_META_MKPKEY(-1);
+
+		nsb_ranges_lock();
+		NSBT_CHECK(insert(addr_of(k), addr_of(k + 2), m) == 0, "insert");
+		nsb_ranges_unlock();
+		model_insert(k, k + 2, m);
+	}
+	check_table("the first records");
+	nsb_ranges_test_no_alloc(true);
+	for (int k = 0; k < ops; k++) {
+		int s = rnd(U), r = rnd(100), e = s + 1 + rnd(U - s < 4 ? U - s : 4);
+		uint32_t meta = (uint32_t)rnd(8) | (rnd(2) ? NSB_META_SHARED : 0) |
+				NSB_META_MKSHIFT(12) | NSB_META_MKPKEY(-1);
+		uint64_t lost = atomic_load(&nsb_counters.lost);
+
+		nsb_ranges_lock();
+		if (r < 20) {
+			snprintf(what, sizeof(what), "op %d: insert [%d, %d) meta 0x%x", k, s, e, meta);
+			NSBT_CHECK(nsb_ranges_cut(addr_of(s), addr_of(e)) == 0, "%s: cut", what);
+			model_cut(s, e);
+			if (insert(addr_of(s), addr_of(e), meta) == 0) {
+				model_insert(s, e, meta);
+				inserts++;
+			} else {
+				NSBT_CHECK(errno == ENOMEM, "%s: %s", what, strerror(errno));
+				refused++;
+			}
+		} else if (r < 35) {
+			snprintf(what, sizeof(what), "op %d: cut [%d, %d)", k, s, e);
+			NSBT_CHECK(nsb_ranges_cut(addr_of(s), addr_of(e)) == 0, "%s", what);
+			model_cut(s, e);
+			cuts++;
+		} else {
+			int prot = other_prot(s, e);
+
+			snprintf(what, sizeof(what), "op %d: set_prot [%d, %d) %d", k, s, e, prot);
+			NSBT_CHECK(nsb_ranges_set_prot(addr_of(s), addr_of(e), prot, -1) == 0, "%s", what);
+			model_set_prot(s, e, prot);
+			prots++;
+		}
+		nsb_ranges_unlock();
+		drop_lost(what, lost);
+		check_table(what);
+		check_spans(what);
+	}
+	nsb_ranges_test_no_alloc(false);
+	nsb_ranges_lock();
+	NSBT_CHECK(nsb_ranges_cut(base, addr_of(U)) == 0, "cut all");
+	nsb_ranges_unlock();
+	model_cut(0, U);
+	check_table("cutting everything");
+	nsb_ranges_test_chunk(0);
+	printf("ok: unit-ranges: tight: %d operations with no memory for the table (%d inserts made, "
+	       "%d refused, %d cuts, %d protection changes), %" PRIu64 " of them losing protection, "
+	       "checked against the model after each\n",
+	       ops, inserts, refused, cuts, prots, atomic_load(&nsb_counters.lost) - lost_at_start);
 }
 
 /* ---- alloc --------------------------------------------------------------- */
@@ -601,8 +722,8 @@ main(int argc, char **argv)
 {
 	uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 24);
 	int ops = 3000;
-	bool all = true, want[5] = { false };
-	static const char *const tests[] = { "random", "alloc", "mmap", "config", "gap" };
+	bool all = true, want[6] = { false };
+	static const char *const tests[] = { "random", "alloc", "mmap", "config", "gap", "tight" };
 
 	ps = nsbt_page();
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -615,7 +736,7 @@ main(int argc, char **argv)
 			ops = atoi(argv[++i]);
 			continue;
 		}
-		for (int t = 0; t < 5; t++)
+		for (int t = 0; t < 6; t++)
 			if (strcmp(argv[i], tests[t]) == 0)
 				want[t] = true, all = false;
 	}
@@ -641,6 +762,8 @@ main(int argc, char **argv)
 		test_config(ops * 10);
 	if (all || want[4])
 		test_gap();
+	if (all || want[5])
+		test_tight(ops);
 	munmap((void *)base, U * ps);
 	return 0;
 }
