@@ -291,6 +291,52 @@ next_pos(const struct table *t, struct pos p)
 	return p;
 }
 
+/* The slots a change moves within a chunk: by hand where they are the
+ * few of a small table (a call of memmove costs more than moving two),
+ * unrolled so that no compiler makes the copy a call again. */
+static inline void
+slots_up(struct slot *s, size_t n)	/* s[1..n] = s[0..n-1] */
+{
+	switch (n) {
+	case 3:
+		s[3] = s[2];
+		__attribute__((fallthrough));
+	case 2:
+		s[2] = s[1];
+		__attribute__((fallthrough));
+	case 1:
+		s[1] = s[0];
+		__attribute__((fallthrough));
+	case 0:
+		return;
+	default:
+		memmove(s + 1, s, n * sizeof(*s));
+	}
+}
+
+static inline void
+slots_down(struct slot *s, size_t n)	/* s[0..n-1] = s[1..n] */
+{
+	switch (n) {
+	case 3:
+		s[0] = s[1];
+		s[1] = s[2];
+		s[2] = s[3];
+		return;
+	case 2:
+		s[0] = s[1];
+		s[1] = s[2];
+		return;
+	case 1:
+		s[0] = s[1];
+		__attribute__((fallthrough));
+	case 0:
+		return;
+	default:
+		memmove(s, s + 1, n * sizeof(*s));
+	}
+}
+
 /* ---- reader side ------------------------------------------------------- */
 
 /* [signal-safe] */
@@ -765,7 +811,7 @@ insert_at(struct table *t, struct pos p, const struct slot *s)
 		}
 	}
 	if (r->n > p.i)
-		memmove(&r->s[p.i + 1], &r->s[p.i], (r->n - p.i) * sizeof(*s));
+		slots_up(&r->s[p.i], r->n - p.i);
 	r->s[p.i] = *s;
 	r->n++;
 	t->n++;
@@ -1048,6 +1094,160 @@ update(const struct op *op)
 	return 0;
 }
 
+/*
+ * The usual changes, made without update()'s generality (issue 40: a
+ * pair of calls spent ~2 000 instructions in the table): a new record
+ * into a table of one chunk with room, and a cut or a change of
+ * protection of exactly one whole record.  Each does what update() does
+ * - the inactive copy changed, made active, the readers of the other
+ * drained, the same change made there, the version odd meanwhile - and
+ * leaves both copies as apply() would, chunk for chunk: the copies hold
+ * the same records in the same chunks, so the record at one place in one
+ * copy is at the same place in the other (checked by its start: else the
+ * general path).  The room update() asks for first is asked here too:
+ * its memory is made at the same calls.
+ */
+
+/* The one record that is exactly [start, end), in copy t. */
+static inline __attribute__((always_inline)) bool
+exact_at(const struct table *t, uintptr_t start, uintptr_t end, struct pos *p)
+{
+	const struct slot *s;
+
+	if (end <= start)
+		return false;
+	*p = find_pos(t, end - 1);
+	if (at_end(t, *p))
+		return false;
+	s = at(t, *p);
+	return s->start == start && slot_end(s) == end;
+}
+
+/* Is p the place of the record that starts at start in copy t? */
+static inline bool
+same_place(const struct table *t, struct pos p, uintptr_t start)
+{
+	return p.j < t->nc && p.i < t->c->r[p.j].n && at(t, p)->start == start;
+}
+
+/* Removes the record at p: remove_at(t, p, 1), whose merges a chunk of
+ * its own that keeps records never needs. */
+static inline void
+cut_one(struct table *t, struct pos p)
+{
+	struct run *r = &t->c->r[p.j];
+
+	if (t->nc != 1 || r->n == 1) {
+		remove_at(t, p, 1);
+		return;
+	}
+	if (r->n > p.i + 1)
+		slots_down(&r->s[p.i], r->n - p.i - 1);
+	r->n--;
+	t->n--;
+}
+
+/* A cut of exactly one whole record: 1 done, 0 not that case. */
+static int
+cut_exact(uintptr_t start, uintptr_t end)
+{
+	int inactive = 1 - atomic_load(&active), err = errno;
+	struct table *in = &copies[inactive], *out = &copies[inactive ^ 1];
+	struct pos p;
+	uint16_t file;
+	struct nsb_account *acct;
+
+	if (!exact_at(in, start, end, &p))
+		return 0;
+	if (nsb_ranges_reserve(2) < 0)
+		errno = err;	/* a cut of a whole record needs none */
+	file = slot_file(at(in, p));
+	acct = at(in, p)->acct;
+	atomic_fetch_add(&version, 1);
+	nsb_files_ref(file, -1);
+	nsb_account_ref(acct, -1);
+	cut_one(in, p);
+	atomic_store(&live_count, in->n);
+	switch_copies();
+	if (same_place(out, p, start) || exact_at(out, start, end, &p))
+		cut_one(out, p);
+	atomic_fetch_add(&version, 1);
+	return 1;
+}
+
+/* A change of protection of exactly one whole record: 1 done, 0 not
+ * that case. */
+static int
+prot_exact(uintptr_t start, uintptr_t end, int prot, int pkey)
+{
+	int inactive = 1 - atomic_load(&active), err = errno;
+	struct table *in = &copies[inactive], *out = &copies[inactive ^ 1];
+	struct pos p;
+	uint32_t m;
+
+	if (!exact_at(in, start, end, &p))
+		return 0;
+	if (nsb_ranges_reserve(2) < 0)
+		errno = err;	/* a change of a whole record needs none */
+	m = at(in, p)->meta_gen & ~NSB_META_PROT;
+	m |= (uint32_t)prot & NSB_META_PROT;
+	if (pkey >= 0)
+		m = (m & ~NSB_META_PKEY_MASK) | NSB_META_MKPKEY(pkey);
+	atomic_fetch_add(&version, 1);
+	at(in, p)->meta_gen = m;
+	switch_copies();
+	if (same_place(out, p, start) || exact_at(out, start, end, &p))
+		at(out, p)->meta_gen = m;
+	atomic_fetch_add(&version, 1);
+	return 1;
+}
+
+/* A new record s into a table of one chunk with room in both copies
+ * (where insert_at() neither splits nor makes a chunk): 1 done, 0 not
+ * that case, -1 no room (update()'s ENOMEM, asked once as there).  The copies' one chunks hold the same records: s goes at
+ * the same index in both. */
+static int
+insert_plain(const struct slot *s)
+{
+	int inactive = 1 - atomic_load(&active);
+	struct table *in = &copies[inactive], *out = &copies[inactive ^ 1];
+	struct table *t;
+	struct pos p;
+
+	if (in->nc != 1 || out->nc != 1 || in->c->r[0].n >= full ||
+	    out->c->r[0].n != in->c->r[0].n)
+		return 0;
+	if (nsb_ranges_reserve(2) < 0)
+		return -1;
+	p = find_pos(in, s->start);
+	if (at_end(in, p))
+		p.i = in->c->r[0].n;
+	p.j = 0;
+	atomic_fetch_add(&version, 1);
+	t = in;
+	for (int k = 0;; k++) {
+		struct run *r = &t->c->r[0];
+
+		if (r->n > p.i)
+			slots_up(&r->s[p.i], r->n - p.i);
+		r->s[p.i] = *s;
+		r->n++;
+		t->n++;
+		t->inserts++;
+		if (t->roomy)
+			t->roomy--;
+		if (k == 1)
+			break;
+		nsb_files_ref(slot_file(s), 1);
+		nsb_account_ref(s->acct, 1);
+		atomic_store(&live_count, in->n);
+		switch_copies();
+		t = out;
+	}
+	atomic_fetch_add(&version, 1);
+	return 1;
+}
+
 void
 nsb_ranges_lock(void)
 {
@@ -1098,6 +1298,12 @@ nsb_ranges_insert(const struct nsb_range *r)
 		op.r.start = cut;
 	}
 	pack(&op.r, &op.s);
+	switch (insert_plain(&op.s)) {
+	case 1:
+		return 0;
+	case -1:
+		return -1;
+	}
 	return update(&op);
 }
 
@@ -1130,6 +1336,8 @@ nsb_ranges_cut_found(uintptr_t start, uintptr_t end)
 {
 	struct op op;
 
+	if (cut_exact(start, end))
+		return 0;
 	/* kind, r.start and r.end: all apply() reads of a cut (not the
 	 * whole op zeroed first, see nsb_ranges_insert). */
 	op.kind = OP_CUT;
@@ -1192,6 +1400,8 @@ nsb_ranges_set_prot_found(uintptr_t start, uintptr_t end, int prot, int pkey)
 {
 	struct op op;
 
+	if (prot_exact(start, end, prot, pkey))
+		return 0;
 	/* All apply() reads of a change of protection (not the whole op
 	 * zeroed first, see nsb_ranges_insert). */
 	op.kind = OP_PROT;
