@@ -592,6 +592,19 @@ int nsb_ranges_collect(uintptr_t start, uintptr_t end, struct nsb_saved *saved);
 /* The largest page size of the records overlapping [start, end) (the
  * page size where there are none), and how many there are in *n. */
 size_t nsb_ranges_unit(uintptr_t start, uintptr_t end, size_t *n);
+/* What nsb_ranges_overlap_peek() saw (no lock): where the span met one
+ * record only, inside it, of pages, that record and its place as of
+ * version v (odd: nothing seen). */
+struct nsb_peek {
+	unsigned long v;
+	size_t j, i;
+	struct nsb_range r;
+};
+/* Does [start, end) meet exactly one record, inside it, of pages?  Then
+ * that record in *r (as nsb_ranges_collect() would list it).  pk (or
+ * NULL): what the call's quick check saw, used if nothing changed since. */
+bool nsb_ranges_one(uintptr_t start, uintptr_t end, struct nsb_range *r,
+		    const struct nsb_peek *pk);
 
 /*
  * Changes in flux: while a call may change [s1, e1) and [s2, e2), a fault
@@ -608,6 +621,8 @@ void nsb_ranges_flux_end(void);
  * put them back) it asks under the table lock, whose holder the program
  * cannot stop. */
 bool nsb_ranges_overlap(uintptr_t start, uintptr_t end);
+/* The same, and in *pk what nsb_ranges_one() may take from it. */
+bool nsb_ranges_overlap_peek(uintptr_t start, uintptr_t end, struct nsb_peek *pk);
 /* Nothing recorded and no call changing records (the interposed calls'
  * first check; nsb_ranges_count() == 0 may be a call's passing moment). */
 bool nsb_ranges_none(void);

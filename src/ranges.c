@@ -9,7 +9,8 @@
  *    leave: a rescue is a few system calls in a handler that runs with
  *    every signal blocked, so the program cannot stop it (SPEC §5).
  *  - the interposed calls' quick check (nsb_ranges_overlap): optimistic,
- *    like a seqlock, registered nowhere.  A writer never waits for them,
+ *    like a seqlock, registered nowhere (what it saw is trusted under
+ *    the lock only while the version is the one it read: nsb_peek).  A writer never waits for them,
  *    which matters: the program may stop a thread inside any call, from a
  *    signal handler, and keep it stopped while another thread maps.
  *  - writers, serialised by the table lock (process.c: no handler of the
@@ -18,8 +19,10 @@
  * contents.  Handlers use the active copy; a writer changes the inactive
  * one, makes it active, waits until no handler can still be on the other
  * one, and applies the same change there (or copies the changed copy's
- * records there, where both are one small chunk: update()).  Once a record
- * is cut, no rescue can still map a page over it.
+ * records there, where both are one small chunk: update(); or, for the
+ * usual changes of one record, makes it at the same place: cut_exact(),
+ * prot_exact(), insert_plain()).  Once a record is cut, no rescue can
+ * still map a page over it.
  *
  * While a call changes a span (flux, see nsb.h), a fault there is neither
  * rescued nor passed on but retried, so that records never lag behind the
@@ -471,16 +474,19 @@ flux_meets(uintptr_t start, uintptr_t end)
  * agree, the span cut before the first is still in flux at the second.
  */
 bool
-nsb_ranges_overlap(uintptr_t start, uintptr_t end)
+nsb_ranges_overlap_peek(uintptr_t start, uintptr_t end, struct nsb_peek *pk)
 {
 	bool hit;
 
+	if (pk)
+		pk->v = 1;	/* odd: nothing seen */
 	if (end <= start || nsb_ranges_none())
 		return false;
 	for (int tries = 0; tries < 8; tries++) {
 		unsigned long v = atomic_load(&version);
 		const struct table *t;
-		const struct slot *r;
+		const struct runs *c;
+		const struct slot *r, *s;
 		struct pos p;
 
 		if (v & 1) {
@@ -489,19 +495,59 @@ nsb_ranges_overlap(uintptr_t start, uintptr_t end)
 		}
 		t = &copies[atomic_load(&active)];
 		/* A torn read stays inside memory that is never unmapped. */
-		p = first_at_or_below(t, end - 1);
-		r = slot_if(t, p);
-		hit = r && slot_end(r) > start;
+		c = t->c;
+		if (t->nc == 1 && c && (s = c->r[0].s) != NULL) {
+			/* The usual table, one chunk: its one search, each
+			 * bound what was read (first_at_or_below()). */
+			size_t lo = 0, n = c->r[0].n < CHUNK ? c->r[0].n : CHUNK, hi = n;
+
+			while (lo < hi) {
+				size_t mid = (lo + hi) / 2;
+
+				if (s[mid].start <= end - 1)
+					hi = mid;
+				else
+					lo = mid + 1;
+			}
+			hit = lo < n && slot_end(&s[lo]) > start;
+			/* What nsb_ranges_one() would find (a copy: the
+			 * chunk may be changing under us). */
+			if (hit && pk) {
+				struct slot one = s[lo];
+
+				if (one.start >= start && slot_end(&one) <= end &&
+				    ((size_t)1 << NSB_META_SHIFT(one.meta_gen & META_MASK)) ==
+					    nsb_config.page_size &&
+				    (lo + 1 >= n || slot_end(&s[lo + 1]) <= start)) {
+					unpack(&one, &pk->r);
+					pk->j = 0;
+					pk->i = lo;
+					pk->v = v;
+				}
+			}
+		} else {
+			p = first_at_or_below(t, end - 1);
+			r = slot_if(t, p);
+			hit = r && slot_end(r) > start;
+		}
 		if (!hit && flux_meets(start, end))
 			break;
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load(&version) == v)
 			return hit;
+		if (pk)
+			pk->v = 1;
 	}
 	nsb_ranges_lock();
 	hit = overlap_locked(start, end);
 	nsb_ranges_unlock();
 	return hit;
+}
+
+bool
+nsb_ranges_overlap(uintptr_t start, uintptr_t end)
+{
+	return nsb_ranges_overlap_peek(start, end, NULL);
 }
 
 /* [signal-safe] */
@@ -531,22 +577,26 @@ nsb_ranges_bytes(void)
 
 /* ---- writer side ------------------------------------------------------- */
 
-static void
+static __attribute__((noinline)) void
 wait_for_readers(atomic_long *counter)
 {
 	while (atomic_load(counter) != 0)
 		sched_yield();
 }
 
-/* Returns once every handler that registered before the call has left. */
-static void
+/* Returns once every handler that registered before the call has left.
+ * Inlined, the wait apart: a writer drains once or twice a call, and
+ * almost never finds a handler to wait for. */
+static inline void
 drain_readers(void)
 {
 	int side = atomic_load(&reader_side);
 
-	wait_for_readers(&readers[1 - side]);
+	if (atomic_load(&readers[1 - side]) != 0)
+		wait_for_readers(&readers[1 - side]);
 	atomic_store(&reader_side, 1 - side);
-	wait_for_readers(&readers[side]);
+	if (atomic_load(&readers[side]) != 0)
+		wait_for_readers(&readers[side]);
 }
 
 /* Makes the inactive copy active; on return nobody reads the other one. */
@@ -1130,6 +1180,23 @@ same_place(const struct table *t, struct pos p, uintptr_t start)
 	return p.j < t->nc && p.i < t->c->r[p.j].n && at(t, p)->start == start;
 }
 
+/* Where nsb_ranges_one() last found a record (in either copy: they hold
+ * the same records in the same places): the first guess of exact_in(),
+ * checked there (the lock is held). */
+static struct pos one_found;
+
+/* exact_at(), trying first the place nsb_ranges_one() found: the call
+ * that asked it is usually the one making the change. */
+static inline bool
+exact_in(const struct table *t, uintptr_t start, uintptr_t end, struct pos *p)
+{
+	if (same_place(t, one_found, start) && slot_end(at(t, one_found)) == end) {
+		*p = one_found;
+		return true;
+	}
+	return exact_at(t, start, end, p);
+}
+
 /* Removes the record at p: remove_at(t, p, 1), whose merges a chunk of
  * its own that keeps records never needs. */
 static inline void
@@ -1157,7 +1224,7 @@ cut_exact(uintptr_t start, uintptr_t end)
 	uint16_t file;
 	struct nsb_account *acct;
 
-	if (!exact_at(in, start, end, &p))
+	if (!exact_in(in, start, end, &p))
 		return 0;
 	if (nsb_ranges_reserve(2) < 0)
 		errno = err;	/* a cut of a whole record needs none */
@@ -1185,7 +1252,7 @@ prot_exact(uintptr_t start, uintptr_t end, int prot, int pkey)
 	struct pos p;
 	uint32_t m;
 
-	if (!exact_at(in, start, end, &p))
+	if (!exact_in(in, start, end, &p))
 		return 0;
 	if (nsb_ranges_reserve(2) < 0)
 		errno = err;	/* a change of a whole record needs none */
@@ -1508,6 +1575,40 @@ nsb_ranges_unit(uintptr_t start, uintptr_t end, size_t *n)
 		(*n)++;
 	}
 	return unit;
+}
+
+/* The usual span of a call: it meets one record, which lies inside it,
+ * of pages (not huge pages): then true, with the record in *r - what
+ * nsb_ranges_collect() would list, and nsb_ranges_unit() count. */
+bool
+nsb_ranges_one(uintptr_t start, uintptr_t end, struct nsb_range *r, const struct nsb_peek *pk)
+{
+	const struct table *t = &copies[atomic_load(&active)];
+	const struct slot *s;
+	struct pos p, q;
+
+	/* Seen by the caller's quick check, and the table not changed since
+	 * (the version changes with every change, and the lock is held):
+	 * what that check read is what this would find. */
+	if (pk && pk->v == atomic_load(&version) && !(pk->v & 1)) {
+		*r = pk->r;
+		one_found.j = pk->j;
+		one_found.i = pk->i;
+		return true;
+	}
+	if (end <= start)
+		return false;
+	p = find_pos(t, end - 1);
+	if (at_end(t, p) || (s = at(t, p))->start < start || slot_end(s) <= start ||
+	    slot_end(s) > end ||
+	    ((size_t)1 << NSB_META_SHIFT(s->meta_gen & META_MASK)) != nsb_config.page_size)
+		return false;
+	q = next_pos(t, p);
+	if (!at_end(t, q) && slot_end(at(t, q)) > start)
+		return false;
+	unpack(s, r);
+	one_found = p;
+	return true;
 }
 
 int
