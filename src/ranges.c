@@ -600,7 +600,7 @@ drain_readers(void)
 }
 
 /* Makes the inactive copy active; on return nobody reads the other one. */
-static void
+static inline void
 switch_copies(void)
 {
 	atomic_store(&active, 1 - atomic_load(&active));
@@ -1158,6 +1158,22 @@ update(const struct op *op)
  * its memory is made at the same calls.
  */
 
+/* The room update() asks for before a change that needs none (a cut or
+ * a change of whole records), its ENOMEM not the caller's: as
+ * nsb_ranges_reserve(2), errno kept.  Where both copies have room
+ * already, the check alone (nsb_ranges_reserve()'s first). */
+static inline void
+reserve_whole(void)
+{
+	int err;
+
+	if (copies[0].roomy >= 2 && copies[1].roomy >= 2)
+		return;
+	err = errno;
+	if (nsb_ranges_reserve(2) < 0)
+		errno = err;
+}
+
 /* The one record that is exactly [start, end), in copy t. */
 static inline __attribute__((always_inline)) bool
 exact_at(const struct table *t, uintptr_t start, uintptr_t end, struct pos *p)
@@ -1187,7 +1203,7 @@ static struct pos one_found;
 
 /* exact_at(), trying first the place nsb_ranges_one() found: the call
  * that asked it is usually the one making the change. */
-static inline bool
+static inline __attribute__((always_inline)) bool
 exact_in(const struct table *t, uintptr_t start, uintptr_t end, struct pos *p)
 {
 	if (same_place(t, one_found, start) && slot_end(at(t, one_found)) == end) {
@@ -1218,7 +1234,7 @@ cut_one(struct table *t, struct pos p)
 static int
 cut_exact(uintptr_t start, uintptr_t end)
 {
-	int inactive = 1 - atomic_load(&active), err = errno;
+	int inactive = 1 - atomic_load(&active);
 	struct table *in = &copies[inactive], *out = &copies[inactive ^ 1];
 	struct pos p;
 	uint16_t file;
@@ -1226,8 +1242,7 @@ cut_exact(uintptr_t start, uintptr_t end)
 
 	if (!exact_in(in, start, end, &p))
 		return 0;
-	if (nsb_ranges_reserve(2) < 0)
-		errno = err;	/* a cut of a whole record needs none */
+	reserve_whole();	/* a cut of a whole record needs none */
 	file = slot_file(at(in, p));
 	acct = at(in, p)->acct;
 	atomic_fetch_add(&version, 1);
@@ -1247,15 +1262,14 @@ cut_exact(uintptr_t start, uintptr_t end)
 static int
 prot_exact(uintptr_t start, uintptr_t end, int prot, int pkey)
 {
-	int inactive = 1 - atomic_load(&active), err = errno;
+	int inactive = 1 - atomic_load(&active);
 	struct table *in = &copies[inactive], *out = &copies[inactive ^ 1];
 	struct pos p;
 	uint32_t m;
 
 	if (!exact_in(in, start, end, &p))
 		return 0;
-	if (nsb_ranges_reserve(2) < 0)
-		errno = err;	/* a change of a whole record needs none */
+	reserve_whole();	/* a change of a whole record needs none */
 	m = at(in, p)->meta_gen & ~NSB_META_PROT;
 	m |= (uint32_t)prot & NSB_META_PROT;
 	if (pkey >= 0)
@@ -1284,7 +1298,7 @@ insert_plain(const struct slot *s)
 	if (in->nc != 1 || out->nc != 1 || in->c->r[0].n >= full ||
 	    out->c->r[0].n != in->c->r[0].n)
 		return 0;
-	if (nsb_ranges_reserve(2) < 0)
+	if ((in->roomy < 2 || out->roomy < 2) && nsb_ranges_reserve(2) < 0)
 		return -1;
 	p = find_pos(in, s->start);
 	if (at_end(in, p))
@@ -1376,7 +1390,7 @@ nsb_ranges_insert(const struct nsb_range *r)
 
 /* Is any record in [start, end) of the copy the writer holds?  (The lock
  * is held: nothing changes under us.) */
-static bool
+static inline __attribute__((always_inline)) bool
 overlap_locked(uintptr_t start, uintptr_t end)
 {
 	const struct table *t = &copies[atomic_load(&active)];
@@ -1426,9 +1440,13 @@ nsb_ranges_cut_stale(uintptr_t start, uintptr_t end)
 {
 	const struct table *t;
 	struct pos p;
-	int err = errno;
+	int err;
 
-	if (!overlap_locked(start, end) || nsb_ranges_cut_found(start, end) == 0)
+	/* The usual call: a new mapping where nothing is recorded. */
+	if (!overlap_locked(start, end))
+		return;
+	err = errno;
+	if (nsb_ranges_cut_found(start, end) == 0)
 		return;
 	t = &copies[atomic_load(&active)];
 	p = find_pos(t, end - 1);
