@@ -584,8 +584,25 @@ struct nsb_saved {
 	bool mapped;
 	struct nsb_range inline_r[8];
 };
-void nsb_saved_init(struct nsb_saved *s);
-void nsb_saved_free(struct nsb_saved *s);
+void nsb_saved_unmap(struct nsb_saved *s);
+/* Inline: every locked call makes and frees a list, most never grow it
+ * past inline_r. */
+static inline void
+nsb_saved_init(struct nsb_saved *s)
+{
+	s->n = 0;
+	s->cap = sizeof(s->inline_r) / sizeof(s->inline_r[0]);
+	s->r = s->inline_r;
+	s->mapped = false;
+}
+
+static inline void
+nsb_saved_free(struct nsb_saved *s)
+{
+	if (s->mapped)
+		nsb_saved_unmap(s);
+	nsb_saved_init(s);
+}
 int nsb_saved_push(struct nsb_saved *s, const struct nsb_range *r);
 /* Appends the records overlapping [start, end), clipped, lowest first. */
 int nsb_ranges_collect(uintptr_t start, uintptr_t end, struct nsb_saved *saved);
@@ -593,12 +610,11 @@ int nsb_ranges_collect(uintptr_t start, uintptr_t end, struct nsb_saved *saved);
  * page size where there are none), and how many there are in *n. */
 size_t nsb_ranges_unit(uintptr_t start, uintptr_t end, size_t *n);
 /* What nsb_ranges_overlap_peek() saw (no lock): where the span met one
- * record only, inside it, of pages, that record and its place as of
- * version v (odd: nothing seen). */
+ * record only, inside it, of pages, that record's place in the active
+ * copy as of version v (odd: nothing seen). */
 struct nsb_peek {
 	unsigned long v;
 	size_t j, i;
-	struct nsb_range r;
 };
 /* Does [start, end) meet exactly one record, inside it, of pages?  Then
  * that record in *r (as nsb_ranges_collect() would list it).  pk (or

@@ -510,20 +510,15 @@ nsb_ranges_overlap_peek(uintptr_t start, uintptr_t end, struct nsb_peek *pk)
 					lo = mid + 1;
 			}
 			hit = lo < n && slot_end(&s[lo]) > start;
-			/* What nsb_ranges_one() would find (a copy: the
-			 * chunk may be changing under us). */
-			if (hit && pk) {
-				struct slot one = s[lo];
-
-				if (one.start >= start && slot_end(&one) <= end &&
-				    ((size_t)1 << NSB_META_SHIFT(one.meta_gen & META_MASK)) ==
-					    nsb_config.page_size &&
-				    (lo + 1 >= n || slot_end(&s[lo + 1]) <= start)) {
-					unpack(&one, &pk->r);
-					pk->j = 0;
-					pk->i = lo;
-					pk->v = v;
-				}
+			/* Would nsb_ranges_one() find that record?  Its
+			 * place, trusted only if the version is still v. */
+			if (hit && pk && s[lo].start >= start && slot_end(&s[lo]) <= end &&
+			    ((size_t)1 << NSB_META_SHIFT(s[lo].meta_gen & META_MASK)) ==
+				    nsb_config.page_size &&
+			    (lo + 1 >= n || slot_end(&s[lo + 1]) <= start)) {
+				pk->j = 0;
+				pk->i = lo;
+				pk->v = v;
 			}
 		} else {
 			p = first_at_or_below(t, end - 1);
@@ -1529,21 +1524,11 @@ nsb_ranges_replaced(uintptr_t start, uintptr_t end)
 	return n;
 }
 
+/* nsb_saved_free() of a list that grew into a mapping of its own. */
 void
-nsb_saved_init(struct nsb_saved *s)
+nsb_saved_unmap(struct nsb_saved *s)
 {
-	s->n = 0;
-	s->cap = sizeof(s->inline_r) / sizeof(s->inline_r[0]);
-	s->r = s->inline_r;
-	s->mapped = false;
-}
-
-void
-nsb_saved_free(struct nsb_saved *s)
-{
-	if (s->mapped)
-		nsb_sys_munmap(s->r, s->cap * sizeof(s->r[0]));
-	nsb_saved_init(s);
+	nsb_sys_munmap(s->r, s->cap * sizeof(s->r[0]));
 }
 
 /* Lists live for one call, under the table lock: scratch memory (see
@@ -1609,9 +1594,9 @@ nsb_ranges_one(uintptr_t start, uintptr_t end, struct nsb_range *r, const struct
 	 * (the version changes with every change, and the lock is held):
 	 * what that check read is what this would find. */
 	if (pk && pk->v == atomic_load(&version) && !(pk->v & 1)) {
-		*r = pk->r;
 		one_found.j = pk->j;
 		one_found.i = pk->i;
+		unpack(at(t, one_found), r);
 		return true;
 	}
 	if (end <= start)
