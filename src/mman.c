@@ -407,20 +407,24 @@ collect_whole(uintptr_t *start, uintptr_t *end, struct nsb_saved *before)
  */
 static int
 lock_span(uintptr_t start, uintptr_t end, uintptr_t *wstart, uintptr_t *wend,
-	  struct nsb_saved *before)
+	  struct nsb_saved *before, const struct nsb_peek *pk)
 {
 	nsb_saved_init(before);
 	nsb_ranges_lock();
 	*wstart = start;
 	*wend = end;
+	/* Best effort: a call is never refused for the room (RLIMIT_AS). */
 	(void)nsb_ranges_room(2);
-	if (collect_whole(wstart, wend, before) < 0) {
-		nsb_ranges_unlock();
-		nsb_saved_free(before);
-		errno = ENOMEM;
-		return -1;
+	if (nsb_ranges_one(start, end, &before->r[0], pk)) {
+		before->n = 1;	/* the usual call: what collect_whole() lists */
+		return 0;
 	}
-	return 0;
+	if (collect_whole(wstart, wend, before) == 0)
+		return 0;
+	nsb_ranges_unlock();
+	nsb_saved_free(before);
+	errno = ENOMEM;
+	return -1;
 }
 
 /* The end of a call that lock_span began and put in flux: the records
@@ -744,8 +748,9 @@ munmap(void *addr, size_t len)
 {
 	uintptr_t start, end, wstart, wend;
 	struct nsb_saved before;
+	struct nsb_peek pk;
 	bool later;
-	size_t n;
+	size_t n = 0;
 	int ret, err;
 
 	if (nsb_ranges_none())
@@ -753,7 +758,7 @@ munmap(void *addr, size_t len)
 	nsb_init();
 	if (!len || !page_aligned((uintptr_t)addr) ||
 	    !span_of(addr, len, nsb_config.page_size, &start, &end) ||
-	    !nsb_ranges_overlap(start, end))
+	    !nsb_ranges_overlap_peek(start, end, &pk))
 		return nsb_sys_munmap(addr, len);
 
 	/* Records of pages only, no more than the list holds inline (a
@@ -764,7 +769,10 @@ munmap(void *addr, size_t len)
 	nsb_ranges_lock();
 	wstart = start;
 	wend = end;
-	later = nsb_ranges_unit(start, end, &n) == nsb_config.page_size && n <= before.cap;
+	if (nsb_ranges_one(start, end, &before.r[0], &pk))
+		n = 1;	/* the usual call: one record, inside the span */
+	later = n == 1 || (nsb_ranges_unit(start, end, &n) == nsb_config.page_size &&
+			   n <= before.cap);
 	(void)nsb_ranges_room(2);
 	if (!later && collect_whole(&wstart, &wend, &before) < 0) {
 		nsb_ranges_unlock();
@@ -826,7 +834,7 @@ shmat(int id, const void *addr, int flags)
 	    !span_of((void *)at, ds.shm_segsz, nsb_config.page_size, &start, &end) ||
 	    !nsb_ranges_overlap(start, end))
 		return (void *)syscall(SYS_shmat, id, addr, flags);
-	if (lock_span(start, end, &wstart, &wend, &before) < 0)
+	if (lock_span(start, end, &wstart, &wend, &before, NULL) < 0)
 		return (void *)-1;
 	nsb_ranges_flux(wstart, wend, 0, 0);
 	p = (void *)syscall(SYS_shmat, id, addr, flags);
@@ -861,7 +869,7 @@ remap_file_pages(void *addr, size_t size, int prot, size_t pgoff, int flags)
 	if (!size || !span_of((void *)start, size, nsb_config.page_size, &start, &end) ||
 	    !nsb_ranges_overlap(start, end))
 		return (int)syscall(SYS_remap_file_pages, addr, size, prot, pgoff, flags);
-	if (lock_span(start, end, &wstart, &wend, &before) < 0)
+	if (lock_span(start, end, &wstart, &wend, &before, NULL) < 0)
 		return -1;
 	nsb_ranges_flux(wstart, wend, 0, 0);
 	ret = (int)syscall(SYS_remap_file_pages, addr, size, prot, pgoff, flags);
@@ -934,7 +942,7 @@ lock_call(long nr, void *addr, size_t len, long arg, uint32_t set, uint32_t clea
 			     &start, &end) ||
 	    !nsb_ranges_overlap(start, end))
 		return (int)syscall(nr, addr, len, arg);
-	if (lock_span(start, end, &wstart, &wend, &before) < 0)
+	if (lock_span(start, end, &wstart, &wend, &before, NULL) < 0)
 		return -1;
 	/* No rescue until the records say it: its page would miss it. */
 	nsb_ranges_flux(wstart, wend, 0, 0);
@@ -1004,7 +1012,7 @@ mbind(void *addr, unsigned long len, int mode, const unsigned long *nodemask,
 	    !span_of(addr, len, nsb_config.page_size, &start, &end) ||
 	    !nsb_ranges_overlap(start, end))
 		return syscall(SYS_mbind, addr, len, mode, nodemask, maxnode, flags);
-	if (lock_span(start, end, &wstart, &wend, &before) < 0)
+	if (lock_span(start, end, &wstart, &wend, &before, NULL) < 0)
 		return -1;
 	nsb_ranges_flux(wstart, wend, 0, 0);
 	ret = syscall(SYS_mbind, addr, len, mode, nodemask, maxnode, flags);
@@ -1065,6 +1073,13 @@ munlockall(void)
 static void
 set_prot_whole(uintptr_t start, uintptr_t end, const struct nsb_saved *recs, int prot, int pkey)
 {
+	/* The usual call: one record of pages inside the span, changed
+	 * whole (lock_span() listed it so). */
+	if (recs->n == 1 && recs->r[0].start >= start && recs->r[0].end <= end &&
+	    unit_of(recs->r[0].meta) == nsb_config.page_size) {
+		nsb_ranges_set_prot_found(recs->r[0].start, recs->r[0].end, prot, pkey);
+		return;
+	}
 	for (size_t i = 0; i < recs->n; i++) {
 		const struct nsb_range *r = &recs->r[i];
 		size_t unit = unit_of(r->meta);
@@ -1158,16 +1173,17 @@ do_mprotect(void *addr, size_t len, int prot, int pkey, bool with_pkey)
 {
 	uintptr_t start, end, wstart, wend, bad;
 	struct nsb_saved before;
+	struct nsb_peek pk;
 	int ret, err;
 
 	nsb_init();
 	if (nsb_ranges_none() || !page_aligned((uintptr_t)addr) ||
 	    !span_of(addr, len, nsb_config.page_size, &start, &end) ||
-	    !nsb_ranges_overlap(start, end))
+	    !nsb_ranges_overlap_peek(start, end, &pk))
 		return with_pkey ? nsb_sys_pkey_mprotect(addr, len, prot, pkey)
 				 : nsb_sys_mprotect(addr, len, prot);
 
-	if (lock_span(start, end, &wstart, &wend, &before) < 0)
+	if (lock_span(start, end, &wstart, &wend, &before, &pk) < 0)
 		return -1;
 	/* No rescue in the span until the records have the new protection:
 	 * a page rescued meanwhile would keep the old one. */
@@ -1388,7 +1404,7 @@ madvise_remove(void *addr, size_t len)
 	    !span_of(addr, len, nsb_config.page_size, &start, &end) || nsb_ranges_nested() ||
 	    nsb_ranges_replaced(start, end) == 0)
 		return ret;
-	if (lock_span(start, end, &wstart, &wend, &before) < 0) {
+	if (lock_span(start, end, &wstart, &wend, &before, NULL) < 0) {
 		errno = err;
 		return ret;
 	}
@@ -1420,7 +1436,7 @@ madvise(void *addr, size_t len, int advice)
 	    !nsb_ranges_overlap(start, end))
 		return real_madvise(addr, len, advice);
 
-	if (lock_span(start, end, &wstart, &wend, &before) < 0)
+	if (lock_span(start, end, &wstart, &wend, &before, NULL) < 0)
 		return -1;
 	/* No rescue in the span until the records say it: a page replaced
 	 * meanwhile would miss the advice. */

@@ -597,14 +597,43 @@ struct nsb_saved {
 	bool mapped;
 	struct nsb_range inline_r[8];
 };
-void nsb_saved_init(struct nsb_saved *s);
-void nsb_saved_free(struct nsb_saved *s);
+void nsb_saved_unmap(struct nsb_saved *s);
+/* Inline: every locked call makes and frees a list, most never grow it
+ * past inline_r. */
+static inline void
+nsb_saved_init(struct nsb_saved *s)
+{
+	s->n = 0;
+	s->cap = sizeof(s->inline_r) / sizeof(s->inline_r[0]);
+	s->r = s->inline_r;
+	s->mapped = false;
+}
+
+static inline void
+nsb_saved_free(struct nsb_saved *s)
+{
+	if (s->mapped)
+		nsb_saved_unmap(s);
+	nsb_saved_init(s);
+}
 int nsb_saved_push(struct nsb_saved *s, const struct nsb_range *r);
 /* Appends the records overlapping [start, end), clipped, lowest first. */
 int nsb_ranges_collect(uintptr_t start, uintptr_t end, struct nsb_saved *saved);
 /* The largest page size of the records overlapping [start, end) (the
  * page size where there are none), and how many there are in *n. */
 size_t nsb_ranges_unit(uintptr_t start, uintptr_t end, size_t *n);
+/* What nsb_ranges_overlap_peek() saw (no lock): where the span met one
+ * record only, inside it, of pages, that record's place in the active
+ * copy as of version v (odd: nothing seen). */
+struct nsb_peek {
+	unsigned long v;
+	size_t j, i;
+};
+/* Does [start, end) meet exactly one record, inside it, of pages?  Then
+ * that record in *r (as nsb_ranges_collect() would list it).  pk (or
+ * NULL): what the call's quick check saw, used if nothing changed since. */
+bool nsb_ranges_one(uintptr_t start, uintptr_t end, struct nsb_range *r,
+		    const struct nsb_peek *pk);
 
 /*
  * Changes in flux: while a call may change [s1, e1) and [s2, e2), a fault
@@ -621,6 +650,8 @@ void nsb_ranges_flux_end(void);
  * put them back) it asks under the table lock, whose holder the program
  * cannot stop. */
 bool nsb_ranges_overlap(uintptr_t start, uintptr_t end);
+/* The same, and in *pk what nsb_ranges_one() may take from it. */
+bool nsb_ranges_overlap_peek(uintptr_t start, uintptr_t end, struct nsb_peek *pk);
 /* Nothing recorded and no call changing records (the interposed calls'
  * first check; nsb_ranges_count() == 0 may be a call's passing moment). */
 bool nsb_ranges_none(void);

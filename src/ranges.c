@@ -9,7 +9,8 @@
  *    leave: a rescue is a few system calls in a handler that runs with
  *    every signal blocked, so the program cannot stop it (SPEC §5).
  *  - the interposed calls' quick check (nsb_ranges_overlap): optimistic,
- *    like a seqlock, registered nowhere.  A writer never waits for them,
+ *    like a seqlock, registered nowhere (what it saw is trusted under
+ *    the lock only while the version is the one it read: nsb_peek).  A writer never waits for them,
  *    which matters: the program may stop a thread inside any call, from a
  *    signal handler, and keep it stopped while another thread maps.
  *  - writers, serialised by the table lock (process.c: no handler of the
@@ -18,8 +19,10 @@
  * contents.  Handlers use the active copy; a writer changes the inactive
  * one, makes it active, waits until no handler can still be on the other
  * one, and applies the same change there (or copies the changed copy's
- * records there, where both are one small chunk: update()).  Once a record
- * is cut, no rescue can still map a page over it.
+ * records there, where both are one small chunk: update(); or, for the
+ * usual changes of one record, makes it at the same place: cut_exact(),
+ * prot_exact(), insert_plain()).  Once a record is cut, no rescue can
+ * still map a page over it.
  *
  * While a call changes a span (flux, see nsb.h), a fault there is neither
  * rescued nor passed on but retried, so that records never lag behind the
@@ -424,6 +427,52 @@ nsb_ranges_prepare(void)
 	return notes ? 0 : -1;
 }
 
+/* The slots a change moves within a chunk: by hand where they are the
+ * few of a small table (a call of memmove costs more than moving two),
+ * unrolled so that no compiler makes the copy a call again. */
+static inline void
+slots_up(struct slot *s, size_t n)	/* s[1..n] = s[0..n-1] */
+{
+	switch (n) {
+	case 3:
+		s[3] = s[2];
+		__attribute__((fallthrough));
+	case 2:
+		s[2] = s[1];
+		__attribute__((fallthrough));
+	case 1:
+		s[1] = s[0];
+		__attribute__((fallthrough));
+	case 0:
+		return;
+	default:
+		memmove(s + 1, s, n * sizeof(*s));
+	}
+}
+
+static inline void
+slots_down(struct slot *s, size_t n)	/* s[0..n-1] = s[1..n] */
+{
+	switch (n) {
+	case 3:
+		s[0] = s[1];
+		s[1] = s[2];
+		s[2] = s[3];
+		return;
+	case 2:
+		s[0] = s[1];
+		s[1] = s[2];
+		return;
+	case 1:
+		s[0] = s[1];
+		__attribute__((fallthrough));
+	case 0:
+		return;
+	default:
+		memmove(s, s + 1, n * sizeof(*s));
+	}
+}
+
 /* ---- reader side ------------------------------------------------------- */
 
 /* [signal-safe] */
@@ -568,10 +617,12 @@ flux_meets(uintptr_t start, uintptr_t end)
  * agree, the span cut before the first is still in flux at the second.
  */
 bool
-nsb_ranges_overlap(uintptr_t start, uintptr_t end)
+nsb_ranges_overlap_peek(uintptr_t start, uintptr_t end, struct nsb_peek *pk)
 {
 	bool hit;
 
+	if (pk)
+		pk->v = 1;	/* odd: nothing seen */
 	if (end <= start || nsb_ranges_none())
 		return false;
 	/* A nested call: it goes straight to the kernel on "no", every
@@ -583,7 +634,8 @@ nsb_ranges_overlap(uintptr_t start, uintptr_t end)
 	for (int tries = 0; tries < 8; tries++) {
 		unsigned long v = atomic_load(&version);
 		const struct table *t;
-		const struct slot *r;
+		const struct runs *c;
+		const struct slot *r, *s;
 		struct pos p;
 
 		if (v & 1) {
@@ -592,19 +644,54 @@ nsb_ranges_overlap(uintptr_t start, uintptr_t end)
 		}
 		t = &copies[atomic_load(&active)];
 		/* A torn read stays inside memory that is never unmapped. */
-		p = first_at_or_below(t, end - 1);
-		r = slot_if(t, p);
-		hit = r && slot_end(r) > start;
+		c = t->c;
+		if (t->nc == 1 && c && (s = c->r[0].s) != NULL) {
+			/* The usual table, one chunk: its one search, each
+			 * bound what was read (first_at_or_below()). */
+			size_t lo = 0, n = c->r[0].n < CHUNK ? c->r[0].n : CHUNK, hi = n;
+
+			while (lo < hi) {
+				size_t mid = (lo + hi) / 2;
+
+				if (s[mid].start <= end - 1)
+					hi = mid;
+				else
+					lo = mid + 1;
+			}
+			hit = lo < n && slot_end(&s[lo]) > start;
+			/* Would nsb_ranges_one() find that record?  Its
+			 * place, trusted only if the version is still v. */
+			if (hit && pk && s[lo].start >= start && slot_end(&s[lo]) <= end &&
+			    ((size_t)1 << NSB_META_SHIFT(s[lo].meta_gen & META_MASK)) ==
+				    nsb_config.page_size &&
+			    (lo + 1 >= n || slot_end(&s[lo + 1]) <= start)) {
+				pk->j = 0;
+				pk->i = lo;
+				pk->v = v;
+			}
+		} else {
+			p = first_at_or_below(t, end - 1);
+			r = slot_if(t, p);
+			hit = r && slot_end(r) > start;
+		}
 		if (!hit && flux_meets(start, end))
 			break;
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load(&version) == v)
 			return hit;
+		if (pk)
+			pk->v = 1;
 	}
 	nsb_ranges_lock();
 	hit = overlap_locked(start, end);
 	nsb_ranges_unlock();
 	return hit;
+}
+
+bool
+nsb_ranges_overlap(uintptr_t start, uintptr_t end)
+{
+	return nsb_ranges_overlap_peek(start, end, NULL);
 }
 
 /* [signal-safe] */
@@ -634,26 +721,30 @@ nsb_ranges_bytes(void)
 
 /* ---- writer side ------------------------------------------------------- */
 
-static void
+static __attribute__((noinline)) void
 wait_for_readers(atomic_long *counter)
 {
 	while (atomic_load(counter) != 0)
 		sched_yield();
 }
 
-/* Returns once every handler that registered before the call has left. */
-static void
+/* Returns once every handler that registered before the call has left.
+ * Inlined, the wait apart: a writer drains once or twice a call, and
+ * almost never finds a handler to wait for. */
+static inline void
 drain_readers(void)
 {
 	int side = atomic_load(&reader_side);
 
-	wait_for_readers(&readers[1 - side]);
+	if (atomic_load(&readers[1 - side]) != 0)
+		wait_for_readers(&readers[1 - side]);
 	atomic_store(&reader_side, 1 - side);
-	wait_for_readers(&readers[side]);
+	if (atomic_load(&readers[side]) != 0)
+		wait_for_readers(&readers[side]);
 }
 
 /* Makes the inactive copy active; on return nobody reads the other one. */
-static void
+static inline void
 switch_copies(void)
 {
 	atomic_store(&active, 1 - atomic_load(&active));
@@ -1028,7 +1119,7 @@ insert_at(struct table *t, struct pos p, const struct slot *s)
 		}
 	}
 	if (r->n > p.i)
-		memmove(&r->s[p.i + 1], &r->s[p.i], (r->n - p.i) * sizeof(*s));
+		slots_up(&r->s[p.i], r->n - p.i);
 	r->s[p.i] = *s;
 	r->n++;
 	t->n++;
@@ -1430,6 +1521,191 @@ update(const struct op *op)
 	return 0;
 }
 
+/*
+ * The usual changes, made without update()'s generality (issue 40: a
+ * pair of calls spent ~2 000 instructions in the table): a new record
+ * into a table of one chunk with room, and a cut or a change of
+ * protection of exactly one whole record.  Each does what update() does
+ * - the inactive copy changed, made active, the readers of the other
+ * drained, the same change made there, the version odd meanwhile - and
+ * leaves both copies as apply() would, chunk for chunk: the copies hold
+ * the same records in the same chunks, so the record at one place in one
+ * copy is at the same place in the other (checked by its start: else the
+ * general path).  The room update() asks for first is asked here too:
+ * its memory is made at the same calls.
+ */
+
+/* The room update() asks for before a change that needs none (a cut or
+ * a change of whole records), its ENOMEM not the caller's: as
+ * nsb_ranges_reserve(2), errno kept.  Where both copies have room
+ * already, the check alone (nsb_ranges_reserve()'s first). */
+static inline void
+reserve_whole(void)
+{
+	int err;
+
+	if (copies[0].roomy >= 2 && copies[1].roomy >= 2)
+		return;
+	err = errno;
+	if (nsb_ranges_reserve(2) < 0)
+		errno = err;
+}
+
+/* The one record that is exactly [start, end), in copy t. */
+static inline __attribute__((always_inline)) bool
+exact_at(const struct table *t, uintptr_t start, uintptr_t end, struct pos *p)
+{
+	const struct slot *s;
+
+	if (end <= start)
+		return false;
+	*p = find_pos(t, end - 1);
+	if (at_end(t, *p))
+		return false;
+	s = at(t, *p);
+	return s->start == start && slot_end(s) == end;
+}
+
+/* Is p the place of the record that starts at start in copy t? */
+static inline bool
+same_place(const struct table *t, struct pos p, uintptr_t start)
+{
+	return p.j < t->nc && p.i < t->c->r[p.j].n && at(t, p)->start == start;
+}
+
+/* Where nsb_ranges_one() last found a record (in either copy: they hold
+ * the same records in the same places): the first guess of exact_in(),
+ * checked there (the lock is held). */
+static struct pos one_found;
+
+/* exact_at(), trying first the place nsb_ranges_one() found: the call
+ * that asked it is usually the one making the change. */
+static inline __attribute__((always_inline)) bool
+exact_in(const struct table *t, uintptr_t start, uintptr_t end, struct pos *p)
+{
+	if (same_place(t, one_found, start) && slot_end(at(t, one_found)) == end) {
+		*p = one_found;
+		return true;
+	}
+	return exact_at(t, start, end, p);
+}
+
+/* Removes the record at p: remove_at(t, p, 1), whose merges a chunk of
+ * its own that keeps records never needs. */
+static inline void
+cut_one(struct table *t, struct pos p)
+{
+	struct run *r = &t->c->r[p.j];
+
+	if (t->nc != 1 || r->n == 1) {
+		remove_at(t, p, 1);
+		return;
+	}
+	if (r->n > p.i + 1)
+		slots_down(&r->s[p.i], r->n - p.i - 1);
+	r->n--;
+	t->n--;
+}
+
+/* A cut of exactly one whole record: 1 done, 0 not that case. */
+static int
+cut_exact(uintptr_t start, uintptr_t end)
+{
+	int inactive = 1 - atomic_load(&active);
+	struct table *in = &copies[inactive], *out = &copies[inactive ^ 1];
+	struct pos p;
+	uint16_t file;
+	struct nsb_account *acct;
+
+	if (!exact_in(in, start, end, &p))
+		return 0;
+	reserve_whole();	/* a cut of a whole record needs none */
+	file = slot_file(at(in, p));
+	acct = at(in, p)->acct;
+	atomic_fetch_add(&version, 1);
+	nsb_files_ref(file, -1);
+	nsb_account_ref(acct, -1);
+	cut_one(in, p);
+	atomic_store(&live_count, in->n);
+	switch_copies();
+	if (same_place(out, p, start) || exact_at(out, start, end, &p))
+		cut_one(out, p);
+	atomic_fetch_add(&version, 1);
+	return 1;
+}
+
+/* A change of protection of exactly one whole record: 1 done, 0 not
+ * that case. */
+static int
+prot_exact(uintptr_t start, uintptr_t end, int prot, int pkey)
+{
+	int inactive = 1 - atomic_load(&active);
+	struct table *in = &copies[inactive], *out = &copies[inactive ^ 1];
+	struct pos p;
+	uint32_t m;
+
+	if (!exact_in(in, start, end, &p))
+		return 0;
+	reserve_whole();	/* a change of a whole record needs none */
+	m = at(in, p)->meta_gen & ~NSB_META_PROT;
+	m |= (uint32_t)prot & NSB_META_PROT;
+	if (pkey >= 0)
+		m = (m & ~NSB_META_PKEY_MASK) | NSB_META_MKPKEY(pkey);
+	atomic_fetch_add(&version, 1);
+	at(in, p)->meta_gen = m;
+	switch_copies();
+	if (same_place(out, p, start) || exact_at(out, start, end, &p))
+		at(out, p)->meta_gen = m;
+	atomic_fetch_add(&version, 1);
+	return 1;
+}
+
+/* A new record s into a table of one chunk with room in both copies
+ * (where insert_at() neither splits nor makes a chunk): 1 done, 0 not
+ * that case, -1 no room (update()'s ENOMEM, asked once as there).  The copies' one chunks hold the same records: s goes at
+ * the same index in both. */
+static int
+insert_plain(const struct slot *s)
+{
+	int inactive = 1 - atomic_load(&active);
+	struct table *in = &copies[inactive], *out = &copies[inactive ^ 1];
+	struct table *t;
+	struct pos p;
+
+	if (in->nc != 1 || out->nc != 1 || in->c->r[0].n >= full ||
+	    out->c->r[0].n != in->c->r[0].n)
+		return 0;
+	if ((in->roomy < 2 || out->roomy < 2) && nsb_ranges_reserve(2) < 0)
+		return -1;
+	p = find_pos(in, s->start);
+	if (at_end(in, p))
+		p.i = in->c->r[0].n;
+	p.j = 0;
+	atomic_fetch_add(&version, 1);
+	t = in;
+	for (int k = 0;; k++) {
+		struct run *r = &t->c->r[0];
+
+		if (r->n > p.i)
+			slots_up(&r->s[p.i], r->n - p.i);
+		r->s[p.i] = *s;
+		r->n++;
+		t->n++;
+		t->inserts++;
+		if (t->roomy)
+			t->roomy--;
+		if (k == 1)
+			break;
+		nsb_files_ref(slot_file(s), 1);
+		nsb_account_ref(s->acct, 1);
+		atomic_store(&live_count, in->n);
+		switch_copies();
+		t = out;
+	}
+	atomic_fetch_add(&version, 1);
+	return 1;
+}
+
 void
 nsb_ranges_lock(void)
 {
@@ -1503,12 +1779,18 @@ nsb_ranges_insert(const struct nsb_range *r)
 		op.r.start = cut;
 	}
 	pack(&op.r, &op.s);
+	switch (insert_plain(&op.s)) {
+	case 1:
+		return 0;
+	case -1:
+		return -1;
+	}
 	return update(&op);
 }
 
 /* Is any record in [start, end) of the copy the writer holds?  (The lock
  * is held: nothing changes under us.) */
-static bool
+static inline __attribute__((always_inline)) bool
 overlap_locked(uintptr_t start, uintptr_t end)
 {
 	const struct table *t = &copies[atomic_load(&active)];
@@ -1535,6 +1817,8 @@ nsb_ranges_cut_found(uintptr_t start, uintptr_t end)
 {
 	struct op op;
 
+	if (cut_exact(start, end))
+		return 0;
 	/* kind, r.start and r.end: all apply() reads of a cut (not the
 	 * whole op zeroed first, see nsb_ranges_insert). */
 	op.kind = OP_CUT;
@@ -1553,10 +1837,13 @@ nsb_ranges_cut_found(uintptr_t start, uintptr_t end)
 void
 nsb_ranges_cut_stale(uintptr_t start, uintptr_t end)
 {
-	int err = errno;
+	int err;
 
-	if (overlap_locked(start, end))
-		(void)nsb_ranges_cut_found(start, end);
+	/* The usual call: a new mapping where nothing is recorded. */
+	if (!overlap_locked(start, end))
+		return;
+	err = errno;
+	(void)nsb_ranges_cut_found(start, end);
 	errno = err;
 }
 
@@ -1586,6 +1873,8 @@ nsb_ranges_set_prot_found(uintptr_t start, uintptr_t end, int prot, int pkey)
 {
 	struct op op;
 
+	if (prot_exact(start, end, prot, pkey))
+		return 0;
 	/* All apply() reads of a change of protection (not the whole op
 	 * zeroed first, see nsb_ranges_insert). */
 	op.kind = OP_PROT;
@@ -1628,21 +1917,11 @@ nsb_ranges_replaced(uintptr_t start, uintptr_t end)
 	return n;
 }
 
+/* nsb_saved_free() of a list that grew into a mapping of its own. */
 void
-nsb_saved_init(struct nsb_saved *s)
+nsb_saved_unmap(struct nsb_saved *s)
 {
-	s->n = 0;
-	s->cap = sizeof(s->inline_r) / sizeof(s->inline_r[0]);
-	s->r = s->inline_r;
-	s->mapped = false;
-}
-
-void
-nsb_saved_free(struct nsb_saved *s)
-{
-	if (s->mapped)
-		nsb_sys_munmap(s->r, s->cap * sizeof(s->r[0]));
-	nsb_saved_init(s);
+	nsb_sys_munmap(s->r, s->cap * sizeof(s->r[0]));
 }
 
 /* Lists live for one call, under the table lock: scratch memory (see
@@ -1692,6 +1971,40 @@ nsb_ranges_unit(uintptr_t start, uintptr_t end, size_t *n)
 		(*n)++;
 	}
 	return unit;
+}
+
+/* The usual span of a call: it meets one record, which lies inside it,
+ * of pages (not huge pages): then true, with the record in *r - what
+ * nsb_ranges_collect() would list, and nsb_ranges_unit() count. */
+bool
+nsb_ranges_one(uintptr_t start, uintptr_t end, struct nsb_range *r, const struct nsb_peek *pk)
+{
+	const struct table *t = &copies[atomic_load(&active)];
+	const struct slot *s;
+	struct pos p, q;
+
+	/* Seen by the caller's quick check, and the table not changed since
+	 * (the version changes with every change, and the lock is held):
+	 * what that check read is what this would find. */
+	if (pk && pk->v == atomic_load(&version) && !(pk->v & 1)) {
+		one_found.j = pk->j;
+		one_found.i = pk->i;
+		unpack(at(t, one_found), r);
+		return true;
+	}
+	if (end <= start)
+		return false;
+	p = find_pos(t, end - 1);
+	if (at_end(t, p) || (s = at(t, p))->start < start || slot_end(s) <= start ||
+	    slot_end(s) > end ||
+	    ((size_t)1 << NSB_META_SHIFT(s->meta_gen & META_MASK)) != nsb_config.page_size)
+		return false;
+	q = next_pos(t, p);
+	if (!at_end(t, q) && slot_end(at(t, q)) > start)
+		return false;
+	unpack(s, r);
+	one_found = p;
+	return true;
 }
 
 int
