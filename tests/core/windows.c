@@ -59,6 +59,7 @@ static int fd;
 void windows_faulted(int page);
 void windows_remapped(void);
 void windows_round(int n);
+void windows_rounds_done(void);
 
 __attribute__((noinline)) void
 windows_faulted(int page)
@@ -76,6 +77,14 @@ __attribute__((noinline)) void
 windows_round(int n)
 {
 	__asm__ volatile("" : : "r"(n) : "memory");
+}
+
+/* The main thread's last step: after it, the driver lets every thread run
+ * to the end (the join needs the faulter). */
+__attribute__((noinline)) void
+windows_rounds_done(void)
+{
+	__asm__ volatile("" : : : "memory");
 }
 
 static void
@@ -212,6 +221,7 @@ main(int argc, char **argv)
 		windows_round(n);
 		failing_mprotect(remap ? "remap" : kind, n);
 	}
+	windows_rounds_done();
 	/* remap: the driver's steps go on after the mprotect returned. */
 	while (remap && !release)
 		;

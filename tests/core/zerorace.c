@@ -10,6 +10,14 @@
  * file never recognised again, a second one made and the first never
  * closed).
  *
+ * The second racer starts its fill only when the driver says so
+ * (zerorace_go), once it holds the first in the making: left to race
+ * freely, the second could run its whole fill (anonymous: the making
+ * claimed) and reach zerorace_done while gdb was still stopping it after
+ * the first one's breakpoint, and gdb could report that stop first (on a
+ * loaded machine, 2 to 4 runs of 10).  Run without the driver, the second
+ * starts once the first has filled.
+ *
  * Afterwards: every page read zeros, there is exactly one zero file, one
  * of the two fills is mapped from it, and a third fill maps from that
  * same file without making another.  zerorace_verdict() is where the
@@ -18,10 +26,12 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <dirent.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -31,6 +41,7 @@
 #define NPAGES 64
 
 char zerorace_msg[512];
+volatile int zerorace_go;	/* set by the driver: the second racer may fill */
 static pthread_barrier_t barrier;
 static size_t ps;
 
@@ -91,6 +102,7 @@ zeros(const char *p)
 
 static char *pools[3];
 static bool read_zeros[2];
+static atomic_bool filled0;	/* the first racer's fill has returned */
 
 void *
 zerorace_racer(void *arg)
@@ -98,7 +110,12 @@ zerorace_racer(void *arg)
 	int who = (int)(long)arg;
 
 	pthread_barrier_wait(&barrier);
+	if (who == 1)
+		while (!zerorace_go && !atomic_load(&filled0))
+			nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
 	read_zeros[who] = zeros(pools[who]);	/* the first read: a range fill */
+	if (who == 0)
+		atomic_store(&filled0, true);
 	zerorace_done(who);
 	return NULL;
 }

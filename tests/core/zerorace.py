@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: MIT
 """core-zerorace's driver, run inside gdb (windows-run.py starts it): holds
 one thread of core-zerorace-target in the making of the zero file
-(rescue.c's zero_file_make, run to its return with `finish`) and runs the
-other thread alone (scheduler-locking) through its own first fill; where
+(rescue.c's zero_file_make, run to its return with `finish`), then lets
+the other start (zerorace_go: it waits for it, so that it cannot fill
+before the first is held) and runs it alone (scheduler-locking) through
+its own first fill; where
 that thread makes a file too, it is held after its making likewise, and
 the first goes on first.  Then all run to the target's verdict.
 
@@ -67,13 +69,16 @@ if make.pending:
 if gdb.selected_inferior().pid == 0:
     result("SKIP", "the target did not run under gdb")
 if not stopped_at(ev, make):
-    result("FAIL", "the first racing fill did not make the zero file (stopped: %s)" % ev)
+    where = [b.location for b in getattr(ev, "breakpoints", [])] or gdb.selected_frame().name()
+    result("FAIL", "the first racing fill did not make the zero file (stopped: %s at %s)"
+           % (type(ev).__name__, where))
 first = gdb.selected_thread()
 gdb.execute("set scheduler-locking on")
 go("finish")                     # first: made, not yet published
 second = racer(first)
 if second is None:
     result("FAIL", "no second racing thread")
+gdb.execute("set var zerorace_go = 1")
 second.switch()
 ev = go("continue")
 steps = "second filled while the first was making"
