@@ -265,7 +265,7 @@ have_program(const char *name)
 
 /* ---- system calls per op, as strace shows them -------------------------- */
 
-#define XMAX_SEG 64
+#define XMAX_SEG 128	/* rows x 3 handler sets x 3 variants */
 #define XMAX_NAMES 24
 
 struct seg {
@@ -414,7 +414,8 @@ exact_rows(struct xres *res, int n, bool traced, int ops)
 	       "the calls an exact decision needs, with the library's arguments (the \"floor adds\"\n"
 	       "column); library: the interposed libc calls.  Calls per op beyond bare counted by\n"
 	       "strace -f over %d ops of each.  Targets: library <= 1.05x floor (1.05f); the memfd\n"
-	       "pair with a handler also <= 1.3x bare (1.3b).  Pool cycle: memfd_create, ftruncate,\n"
+	       "pair with a handler also <= 1.3x bare (1.3b): fault handlers are SIGSEGV's and\n"
+	       "SIGBUS's (Rust's std), a handler SIGUSR1's.  Pool cycle: memfd_create, ftruncate,\n"
 	       "mmap, munmap, close; recvmsg: sendmsg, recvmsg, close of what arrived; received\n"
 	       "pool: a new memfd of 4 pages sent, recvmsg, mmap, close, munmap (a compositor fed a\n"
 	       "new pool per buffer); failed mprotect: over a protected memfd page and the free page\n"
@@ -427,20 +428,22 @@ exact_rows(struct xres *res, int n, bool traced, int ops)
 			 "  counters on this machine; count them with valgrind --tool=callgrind)");
 	printf("  %-44s %8s %8s %8s %8s %8s %-7s %-4s  %s\n", "row", "bare ns", "floor ns",
 	       "lib ns", "lib/bare", "lib/flr", "target", "met", "floor adds | library adds (strace)");
-	for (int h = 0; h < 2; h++)
+	for (int h = 0; h < 3; h++)
 		for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+			static const char *const suffix[3] = { "", ".f", ".h" };
+			static const char *const prefix[3] = { "", "  + fault handlers, ", "  + handler, " };
 			char key[64], k2[96], label[96], fadd[160], ladd[160];
 			double lb, lf;
 			const char *mark;
 
-			snprintf(key, sizeof(key), "%s%s", rows[i].key, h ? ".h" : "");
+			snprintf(key, sizeof(key), "%s%s", rows[i].key, suffix[h]);
 			snprintf(k2, sizeof(k2), "ex.%s.lb", key);
 			lb = xmed_key(res, n, k2);
 			if (isnan(lb))
 				continue;	/* no such file here: said below */
 			snprintf(k2, sizeof(k2), "ex.%s.lf", key);
 			lf = xmed_key(res, n, k2);
-			snprintf(label, sizeof(label), "%s%s", h ? "  + handler, " : "", rows[i].label);
+			snprintf(label, sizeof(label), "%s%s", prefix[h], rows[i].label);
 			if (traced) {
 				seg_adds(key, "floor", ops, fadd, sizeof(fadd));
 				seg_adds(key, "lib", ops, ladd, sizeof(ladd));
@@ -470,8 +473,10 @@ exact_rows(struct xres *res, int n, bool traced, int ops)
 			putchar('\n');
 			if (h && !strcmp(rows[i].key, "memfd"))
 				printf("  %-44s %8s %8s %8s %7.3fx %8s %-7s %-4s  %s\n",
-				       "  + handler, memfd pair against bare", "", "", "", lb, "",
-				       "<=1.3b", xjudge(lb, 1.3), "(as without a handler: no call more)");
+				       h == 1 ? "  + fault handlers, memfd pair against bare"
+					      : "  + handler, memfd pair against bare",
+				       "", "", "", lb, "", "<=1.3b", xjudge(lb, 1.3),
+				       "(as without a handler: no call more)");
 		}
 }
 
