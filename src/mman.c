@@ -84,7 +84,7 @@ nsb_record(struct nsb_range *r)
 {
 	static uint16_t gen;
 
-	gen = (uint16_t)((gen + 1) & 0xf);	/* the table keeps 4 bits */
+	gen = (uint16_t)((gen + 1) & 0x7);	/* the table keeps 3 bits */
 	r->gen = gen;
 	if (nsb_disp_install() < 0)
 		return -1;

@@ -73,11 +73,20 @@ struct slot {
 	uintptr_t start;
 	uint64_t off_file;	/* file offset in pages << 16 | file */
 	uint32_t pages;
-	uint32_t meta_gen;	/* meta (28 bits) | gen << 28 */
+	uint32_t meta_gen;	/* meta (29 bits) | gen << 29 */
 	struct nsb_account *acct;
 };
-#define META_BITS	28
+#define META_BITS	29
 #define META_MASK	((1u << META_BITS) - 1)
+/* Every bit of a record's meta (nsb.h) is kept: NSB_META_FOREIGN, bit
+ * 28, was dropped while the table kept 28 (a received FUSE file's own
+ * userfaultfd faults were rescued).  gen keeps 3 bits (mman.c). */
+_Static_assert(((NSB_META_PROT | NSB_META_SHARED | NSB_META_ANON | NSB_META_MEMFS |
+		 NSB_META_RECEIVED | NSB_META_FOREIGN | NSB_META_POLICY | NSB_META_MKSHIFT(0x3f) |
+		 NSB_META_PKEY_MASK | NSB_META_DONTFORK | NSB_META_WIPEONFORK | NSB_META_LOCKED |
+		 NSB_META_ONFAULT | NSB_META_DONTDUMP | NSB_META_HUGEPAGE | NSB_META_NOHUGEPAGE |
+		 NSB_META_MERGEABLE | NSB_META_MBIND) & ~META_MASK) == 0,
+	       "a meta bit the table does not keep");
 #define MAX_PAGES	UINT32_MAX
 
 static inline uintptr_t
