@@ -35,6 +35,13 @@
  *           and put back, their protection changed (set_prot_found); a
  *           quick check's peek used under the lock only if the table did
  *           not change since.  No protection lost.
+ *  short    random and tight again, protection changes and cuts made
+ *           the way mprotect and munmap make them: the quick check's
+ *           peek before the lock, nsb_ranges_one() under it (the peek's
+ *           place trusted only at an unchanged version: every op between
+ *           changes it; a quarter of them a cut elsewhere between the
+ *           peek and the lock), set_prot_found() of that one record or
+ *           of each piece listed, cut_found().
  *  config   nsb_config_parse() with every word, near misses and random
  *           bytes.
  *  gap      a call that cuts records to put them back (resync after a
@@ -46,7 +53,7 @@
  *           whose rescues are of memory nobody protected).  The window is
  *           held open here, as resync has it, with the table's own calls.
  *
- * Usage: unit-ranges [random|alloc|mmap|config|gap|tight|onechunk]... [--seed N] [--ops N]
+ * Usage: unit-ranges [random|alloc|mmap|config|gap|tight|onechunk|short]... [--seed N] [--ops N]
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -242,6 +249,67 @@ insert(uintptr_t s, uintptr_t e, uint32_t meta)
 	return nsb_ranges_insert(&r);
 }
 
+/* ---- the calls' short ways ------------------------------------------------ */
+
+/* With short_ways, protection changes and cuts go the way mprotect and
+ * munmap make them: the quick check's peek before the lock, then under
+ * it nsb_ranges_one() (the peek's place trusted only if the table did
+ * not change since), set_prot_found() of that one record or of each
+ * piece nsb_ranges_collect() lists, cut_found(). */
+static bool short_ways;
+static struct nsb_peek op_peek;
+
+static void
+peek_op(int s, int e)
+{
+	int q;
+
+	if (!short_ways)
+		return;
+	(void)nsb_ranges_overlap_peek(addr_of(s), addr_of(e), &op_peek);
+	if (rnd(4))
+		return;
+	/* Another thread's cut between the peek and the lock: the peek
+	 * stale (a record gone, split, or places moved). */
+	q = rnd(U);
+	nsb_ranges_lock();
+	NSBT_CHECK(nsb_ranges_cut(addr_of(q), addr_of(q + 1)) == 0, "a cut between peek and lock");
+	nsb_ranges_unlock();
+	model_cut(q, q + 1);
+}
+
+/* Table lock held. */
+static int
+set_prot_op(int s, int e, int prot)
+{
+	struct nsb_saved recs;
+	struct nsb_range one;
+	int ret = 0;
+
+	if (!short_ways)
+		return nsb_ranges_set_prot(addr_of(s), addr_of(e), prot, -1);
+	if (nsb_ranges_one(addr_of(s), addr_of(e), &one, &op_peek))
+		return nsb_ranges_set_prot_found(one.start, one.end, prot, -1);
+	nsb_saved_init(&recs);
+	if (nsb_ranges_collect(addr_of(s), addr_of(e), &recs) < 0)
+		ret = -1;
+	for (size_t i = 0; ret == 0 && i < recs.n; i++)
+		ret = nsb_ranges_set_prot_found(recs.r[i].start, recs.r[i].end, prot, -1);
+	nsb_saved_free(&recs);
+	return ret;
+}
+
+/* Table lock held. */
+static int
+cut_op(int s, int e)
+{
+	struct nsb_range one;
+
+	if (short_ways)
+		(void)nsb_ranges_one(addr_of(s), addr_of(e), &one, &op_peek);
+	return nsb_ranges_cut(addr_of(s), addr_of(e));
+}
+
 /* ---- random -------------------------------------------------------------- */
 
 static void
@@ -257,6 +325,7 @@ test_random(int ops)
 		struct nsb_saved saved;
 
 		nsb_saved_init(&saved);
+		peek_op(s, e);
 		nsb_ranges_lock();
 		if (r < 45) {
 			/* As the mapping calls do: cut what is there, then record. */
@@ -270,7 +339,7 @@ test_random(int ops)
 		} else if (r < 70) {
 			snprintf(what, sizeof(what), "op %d: cut [%d, %d)", k, s, e);
 			NSBT_CHECK(nsb_ranges_collect(addr_of(s), addr_of(e), &saved) == 0, "%s: collect", what);
-			NSBT_CHECK(nsb_ranges_cut(addr_of(s), addr_of(e)) == 0, "%s", what);
+			NSBT_CHECK(cut_op(s, e) == 0, "%s", what);
 			model_cut(s, e);
 			cuts++;
 			if (rnd(3) == 0) {
@@ -290,7 +359,7 @@ test_random(int ops)
 			int prot = rnd(8);
 
 			snprintf(what, sizeof(what), "op %d: set_prot [%d, %d) %d", k, s, e, prot);
-			NSBT_CHECK(nsb_ranges_set_prot(addr_of(s), addr_of(e), prot, -1) == 0, "%s", what);
+			NSBT_CHECK(set_prot_op(s, e, prot) == 0, "%s", what);
 			model_set_prot(s, e, prot);
 			prots++;
 		}
@@ -379,6 +448,7 @@ test_tight(int ops)
 				NSB_META_MKSHIFT(12) | NSB_META_MKPKEY(-1);
 		uint64_t lost = atomic_load(&nsb_counters.lost);
 
+		peek_op(s, e);
 		nsb_ranges_lock();
 		if (r < 20) {
 			snprintf(what, sizeof(what), "op %d: insert [%d, %d) meta 0x%x", k, s, e, meta);
@@ -393,14 +463,14 @@ test_tight(int ops)
 			}
 		} else if (r < 35) {
 			snprintf(what, sizeof(what), "op %d: cut [%d, %d)", k, s, e);
-			NSBT_CHECK(nsb_ranges_cut(addr_of(s), addr_of(e)) == 0, "%s", what);
+			NSBT_CHECK(cut_op(s, e) == 0, "%s", what);
 			model_cut(s, e);
 			cuts++;
 		} else {
 			int prot = other_prot(s, e);
 
 			snprintf(what, sizeof(what), "op %d: set_prot [%d, %d) %d", k, s, e, prot);
-			NSBT_CHECK(nsb_ranges_set_prot(addr_of(s), addr_of(e), prot, -1) == 0, "%s", what);
+			NSBT_CHECK(set_prot_op(s, e, prot) == 0, "%s", what);
 			model_set_prot(s, e, prot);
 			prots++;
 		}
@@ -499,9 +569,9 @@ one_prot(int s, int e, int prot, void (*between)(void), const char *what)
 
 static uint32_t one_meta;
 
-/* Another thread's call between a peek and the lock: a record above
- * the others (the first slot of the chunk: every index moves), then
- * gone again. */
+/* Another thread's call between a peek and the lock: the record above
+ * the others cut (the chunk's first slot: every index below moves up
+ * one, the peeked one now another record's). */
 static void
 one_shift(void)
 {
@@ -545,9 +615,9 @@ test_onechunk(void)
 	one_prot(3, 6, PROT_WRITE, NULL, "a record and the free pages beside it");
 	/* A peek made stale: the record above goes between the peek and
 	 * the lock, every index below it moves up one. */
-	one_prot(0, 1, PROT_READ, one_shift, "a peek made stale by a cut above");
+	one_prot(2, 3, PROT_READ, one_shift, "a peek made stale by a cut above");
 	one_insert(6, one_meta, "the record above back");
-	one_prot(2, 3, PROT_EXEC, NULL, "after the stale peek");
+	one_prot(0, 1, PROT_EXEC, NULL, "after the stale peek");
 	NSBT_CHECK(atomic_load(&nsb_counters.lost) == lost,
 		   "%" PRIu64 " losses of protection, where every change fitted the chunk",
 		   atomic_load(&nsb_counters.lost) - lost);
@@ -870,9 +940,9 @@ main(int argc, char **argv)
 {
 	uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 24);
 	int ops = 3000;
-	bool all = true, want[7] = { false };
+	bool all = true, want[8] = { false };
 	static const char *const tests[] = { "random", "alloc", "mmap", "config", "gap", "tight",
-					     "onechunk" };
+					     "onechunk", "short" };
 
 	ps = nsbt_page();
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -885,7 +955,7 @@ main(int argc, char **argv)
 			ops = atoi(argv[++i]);
 			continue;
 		}
-		for (int t = 0; t < 7; t++)
+		for (int t = 0; t < 8; t++)
 			if (strcmp(argv[i], tests[t]) == 0)
 				want[t] = true, all = false;
 	}
@@ -915,6 +985,16 @@ main(int argc, char **argv)
 		test_tight(ops);
 	if (all || want[6])
 		test_onechunk();
+	if (all || want[7]) {
+		/* random and tight again, the changes by the calls' short ways. */
+		short_ways = true;
+		test_random(ops);
+		nsb_ranges_test_chunk(4);
+		test_random(ops);
+		nsb_ranges_test_chunk(0);
+		test_tight(ops);
+		short_ways = false;
+	}
 	munmap((void *)base, U * ps);
 	return 0;
 }
