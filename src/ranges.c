@@ -1671,8 +1671,10 @@ prot_exact(uintptr_t start, uintptr_t end, int prot, int pkey)
 
 /* A new record s into a table of one chunk with room in both copies
  * (where insert_at() neither splits nor makes a chunk): 1 done, 0 not
- * that case, -1 no room (update()'s ENOMEM, asked once as there).  The copies' one chunks hold the same records: s goes at
- * the same index in both. */
+ * that case.  The room update() asks for first is asked, best effort:
+ * where it cannot be had (RLIMIT_AS), update_short() would make the
+ * same insert into the free slot, which needs none.  The copies' one
+ * chunks hold the same records: s goes at the same index in both. */
 static int
 insert_plain(const struct slot *s)
 {
@@ -1684,8 +1686,7 @@ insert_plain(const struct slot *s)
 	if (in->nc != 1 || out->nc != 1 || in->c->r[0].n >= full ||
 	    out->c->r[0].n != in->c->r[0].n)
 		return 0;
-	if ((in->roomy < 2 || out->roomy < 2) && nsb_ranges_reserve(2) < 0)
-		return -1;
+	reserve_whole();	/* the chunk has a free slot: it needs none */
 	p = find_pos(in, s->start);
 	if (at_end(in, p))
 		p.i = in->c->r[0].n;
@@ -1788,12 +1789,8 @@ nsb_ranges_insert(const struct nsb_range *r)
 		op.r.start = cut;
 	}
 	pack(&op.r, &op.s);
-	switch (insert_plain(&op.s)) {
-	case 1:
+	if (insert_plain(&op.s))
 		return 0;
-	case -1:
-		return -1;
-	}
 	return update(&op);
 }
 

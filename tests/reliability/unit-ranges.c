@@ -27,6 +27,21 @@
  *           the rest loses its protection, only then, counted as lost;
  *           an insert fails with ENOMEM or is made.  Checked after each
  *           against the model, less the pages lost.
+ *  onechunk the short ways of a table of one chunk (chunks of 4 records)
+ *           with no memory for the table: a new record or one put back
+ *           (resync, mremap) that fits the chunk's last free slot is
+ *           made, errno untouched; one more, at a full chunk, fails with
+ *           ENOMEM and changes nothing; records at the chunk's ends cut
+ *           and put back, their protection changed (set_prot_found); a
+ *           quick check's peek used under the lock only if the table did
+ *           not change since.  No protection lost.
+ *  short    random and tight again, protection changes and cuts made
+ *           the way mprotect and munmap make them: the quick check's
+ *           peek before the lock, nsb_ranges_one() under it (the peek's
+ *           place trusted only at an unchanged version: every op between
+ *           changes it; a quarter of them a cut elsewhere between the
+ *           peek and the lock), set_prot_found() of that one record or
+ *           of each piece listed, cut_found().
  *  config   nsb_config_parse() with every word, near misses and random
  *           bytes.
  *  gap      a call that cuts records to put them back (resync after a
@@ -38,7 +53,7 @@
  *           whose rescues are of memory nobody protected).  The window is
  *           held open here, as resync has it, with the table's own calls.
  *
- * Usage: unit-ranges [random|alloc|mmap|config|gap|tight]... [--seed N] [--ops N]
+ * Usage: unit-ranges [random|alloc|mmap|config|gap|tight|onechunk|short]... [--seed N] [--ops N]
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -234,6 +249,67 @@ insert(uintptr_t s, uintptr_t e, uint32_t meta)
 	return nsb_ranges_insert(&r);
 }
 
+/* ---- the calls' short ways ------------------------------------------------ */
+
+/* With short_ways, protection changes and cuts go the way mprotect and
+ * munmap make them: the quick check's peek before the lock, then under
+ * it nsb_ranges_one() (the peek's place trusted only if the table did
+ * not change since), set_prot_found() of that one record or of each
+ * piece nsb_ranges_collect() lists, cut_found(). */
+static bool short_ways;
+static struct nsb_peek op_peek;
+
+static void
+peek_op(int s, int e)
+{
+	int q;
+
+	if (!short_ways)
+		return;
+	(void)nsb_ranges_overlap_peek(addr_of(s), addr_of(e), &op_peek);
+	if (rnd(4))
+		return;
+	/* Another thread's cut between the peek and the lock: the peek
+	 * stale (a record gone, split, or places moved). */
+	q = rnd(U);
+	nsb_ranges_lock();
+	NSBT_CHECK(nsb_ranges_cut(addr_of(q), addr_of(q + 1)) == 0, "a cut between peek and lock");
+	nsb_ranges_unlock();
+	model_cut(q, q + 1);
+}
+
+/* Table lock held. */
+static int
+set_prot_op(int s, int e, int prot)
+{
+	struct nsb_saved recs;
+	struct nsb_range one;
+	int ret = 0;
+
+	if (!short_ways)
+		return nsb_ranges_set_prot(addr_of(s), addr_of(e), prot, -1);
+	if (nsb_ranges_one(addr_of(s), addr_of(e), &one, &op_peek))
+		return nsb_ranges_set_prot_found(one.start, one.end, prot, -1);
+	nsb_saved_init(&recs);
+	if (nsb_ranges_collect(addr_of(s), addr_of(e), &recs) < 0)
+		ret = -1;
+	for (size_t i = 0; ret == 0 && i < recs.n; i++)
+		ret = nsb_ranges_set_prot_found(recs.r[i].start, recs.r[i].end, prot, -1);
+	nsb_saved_free(&recs);
+	return ret;
+}
+
+/* Table lock held. */
+static int
+cut_op(int s, int e)
+{
+	struct nsb_range one;
+
+	if (short_ways)
+		(void)nsb_ranges_one(addr_of(s), addr_of(e), &one, &op_peek);
+	return nsb_ranges_cut(addr_of(s), addr_of(e));
+}
+
 /* ---- random -------------------------------------------------------------- */
 
 static void
@@ -249,6 +325,7 @@ test_random(int ops)
 		struct nsb_saved saved;
 
 		nsb_saved_init(&saved);
+		peek_op(s, e);
 		nsb_ranges_lock();
 		if (r < 45) {
 			/* As the mapping calls do: cut what is there, then record. */
@@ -262,7 +339,7 @@ test_random(int ops)
 		} else if (r < 70) {
 			snprintf(what, sizeof(what), "op %d: cut [%d, %d)", k, s, e);
 			NSBT_CHECK(nsb_ranges_collect(addr_of(s), addr_of(e), &saved) == 0, "%s: collect", what);
-			NSBT_CHECK(nsb_ranges_cut(addr_of(s), addr_of(e)) == 0, "%s", what);
+			NSBT_CHECK(cut_op(s, e) == 0, "%s", what);
 			model_cut(s, e);
 			cuts++;
 			if (rnd(3) == 0) {
@@ -282,7 +359,7 @@ test_random(int ops)
 			int prot = rnd(8);
 
 			snprintf(what, sizeof(what), "op %d: set_prot [%d, %d) %d", k, s, e, prot);
-			NSBT_CHECK(nsb_ranges_set_prot(addr_of(s), addr_of(e), prot, -1) == 0, "%s", what);
+			NSBT_CHECK(set_prot_op(s, e, prot) == 0, "%s", what);
 			model_set_prot(s, e, prot);
 			prots++;
 		}
@@ -371,6 +448,7 @@ test_tight(int ops)
 				NSB_META_MKSHIFT(12) | NSB_META_MKPKEY(-1);
 		uint64_t lost = atomic_load(&nsb_counters.lost);
 
+		peek_op(s, e);
 		nsb_ranges_lock();
 		if (r < 20) {
 			snprintf(what, sizeof(what), "op %d: insert [%d, %d) meta 0x%x", k, s, e, meta);
@@ -385,14 +463,14 @@ test_tight(int ops)
 			}
 		} else if (r < 35) {
 			snprintf(what, sizeof(what), "op %d: cut [%d, %d)", k, s, e);
-			NSBT_CHECK(nsb_ranges_cut(addr_of(s), addr_of(e)) == 0, "%s", what);
+			NSBT_CHECK(cut_op(s, e) == 0, "%s", what);
 			model_cut(s, e);
 			cuts++;
 		} else {
 			int prot = other_prot(s, e);
 
 			snprintf(what, sizeof(what), "op %d: set_prot [%d, %d) %d", k, s, e, prot);
-			NSBT_CHECK(nsb_ranges_set_prot(addr_of(s), addr_of(e), prot, -1) == 0, "%s", what);
+			NSBT_CHECK(set_prot_op(s, e, prot) == 0, "%s", what);
 			model_set_prot(s, e, prot);
 			prots++;
 		}
@@ -412,6 +490,146 @@ test_tight(int ops)
 	       "%d refused, %d cuts, %d protection changes), %" PRIu64 " of them losing protection, "
 	       "checked against the model after each\n",
 	       ops, inserts, refused, cuts, prots, atomic_load(&nsb_counters.lost) - lost_at_start);
+}
+
+/* ---- onechunk ------------------------------------------------------------ */
+
+/* One page at page i, recorded, with errno checked untouched. */
+static void
+one_insert(int i, uint32_t meta, const char *what)
+{
+	int r;
+
+	errno = 12345;
+	nsb_ranges_lock();
+	r = insert(addr_of(i), addr_of(i + 1), meta);
+	nsb_ranges_unlock();
+	NSBT_CHECK(r == 0, "%s: insert [%d, %d): %s", what, i, i + 1, strerror(errno));
+	NSBT_CHECK(errno == 12345, "%s: a successful insert changed errno to %d (%s)", what, errno,
+		   strerror(errno));
+	model_cut(i, i + 1);
+	model_insert(i, i + 1, meta);
+	check_table(what);
+}
+
+/* The record of page i cut and put back (what resync and mremap do). */
+static void
+one_put_back(int i, const char *what)
+{
+	struct nsb_saved saved;
+	int r;
+
+	nsb_saved_init(&saved);
+	nsb_ranges_lock();
+	NSBT_CHECK(nsb_ranges_collect(addr_of(i), addr_of(i + 1), &saved) == 0 && saved.n == 1,
+		   "%s: collect", what);
+	NSBT_CHECK(nsb_ranges_cut_found(addr_of(i), addr_of(i + 1)) == 0, "%s: cut", what);
+	errno = 12345;
+	r = nsb_ranges_insert(&saved.r[0]);
+	NSBT_CHECK(r == 0, "%s: the record put back at page %d: %s", what, i, strerror(errno));
+	NSBT_CHECK(errno == 12345, "%s: a successful put back changed errno to %d (%s)", what, errno,
+		   strerror(errno));
+	nsb_ranges_unlock();
+	nsb_saved_free(&saved);
+	check_table(what);
+}
+
+/* mprotect's way over [s, e): the quick check's peek, then under the
+ * lock nsb_ranges_one() and set_prot_found(); `between` (or NULL) runs
+ * between the peek and the lock, as another thread's call would. */
+static void
+one_prot(int s, int e, int prot, void (*between)(void), const char *what)
+{
+	struct nsb_peek pk;
+	struct nsb_range r;
+	bool one;
+
+	NSBT_CHECK(nsb_ranges_overlap_peek(addr_of(s), addr_of(e), &pk), "%s: peek: no record", what);
+	if (between)
+		between();
+	nsb_ranges_lock();
+	one = nsb_ranges_one(addr_of(s), addr_of(e), &r, &pk);
+	if (one) {
+		NSBT_CHECK(r.start >= addr_of(s) && r.end <= addr_of(e) && r.start < r.end,
+			   "%s: nsb_ranges_one() gave [%d, %d), outside [%d, %d)", what,
+			   (int)((r.start - base) / ps), (int)((r.end - base) / ps), s, e);
+		for (int i = s; i < e; i++)
+			NSBT_CHECK((id[i] != 0) == (addr_of(i) >= r.start && addr_of(i) < r.end),
+				   "%s: nsb_ranges_one() gave [%d, %d), the model has page %d %s", what,
+				   (int)((r.start - base) / ps), (int)((r.end - base) / ps), i,
+				   id[i] ? "recorded" : "free");
+		NSBT_CHECK(nsb_ranges_set_prot_found(r.start, r.end, prot, -1) == 0, "%s", what);
+	} else {
+		NSBT_CHECK(nsb_ranges_set_prot(addr_of(s), addr_of(e), prot, -1) == 0, "%s", what);
+	}
+	nsb_ranges_unlock();
+	model_set_prot(s, e, prot);
+	check_table(what);
+}
+
+static uint32_t one_meta;
+
+/* Another thread's call between a peek and the lock: the record above
+ * the others cut (the chunk's first slot: every index below moves up
+ * one, the peeked one now another record's). */
+static void
+one_shift(void)
+{
+	nsb_ranges_lock();
+	NSBT_CHECK(nsb_ranges_cut_found(addr_of(6), addr_of(7)) == 0, "cut");
+	nsb_ranges_unlock();
+	model_cut(6, 7);
+}
+
+static void
+test_onechunk(void)
+{
+	uint64_t lost = atomic_load(&nsb_counters.lost);
+	int r;
+
+	one_meta = PROT_READ | NSB_META_MKSHIFT(12) | NSB_META_MKPKEY(-1);
+	nsb_ranges_test_chunk(4);
+	/* Three records, a page apart (one chunk of 4, one slot free), with
+	 * memory; then none. */
+	for (int i = 0; i < 6; i += 2)
+		one_insert(i, one_meta, "the first records");
+	nsb_ranges_test_no_alloc(true);
+	/* The last free slot: a new record fits, as update() would make it
+	 * (update_short: no new chunk needed). */
+	one_insert(6, one_meta, "a fourth record into the chunk's last free slot");
+	/* The chunk full, no spare: refused, nothing changed. */
+	nsb_ranges_lock();
+	r = insert(addr_of(8), addr_of(9), one_meta);
+	nsb_ranges_unlock();
+	NSBT_CHECK(r == -1 && errno == ENOMEM, "a fifth record into a full chunk with no memory: %d, %s",
+		   r, strerror(errno));
+	check_table("the refused fifth record");
+	/* The records at the chunk's ends (the highest is its first slot,
+	 * the lowest its last) and one between, cut and put back. */
+	one_put_back(6, "the first slot put back");
+	one_put_back(0, "the last slot put back");
+	one_put_back(2, "a middle slot put back");
+	/* Their protection, by mprotect's short way. */
+	one_prot(6, 7, PROT_NONE, NULL, "the first slot's protection");
+	one_prot(0, 1, PROT_READ | PROT_WRITE, NULL, "the last slot's protection");
+	one_prot(3, 6, PROT_WRITE, NULL, "a record and the free pages beside it");
+	/* A peek made stale: the record above goes between the peek and
+	 * the lock, every index below it moves up one. */
+	one_prot(2, 3, PROT_READ, one_shift, "a peek made stale by a cut above");
+	one_insert(6, one_meta, "the record above back");
+	one_prot(0, 1, PROT_EXEC, NULL, "after the stale peek");
+	NSBT_CHECK(atomic_load(&nsb_counters.lost) == lost,
+		   "%" PRIu64 " losses of protection, where every change fitted the chunk",
+		   atomic_load(&nsb_counters.lost) - lost);
+	nsb_ranges_test_no_alloc(false);
+	nsb_ranges_lock();
+	NSBT_CHECK(nsb_ranges_cut(base, addr_of(U)) == 0, "cut all");
+	nsb_ranges_unlock();
+	model_cut(0, U);
+	check_table("cutting everything");
+	nsb_ranges_test_chunk(0);
+	printf("ok: unit-ranges: onechunk: with no memory for the table, records into and out of a "
+	       "one-chunk table's last free slot, at its ends, by the short ways and a stale peek\n");
 }
 
 /* ---- alloc --------------------------------------------------------------- */
@@ -722,8 +940,9 @@ main(int argc, char **argv)
 {
 	uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 24);
 	int ops = 3000;
-	bool all = true, want[6] = { false };
-	static const char *const tests[] = { "random", "alloc", "mmap", "config", "gap", "tight" };
+	bool all = true, want[8] = { false };
+	static const char *const tests[] = { "random", "alloc", "mmap", "config", "gap", "tight",
+					     "onechunk", "short" };
 
 	ps = nsbt_page();
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -736,7 +955,7 @@ main(int argc, char **argv)
 			ops = atoi(argv[++i]);
 			continue;
 		}
-		for (int t = 0; t < 6; t++)
+		for (int t = 0; t < 8; t++)
 			if (strcmp(argv[i], tests[t]) == 0)
 				want[t] = true, all = false;
 	}
@@ -764,6 +983,18 @@ main(int argc, char **argv)
 		test_gap();
 	if (all || want[5])
 		test_tight(ops);
+	if (all || want[6])
+		test_onechunk();
+	if (all || want[7]) {
+		/* random and tight again, the changes by the calls' short ways. */
+		short_ways = true;
+		test_random(ops);
+		nsb_ranges_test_chunk(4);
+		test_random(ops);
+		nsb_ranges_test_chunk(0);
+		test_tight(ops);
+		short_ways = false;
+	}
 	munmap((void *)base, U * ps);
 	return 0;
 }
