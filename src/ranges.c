@@ -482,6 +482,24 @@ slots_down(struct slot *s, size_t n)	/* s[0..n-1] = s[1..n] */
 	}
 }
 
+/* Record s into chunk r of copy t at slot i (the chunk has room).  One
+ * record into a chunk with room: spares_needed() of one less is at most
+ * what it was (that chunk's free slots fell by one, as the count did;
+ * nothing else changed), so the room found holds for one less.  A chunk
+ * made on the way set it to 0 (run_insert). */
+static inline void
+put_slot(struct table *t, struct run *r, size_t i, const struct slot *s)
+{
+	if (r->n > i)
+		slots_up(&r->s[i], r->n - i);
+	r->s[i] = *s;
+	r->n++;
+	t->n++;
+	t->inserts++;
+	if (t->roomy)
+		t->roomy--;
+}
+
 /* ---- reader side ------------------------------------------------------- */
 
 /* [signal-safe] */
@@ -1127,18 +1145,7 @@ insert_at(struct table *t, struct pos p, const struct slot *s)
 			}
 		}
 	}
-	if (r->n > p.i)
-		slots_up(&r->s[p.i], r->n - p.i);
-	r->s[p.i] = *s;
-	r->n++;
-	t->n++;
-	t->inserts++;
-	/* One record into a chunk with room: spares_needed() of one less
-	 * is at most what it was (that chunk's free slots fell by one, as
-	 * the count did; nothing else changed), so the room found holds for
-	 * one less.  A chunk made on the way set it to 0 (run_insert). */
-	if (t->roomy)
-		t->roomy--;
+	put_slot(t, r, p.i, s);
 }
 
 /* Chunks j and j + 1 become one where that fills at most half a chunk. */
@@ -1694,16 +1701,7 @@ insert_plain(const struct slot *s)
 	atomic_fetch_add(&version, 1);
 	t = in;
 	for (int k = 0;; k++) {
-		struct run *r = &t->c->r[0];
-
-		if (r->n > p.i)
-			slots_up(&r->s[p.i], r->n - p.i);
-		r->s[p.i] = *s;
-		r->n++;
-		t->n++;
-		t->inserts++;
-		if (t->roomy)
-			t->roomy--;
+		put_slot(t, &t->c->r[0], p.i, s);
 		if (k == 1)
 			break;
 		nsb_files_ref(slot_file(s), 1);
