@@ -235,6 +235,29 @@ core_vm_size(void)
 	return pages * (size_t)sysconf(_SC_PAGESIZE);
 }
 
+/* RLIMIT_AS set to what is mapped now, and every page of room left under
+ * it (what stdio gave back since) taken with raw mmaps: the library's
+ * next mapping of its own fails, as it would at a tight limit. */
+static inline void
+core_tight_as(void)
+{
+	size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+	struct rlimit rl;
+
+	NSBT_CHECK(getrlimit(RLIMIT_AS, &rl) == 0, "getrlimit");
+	rl.rlim_cur = core_vm_size();
+	NSBT_CHECK(setrlimit(RLIMIT_AS, &rl) == 0, "setrlimit: %s", strerror(errno));
+	for (;;) {
+		long r = syscall(SYS_mmap, NULL, ps, PROT_NONE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+		if (r == -1) {
+			NSBT_CHECK(errno == ENOMEM, "mmap: %s", strerror(errno));
+			break;
+		}
+	}
+}
+
 /* Touches p in a child and returns how the child ended. */
 static inline int
 core_touch_status(void *p, bool write)

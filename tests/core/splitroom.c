@@ -228,24 +228,11 @@ tight(void)
 	char *p = core_map(NULL, PAGES * ps, CORE_PROT_RW, MAP_SHARED | MAP_NOSIGBUS, fd, 0);
 	char *end = p + PAGES * ps, *dest = NULL;
 	size_t i = 1;
-	struct rlimit rl;
 
 	/* mremap's destination: a page of our own, raw (no record). */
 	dest = (char *)syscall(SYS_mmap, NULL, ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	NSBT_CHECK(dest != MAP_FAILED, "mmap: %s", strerror(errno));
-	NSBT_CHECK(getrlimit(RLIMIT_AS, &rl) == 0, "getrlimit");
-	rl.rlim_cur = core_vm_size();
-	NSBT_CHECK(setrlimit(RLIMIT_AS, &rl) == 0, "setrlimit: %s", strerror(errno));
-	/* What stdio gave back since is room too: taken, a page at a time. */
-	for (;;) {
-		long r = syscall(SYS_mmap, NULL, ps, PROT_NONE,
-				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-
-		if (r == -1) {
-			NSBT_CHECK(errno == ENOMEM, "mmap: %s", strerror(errno));
-			break;
-		}
-	}
+	core_tight_as();
 	/* Each call on the middle page of a window of three at the top of
 	 * the mapping's last record, one window under the other. */
 	for (int c = 0; c < CALLS; c++) {

@@ -41,22 +41,9 @@ tight(void *arg)
 	size_t ps = nsbt_page(), splits = 0;
 	int fd = nsbt_file(NSBT_MEMFD, 0);
 	char *p = core_map(NULL, PAGES * ps, CORE_PROT_RW, MAP_SHARED | MAP_NOSIGBUS, fd, 0), *a, *t;
-	struct rlimit rl;
 
 	(void)arg;
-	NSBT_CHECK(getrlimit(RLIMIT_AS, &rl) == 0, "getrlimit");
-	rl.rlim_cur = core_vm_size();
-	NSBT_CHECK(setrlimit(RLIMIT_AS, &rl) == 0, "setrlimit: %s", strerror(errno));
-	/* What stdio gave back since is room too: taken, a page at a time. */
-	for (;;) {
-		long r = syscall(SYS_mmap, NULL, ps, PROT_NONE,
-				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-
-		if (r == -1) {
-			NSBT_CHECK(errno == ENOMEM, "mmap: %s", strerror(errno));
-			break;
-		}
-	}
+	core_tight_as();
 	/* Pages 1, 3, 5 ... read-only: two more records each (and no more
 	 * memory of the kernel's), until the table has no room left: a split
 	 * loses protection (before core-splitroom's fix, mprotect failed). */
