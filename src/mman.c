@@ -546,8 +546,8 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	uintptr_t start = 0, end = 0, wstart, wend;
 	bool replacing, policy_only, early, asked = flags & MAP_NOSIGBUS;
 	size_t unit;
-	void *p;
-	int err, may = -1;
+	void *p = MAP_FAILED;	/* (set on every path: for the compiler) */
+	int err = 0, may = -1;
 
 	nsb_init();
 	/* From a handler that interrupted this thread's own call to the
