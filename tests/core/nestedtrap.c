@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Nested calls made at a known instant (src/ranges.c, "nested calls").
+ * core-nested sends SIGSEGV into threads at random; here a seccomp filter
+ * (installed with a raw system call, which the library does not see, so
+ * that it goes on asking the kernel as in an unfiltered process) traps
+ * the close(2) of a high descriptor: the library's own, which it makes
+ * while it still holds the table lock, after its settle, as it lets go of
+ * a protected file's last mapping (nsb_files_release_unused).  The
+ * program's SIGSYS handler (a signal of its own faults: the lock is held
+ * without the mask) closes the descriptor with close_range and then makes
+ * nested calls.
+ *
+ * Modes (argv[1]):
+ *   late      the handler changes the protection of an untouched protected
+ *       mapping (a nested mprotect: its span noted).  Once the interrupted
+ *       munmap has returned, a read of that mapping is rescued (the note
+ *       is settled when the call lets go, not left to a next holder that
+ *       never comes).  Failed before the fix: SIGBUS.
+ *   overflow  the same with 70 nested calls (more than the notes' slots:
+ *       no record trusted until they are settled).  Failed before: SIGBUS.
+ *   fork      the handler forks; parent and child go on, each maps,
+ *       rescues and unmaps a protected mapping afterwards.
+ */
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <ucontext.h>
+
+#include "core.h"
+
+#define HIGH_FD 200		/* the library keeps its descriptors higher */
+
+static size_t ps;
+static int zfd;
+static char *untouched;		/* protected, never read before the end */
+static volatile sig_atomic_t trapped, is_child, nested_failed;
+static pid_t child;
+static const char *mode;
+
+static long
+raw_seccomp(struct sock_fprog *prog)
+{
+#if defined(__x86_64__)
+	long ret;
+	register long a2 __asm__("rdx") = (long)prog;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "0"((long)SYS_seccomp), "D"((long)SECCOMP_SET_MODE_FILTER), "S"(0L), "r"(a2)
+			 : "rcx", "r11", "memory");
+	return ret;
+#elif defined(__aarch64__)
+	register long x8 __asm__("x8") = SYS_seccomp;
+	register long x0 __asm__("x0") = SECCOMP_SET_MODE_FILTER;
+	register long x1 __asm__("x1") = 0;
+	register long x2 __asm__("x2") = (long)prog;
+
+	__asm__ volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory");
+	return x0;
+#else
+	(void)prog;
+	return -1;
+#endif
+}
+
+/* [signal handler] The trapped close: done with close_range, which the
+ * filter lets through, then the nested calls; close returns 0. */
+static void
+on_sys(int sig, siginfo_t *si, void *ctx)
+{
+	ucontext_t *uc = ctx;
+	int fd;
+
+	(void)sig;
+	(void)si;
+#if defined(__x86_64__)
+	fd = (int)uc->uc_mcontext.gregs[REG_RDI];
+#elif defined(__aarch64__)
+	fd = (int)uc->uc_mcontext.regs[0];
+#endif
+	trapped++;
+	(void)syscall(SYS_close_range, fd, fd, 0);
+	if (strcmp(mode, "late") == 0) {
+		if (mprotect(untouched, 2 * ps, PROT_READ) != 0)
+			nested_failed = 1;
+	} else if (strcmp(mode, "overflow") == 0) {
+		for (int i = 0; i < 70; i++)
+			if (mprotect(untouched, 2 * ps, i & 1 ? PROT_READ : CORE_PROT_RW) != 0)
+				nested_failed = 1;
+	} else if (strcmp(mode, "fork") == 0) {
+		pid_t pid = fork();
+
+		if (pid == 0)
+			is_child = 1;
+		else if (pid > 0)
+			child = pid;
+		else
+			nested_failed = 1;
+	}
+#if defined(__x86_64__)
+	uc->uc_mcontext.gregs[REG_RAX] = 0;
+#elif defined(__aarch64__)
+	uc->uc_mcontext.regs[0] = 0;
+#endif
+}
+
+static void
+scenario(void *arg)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_close, 0, 3),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, HIGH_FD, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
+	struct sigaction sa;
+	char *first, *p, *q;
+	int fd;
+
+	mode = arg;
+	zfd = nsbt_file(NSBT_MEMFD, 0);
+	/* The library's handler first (a rescue), then the mappings. */
+	first = core_map(NULL, ps, CORE_PROT_RW, MAP_SHARED | MAP_NOSIGBUS, zfd, 0);
+	NSBT_CHECK(first[0] == 0, "a rescued page reads non-zero");
+	untouched = core_map(NULL, 2 * ps, CORE_PROT_RW, MAP_SHARED | MAP_NOSIGBUS, zfd, 0);
+	/* Its own file: its munmap lets the library's descriptor go. */
+	fd = nsbt_file(NSBT_MEMFD, 0);
+	p = core_map(NULL, ps, PROT_READ, MAP_SHARED | MAP_NOSIGBUS, fd, 0);
+	NSBT_CHECK(p[0] == 0, "a rescued page reads non-zero");
+	NSBT_CHECK(close(fd) == 0, "close: %s", strerror(errno));
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_sys;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	NSBT_CHECK(sigaction(SIGSYS, &sa, NULL) == 0, "sigaction: %s", strerror(errno));
+	NSBT_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "prctl: %s", strerror(errno));
+	if (raw_seccomp(&prog) != 0)
+		nsbt_skip("no seccomp filter could be installed (%s)", strerror(errno));
+
+	NSBT_CHECK(munmap(p, ps) == 0, "munmap: %s", strerror(errno));
+	if (!trapped)
+		nsbt_skip("the library's close of its descriptor was not trapped (no descriptor "
+			  "kept at %d or higher?)", HIGH_FD);
+	NSBT_CHECK(!nested_failed, "a nested call in the SIGSYS handler failed");
+	/* Once the call is over, a rescue trusts the records again. */
+	NSBT_CHECK(untouched[0] == 0 && untouched[ps] == 0, "a rescued page reads non-zero");
+	if (strcmp(mode, "fork") == 0) {
+		q = core_map(NULL, 3 * ps, CORE_PROT_RW, MAP_SHARED | MAP_NOSIGBUS, zfd, 0);
+		NSBT_CHECK(q[ps] == 0, "%s: a rescued page reads non-zero", is_child ? "child" : "parent");
+		NSBT_CHECK(munmap(q, 3 * ps) == 0, "munmap: %s", strerror(errno));
+		if (is_child)
+			_exit(0);
+		int st;
+
+		NSBT_CHECK(waitpid(child, &st, 0) == child, "waitpid: %s", strerror(errno));
+		nsbt_expect_exit(st, 0, "the child of a fork nested in the library's call");
+	}
+	printf("ok: %s\n", mode);
+}
+
+int
+main(int argc, char **argv)
+{
+	char err[4096];
+	int status;
+
+	core_require_library();
+	ps = nsbt_page();
+	if (argc < 2 || (strcmp(argv[1], "late") != 0 && strcmp(argv[1], "overflow") != 0 &&
+			 strcmp(argv[1], "fork") != 0))
+		nsbt_fail("usage: core-nestedtrap late|overflow|fork");
+#if !defined(__x86_64__) && !defined(__aarch64__)
+	nsbt_skip("the SIGSYS handler reads registers of x86_64 and aarch64 only");
+#endif
+	status = core_run_watched(scenario, argv[1], nsbt_scaled(30), NULL,
+				  "a nested call from a trapped close", err, sizeof(err));
+	core_expect_quiet(err, argv[1]);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
+		return 77;
+	nsbt_expect_exit(status, 0, argv[1]);
+	printf("ok: nested calls at a known instant (%s)\n", argv[1]);
+	return 0;
+}
