@@ -1741,6 +1741,15 @@ nsb_ranges_unlock(void)
 	if (__builtin_expect(atomic_load_explicit(&lost_line, memory_order_relaxed), 0) &&
 	    atomic_exchange(&lost_line, false))
 		nsb_log_lost();
+	/* A note made after the settle above, by a handler that interrupted
+	 * this call's last steps (or the settle itself, in a slot it had
+	 * passed): settled now, not left to a next holder that may never
+	 * come (no rescue would trust those records meanwhile). */
+	if (__builtin_expect(atomic_load(&notes_used) > 0 || atomic_load(&notes_all), 0) &&
+	    !nsb_ranges_nested()) {
+		nsb_ranges_lock();
+		nsb_ranges_unlock();
+	}
 }
 
 void
