@@ -2130,4 +2130,10 @@ nsb_ranges_after_fork_child(bool nested)
 		}
 		p = next_pos(t, p);
 	}
+	/* Notes the fork's lock came in before their thread settled them
+	 * (nsb_ranges_unlock settles a late one after it lets go): that
+	 * thread is not here, so they are settled now, the records being
+	 * ours.  A nested fork's are its interrupted call's to settle. */
+	if (!nested && (atomic_load(&notes_used) > 0 || atomic_load(&notes_all)))
+		settle();
 }
