@@ -21,6 +21,11 @@
  *       no record trusted until they are settled).  Failed before: SIGBUS.
  *   fork      the handler forks; parent and child go on, each maps,
  *       rescues and unmaps a protected mapping afterwards.
+ *   install   while another thread waits for the table lock, the handler
+ *       installs a handler of SIGUSR1 (not a fault's: from then on the
+ *       lock blocks signals).  Hung before the fix: the install waited for
+ *       the threads counted without the mask, the waiter among them, which
+ *       waited for the lock the handler's own thread held.
  *   forkafter  as late, in a second thread, and with NOSIGBUS_LOG=1 (the
  *       test runs itself again with it): the filter traps the library's
  *       write of its log to stderr too, which comes after the lock is let
@@ -47,6 +52,49 @@ static volatile sig_atomic_t trapped, is_child, nested_failed;
 static pid_t child;
 static const char *mode;
 static atomic_int phase;	/* forkafter: 1 the log write trapped, 2 forked */
+static atomic_int waiter_tid;	/* install: the thread that waits for the lock */
+static atomic_bool waiter_go;
+
+static void
+on_usr1(int sig)
+{
+	(void)sig;
+}
+
+/* Is the thread in futex(2) (waiting for a lock)? */
+static bool
+in_futex(int tid)
+{
+	char path[64], buf[64];
+	int fd, n;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = (int)read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	return atoi(buf) == SYS_futex;
+}
+
+/* install: maps once told to, while the main thread holds the lock. */
+static void *
+waiter(void *arg)
+{
+	char *q;
+
+	(void)arg;
+	atomic_store(&waiter_tid, (int)syscall(SYS_gettid));
+	while (!atomic_load(&waiter_go))
+		sched_yield();
+	q = mmap(NULL, 2 * ps, PROT_READ, MAP_SHARED | MAP_NOSIGBUS, zfd, 0);
+	if (q == MAP_FAILED || q[ps] != 0 || munmap(q, 2 * ps) != 0)
+		nsbt_fail("the waiting thread's mapping failed or was not rescued");
+	return NULL;
+}
 
 static long
 raw_seccomp(struct sock_fprog *prog)
@@ -113,6 +161,17 @@ on_sys(int sig, siginfo_t *si, void *ctx)
 		for (int i = 0; i < 70; i++)
 			if (mprotect(untouched, 2 * ps, i & 1 ? PROT_READ : CORE_PROT_RW) != 0)
 				nested_failed = 1;
+	} else if (strcmp(mode, "install") == 0) {
+		struct sigaction sa;
+
+		atomic_store(&waiter_go, true);
+		while (!in_futex(atomic_load(&waiter_tid)))
+			sched_yield();
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_usr1;
+		sigemptyset(&sa.sa_mask);
+		if (sigaction(SIGUSR1, &sa, NULL) != 0)
+			nested_failed = 1;
 	} else if (strcmp(mode, "fork") == 0) {
 		pid_t pid = fork();
 
@@ -249,6 +308,14 @@ scenario(void *arg)
 	if (strcmp(mode, "forkafter") == 0) {
 		unmap_me = p;
 		fork_after();
+	} else if (strcmp(mode, "install") == 0) {
+		pthread_t th;
+
+		NSBT_CHECK(pthread_create(&th, NULL, waiter, NULL) == 0, "pthread_create");
+		while (!atomic_load(&waiter_tid))
+			sched_yield();
+		NSBT_CHECK(munmap(p, ps) == 0, "munmap: %s", strerror(errno));
+		pthread_join(th, NULL);
 	} else {
 		NSBT_CHECK(munmap(p, ps) == 0, "munmap: %s", strerror(errno));
 	}
@@ -280,8 +347,9 @@ main(int argc, char **argv)
 	core_require_library();
 	ps = nsbt_page();
 	if (argc < 2 || (strcmp(argv[1], "late") != 0 && strcmp(argv[1], "overflow") != 0 &&
-			 strcmp(argv[1], "fork") != 0 && strcmp(argv[1], "forkafter") != 0))
-		nsbt_fail("usage: core-nestedtrap late|overflow|fork|forkafter");
+			 strcmp(argv[1], "fork") != 0 && strcmp(argv[1], "forkafter") != 0 &&
+			 strcmp(argv[1], "install") != 0))
+		nsbt_fail("usage: core-nestedtrap late|overflow|fork|install|forkafter");
 	if (strcmp(argv[1], "forkafter") == 0 && !getenv("NOSIGBUS_LOG")) {
 		static const char *const log[] = { "NOSIGBUS_LOG=1", NULL };
 
