@@ -21,6 +21,11 @@
  *       no record trusted until they are settled).  Failed before: SIGBUS.
  *   fork      the handler forks; parent and child go on, each maps,
  *       rescues and unmaps a protected mapping afterwards.
+ *   unprotect  the handler calls nosigbus_unprotect() on the untouched
+ *       mapping: it either fails with EAGAIN, and the mapping stays
+ *       protected, or succeeds, and a read past the end of the file there
+ *       dies of SIGBUS.  Failed before the fix: it returned 0 and the
+ *       mapping stayed protected (the settle keeps what the kernel shows).
  *   install   while another thread waits for the table lock, the handler
  *       installs a handler of SIGUSR1 (not a fault's: from then on the
  *       lock blocks signals).  Hung before the fix: the install waited for
@@ -54,6 +59,7 @@ static const char *mode;
 static atomic_int phase;	/* forkafter: 1 the log write trapped, 2 forked */
 static atomic_int waiter_tid;	/* install: the thread that waits for the lock */
 static atomic_bool waiter_go;
+static volatile int unprotect_ret, unprotect_errno;
 
 static void
 on_usr1(int sig)
@@ -152,8 +158,11 @@ on_sys(int sig, siginfo_t *si, void *ctx)
 		}
 		goto out;
 	}
-	trapped++;
 	(void)syscall(SYS_close_range, (int)a[0], (int)a[0], 0);
+	/* Once: the number may be given to the maps' descriptor next, whose
+	 * close (in a child, say) is trapped too. */
+	if (trapped++ > 0)
+		goto out;
 	if (strcmp(mode, "late") == 0 || strcmp(mode, "forkafter") == 0) {
 		if (mprotect(untouched, 2 * ps, PROT_READ) != 0)
 			nested_failed = 1;
@@ -161,6 +170,12 @@ on_sys(int sig, siginfo_t *si, void *ctx)
 		for (int i = 0; i < 70; i++)
 			if (mprotect(untouched, 2 * ps, i & 1 ? PROT_READ : CORE_PROT_RW) != 0)
 				nested_failed = 1;
+	} else if (strcmp(mode, "unprotect") == 0) {
+		int saved = errno;
+
+		unprotect_ret = nosigbus_unprotect(untouched, 2 * ps);
+		unprotect_errno = errno;
+		errno = saved;
 	} else if (strcmp(mode, "install") == 0) {
 		struct sigaction sa;
 
@@ -322,6 +337,19 @@ scenario(void *arg)
 	if (!trapped)
 		nsbt_fail("the library's close of its descriptor %d was not trapped", kept);
 	NSBT_CHECK(!nested_failed, "a nested call in the SIGSYS handler failed");
+	if (strcmp(mode, "unprotect") == 0 && unprotect_ret == 0) {
+		struct core_touch t = { untouched, false };
+		int st = nsbt_run(core_touch_fn, &t);
+
+		if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGBUS)
+			nsbt_fail("a nested nosigbus_unprotect() returned 0, and the mapping is still "
+				  "protected once the interrupted call is over");
+		printf("ok: unprotect: unprotected\n");
+		return;
+	}
+	if (strcmp(mode, "unprotect") == 0)
+		NSBT_CHECK(unprotect_errno == EAGAIN, "a nested nosigbus_unprotect() failed with %s, "
+			   "not EAGAIN", strerror(unprotect_errno));
 	/* Once the call is over, a rescue trusts the records again. */
 	NSBT_CHECK(untouched[0] == 0 && untouched[ps] == 0, "a rescued page reads non-zero");
 	if (strcmp(mode, "fork") == 0) {
@@ -348,8 +376,8 @@ main(int argc, char **argv)
 	ps = nsbt_page();
 	if (argc < 2 || (strcmp(argv[1], "late") != 0 && strcmp(argv[1], "overflow") != 0 &&
 			 strcmp(argv[1], "fork") != 0 && strcmp(argv[1], "forkafter") != 0 &&
-			 strcmp(argv[1], "install") != 0))
-		nsbt_fail("usage: core-nestedtrap late|overflow|fork|install|forkafter");
+			 strcmp(argv[1], "install") != 0 && strcmp(argv[1], "unprotect") != 0))
+		nsbt_fail("usage: core-nestedtrap late|overflow|fork|unprotect|install|forkafter");
 	if (strcmp(argv[1], "forkafter") == 0 && !getenv("NOSIGBUS_LOG")) {
 		static const char *const log[] = { "NOSIGBUS_LOG=1", NULL };
 
