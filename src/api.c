@@ -177,11 +177,12 @@ nosigbus_unprotect(void *addr, size_t len)
 
 	if (!user_span(addr, len, &start, &end))
 		return -1;
-	/* Nested (ranges.c): the records are cut when the interrupted call
-	 * lets go of the table, and no rescue trusts them meanwhile. */
+	/* Nested (ranges.c): the table is the interrupted call's, and a
+	 * note would not do: its settle keeps the records of what the kernel
+	 * still shows, which an unprotect leaves mapped. */
 	if (nsb_ranges_nested()) {
-		nsb_ranges_note(start, end);
-		return 0;
+		errno = EAGAIN;
+		return -1;
 	}
 	nsb_ranges_lock();
 	ret = nsb_ranges_cut(start, end);

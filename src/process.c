@@ -323,9 +323,16 @@ nsb_process_handler_coming(int sig)
 	if (own_fault_signal(sig) || atomic_load(&handlers_possible))
 		return;
 	atomic_store(&handlers_possible, true);
+	/* A handler that interrupted this thread while it held the table
+	 * lock without the mask (a nested call, ranges.c) cannot wait: the
+	 * threads counted may be waiting for that lock, which its thread
+	 * lets go only once it returns (libnosigbus(7), LIMITATIONS). */
+	if (nsb_lock_mine(&nsb_table_lock))
+		return;
 	/* Holders without the mask finish what they do: a few system calls,
 	 * which only the handlers of faults can interrupt.  Not this thread,
-	 * if a handler that interrupted it installs this one. */
+	 * if a handler that interrupted it (waiting for the lock) installs
+	 * this one. */
 	while (atomic_load(&unmasked) > my_unmasked)
 		sched_yield();
 }

@@ -1749,6 +1749,15 @@ nsb_ranges_unlock(void)
 	if (__builtin_expect(atomic_load_explicit(&lost_line, memory_order_relaxed), 0) &&
 	    atomic_exchange(&lost_line, false))
 		nsb_log_lost();
+	/* A note made after the settle above, by a handler that interrupted
+	 * this call's last steps (or the settle itself, in a slot it had
+	 * passed): settled now, not left to a next holder that may never
+	 * come (no rescue would trust those records meanwhile). */
+	if (__builtin_expect(atomic_load(&notes_used) > 0 || atomic_load(&notes_all), 0) &&
+	    !nsb_ranges_nested()) {
+		nsb_ranges_lock();
+		nsb_ranges_unlock();
+	}
 }
 
 void
@@ -2125,4 +2134,10 @@ nsb_ranges_after_fork_child(bool nested)
 		}
 		p = next_pos(t, p);
 	}
+	/* Notes the fork's lock came in before their thread settled them
+	 * (nsb_ranges_unlock settles a late one after it lets go): that
+	 * thread is not here, so they are settled now, the records being
+	 * ours.  A nested fork's are its interrupted call's to settle. */
+	if (!nested && (atomic_load(&notes_used) > 0 || atomic_load(&notes_all)))
+		settle();
 }
