@@ -378,6 +378,20 @@ test_random(int ops)
 	       "changes), checked against the model after each\n", ops, inserts, cuts, restores, prots);
 }
 
+/* Memory for the table again, every record cut (model too), chunks of
+ * the library's own size: what the tight modes leave behind. */
+static void
+restore_table(void)
+{
+	nsb_ranges_test_no_alloc(false);
+	nsb_ranges_lock();
+	NSBT_CHECK(nsb_ranges_cut(base, addr_of(U)) == 0, "cut all");
+	nsb_ranges_unlock();
+	model_cut(0, U);
+	check_table("cutting everything");
+	nsb_ranges_test_chunk(0);
+}
+
 /* ---- tight --------------------------------------------------------------- */
 
 /* The model less what the table lost: a page the model records and the
@@ -479,13 +493,7 @@ test_tight(int ops)
 		check_table(what);
 		check_spans(what);
 	}
-	nsb_ranges_test_no_alloc(false);
-	nsb_ranges_lock();
-	NSBT_CHECK(nsb_ranges_cut(base, addr_of(U)) == 0, "cut all");
-	nsb_ranges_unlock();
-	model_cut(0, U);
-	check_table("cutting everything");
-	nsb_ranges_test_chunk(0);
+	restore_table();
 	printf("ok: unit-ranges: tight: %d operations with no memory for the table (%d inserts made, "
 	       "%d refused, %d cuts, %d protection changes), %" PRIu64 " of them losing protection, "
 	       "checked against the model after each\n",
@@ -621,13 +629,7 @@ test_onechunk(void)
 	NSBT_CHECK(atomic_load(&nsb_counters.lost) == lost,
 		   "%" PRIu64 " losses of protection, where every change fitted the chunk",
 		   atomic_load(&nsb_counters.lost) - lost);
-	nsb_ranges_test_no_alloc(false);
-	nsb_ranges_lock();
-	NSBT_CHECK(nsb_ranges_cut(base, addr_of(U)) == 0, "cut all");
-	nsb_ranges_unlock();
-	model_cut(0, U);
-	check_table("cutting everything");
-	nsb_ranges_test_chunk(0);
+	restore_table();
 	printf("ok: unit-ranges: onechunk: with no memory for the table, records into and out of a "
 	       "one-chunk table's last free slot, at its ends, by the short ways and a stale peek\n");
 }
