@@ -335,7 +335,10 @@ next_pos(const struct table *t, struct pos p)
  * cut them all.
  */
 #define NOTES 64
-enum { NOTE_FREE, NOTE_BUSY, NOTE_READY };
+/* BUSY: being written, its span not known yet; SETTLING: its records
+ * being made the kernel's (its span known: a rescue elsewhere need not
+ * wait for that, and one on the settling thread must not). */
+enum { NOTE_FREE, NOTE_BUSY, NOTE_READY, NOTE_SETTLING };
 struct note {
 	atomic_int state;
 	atomic_uintptr_t start, end;
@@ -396,8 +399,8 @@ noted(uintptr_t addr)
 
 		if (st == NOTE_BUSY)
 			res = NSB_LOOKUP_BUSY;
-		else if (st == NOTE_READY && addr >= atomic_load(&notes[i].start) &&
-			 addr < atomic_load(&notes[i].end))
+		else if ((st == NOTE_READY || st == NOTE_SETTLING) &&
+			 addr >= atomic_load(&notes[i].start) && addr < atomic_load(&notes[i].end))
 			return NSB_LOOKUP_FOUND;
 	}
 	return res;
@@ -418,7 +421,7 @@ settle(void)
 	for (int i = 0; notes && i < NOTES && atomic_load(&notes_used) > 0; i++) {
 		int ready = NOTE_READY;
 
-		if (!atomic_compare_exchange_strong(&notes[i].state, &ready, NOTE_BUSY))
+		if (!atomic_compare_exchange_strong(&notes[i].state, &ready, NOTE_SETTLING))
 			continue;
 		nsb_resync_noted(atomic_load(&notes[i].start), atomic_load(&notes[i].end));
 		atomic_store(&notes[i].state, NOTE_FREE);
@@ -561,7 +564,10 @@ nsb_ranges_enter(uintptr_t addr, struct nsb_range *out, int *ticket)
 
 		if (n != NSB_LOOKUP_NONE) {
 			nsb_ranges_leave(side);
-			return n == NSB_LOOKUP_FOUND ? NSB_LOOKUP_NONE : NSB_LOOKUP_BUSY;
+			/* BUSY on this thread's own note (a handler nested
+			 * in the noting): waiting would be for ourselves. */
+			return n == NSB_LOOKUP_FOUND || nsb_ranges_nested() ? NSB_LOOKUP_NONE
+									 : NSB_LOOKUP_BUSY;
 		}
 	}
 	t = &copies[atomic_load(&active)];
