@@ -351,6 +351,13 @@ static struct note *notes;
 static atomic_int notes_used;	/* slots not free */
 static atomic_bool notes_all;
 
+/* [signal-safe] A note is there to trust no record by, or to settle. */
+static inline bool
+notes_pending(void)
+{
+	return atomic_load(&notes_used) > 0 || atomic_load(&notes_all);
+}
+
 /* [signal-safe] Is this thread's own call to the library nested in a
  * handler that interrupted it while it held the table lock? */
 bool
@@ -559,7 +566,7 @@ nsb_ranges_enter(uintptr_t addr, struct nsb_range *out, int *ticket)
 		nsb_ranges_leave(side);
 		return NSB_LOOKUP_NONE;
 	}
-	if (__builtin_expect(atomic_load(&notes_used) > 0 || atomic_load(&notes_all), 0)) {
+	if (__builtin_expect(notes_pending(), 0)) {
 		enum nsb_lookup n = noted(addr);
 
 		if (n != NSB_LOOKUP_NONE) {
@@ -1724,7 +1731,7 @@ void
 nsb_ranges_lock(void)
 {
 	nsb_lock_quiet(&nsb_table_lock);
-	if (__builtin_expect(atomic_load(&notes_used) > 0 || atomic_load(&notes_all), 0))
+	if (__builtin_expect(notes_pending(), 0))
 		settle();
 }
 
@@ -1741,7 +1748,7 @@ nsb_ranges_unlock(void)
 	char said[NSB_LOG_QUEUE];
 	size_t n;
 
-	if (__builtin_expect(atomic_load(&notes_used) > 0 || atomic_load(&notes_all), 0))
+	if (__builtin_expect(notes_pending(), 0))
 		settle();
 	/* Accounts first: the last line of a mapping names its file. */
 	nsb_account_release_unused();
@@ -1759,7 +1766,7 @@ nsb_ranges_unlock(void)
 	 * this call's last steps (or the settle itself, in a slot it had
 	 * passed): settled now, not left to a next holder that may never
 	 * come (no rescue would trust those records meanwhile). */
-	if (__builtin_expect(atomic_load(&notes_used) > 0 || atomic_load(&notes_all), 0) &&
+	if (__builtin_expect(notes_pending(), 0) &&
 	    !nsb_ranges_nested()) {
 		nsb_ranges_lock();
 		nsb_ranges_unlock();
@@ -2144,6 +2151,6 @@ nsb_ranges_after_fork_child(bool nested)
 	 * (nsb_ranges_unlock settles a late one after it lets go): that
 	 * thread is not here, so they are settled now, the records being
 	 * ours.  A nested fork's are its interrupted call's to settle. */
-	if (!nested && (atomic_load(&notes_used) > 0 || atomic_load(&notes_all)))
+	if (!nested && notes_pending())
 		settle();
 }
