@@ -19,21 +19,39 @@ if not gdb:
     print("SKIP: gdb is not installed (it holds the race windows open)")
     sys.exit(77)
 env = dict(os.environ, WINDOWS_MODE=mode, WINDOWS_KIND=kind)
-proc = subprocess.Popen([gdb, "-q", "-batch", "-nx", "-x", driver, "--args", target, mode, kind],
-                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
-                        start_new_session=True)
-# Scaled as the tests' budgets are (a virtual machine under TCG: 8).
 limit = 150 * max(1.0, float(os.environ.get("NSB_TIMEOUT_MULTIPLIER", "1") or "1"))
-try:
-    out, err = proc.communicate(timeout=limit)
-except subprocess.TimeoutExpired:
-    os.killpg(proc.pid, signal.SIGKILL)
-    out, err = proc.communicate()
-    print(out[-4000:])
-    print("FAIL: %s %s: no end after %d s (a hang)" % (mode, kind, limit))
-    sys.exit(1)
+
+
+def run():
+    proc = subprocess.Popen([gdb, "-q", "-batch", "-nx", "-x", driver, "--args", target, mode,
+                             kind], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            text=True, start_new_session=True)
+    try:
+        return proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        print(out[-4000:])
+        print("FAIL: %s %s: no end after %d s (a hang)" % (mode, kind, limit))
+        sys.exit(1)
+
+
+out, err = run()
+# gdb itself lost a stop: every thread of the target was stopped for it
+# while it still waited (the driver's watcher asked the kernel).  That is
+# gdb's, not the library's: once more, saying so.  A thread that ran or
+# waited with the interruption undelivered ("WINDOWS-HANG target") fails
+# at once, the kernel's view of each thread printed.  (A run with no
+# verdict in 1 200 s was seen twice in a TCG virtual machine, cause
+# unknown; this tells the two apart.)
+if "WINDOWS-HANG gdb" in out:
+    print(out[out.find("WINDOWS-HANG"):][:4000])
+    print("gdb lost a stop of the target; running it once more")
+    out, err = run()
 lines = [line for line in out.splitlines() if line.startswith("WINDOWS ")]
 verdict = out[out.find("WINDOWS "):] if lines else ""
+if "WINDOWS-HANG" in out:
+    verdict = out[out.find("WINDOWS-HANG"):]
 # The library says nothing unless NOSIGBUS_LOG asks.
 said = [line for line in err.splitlines() if "nosigbus" in line.lower()]
 if said:

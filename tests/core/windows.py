@@ -19,6 +19,7 @@ the run ends without a verdict.
 
 Prints "WINDOWS PASS ..." or "WINDOWS FAIL ..." (or "WINDOWS SKIP reason").
 """
+import faulthandler
 import os
 import signal
 import threading
@@ -67,22 +68,118 @@ def alive():
         bool(gdb.selected_inferior().threads())
 
 
-watch = {"deadline": None, "pid": 0}
+watch = {"deadline": None, "pid": 0, "stage": 0}
+watch_lock = threading.Lock()
+
+
+def inferior_pid():
+    """The target's pid: gdb's child while `run` has not returned yet."""
+    if watch["pid"]:
+        return watch["pid"]
+    for d in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                if d.isdigit() and int(f.read().rsplit(")", 1)[1].split()[1]) == os.getpid():
+                    return int(d)
+        except (OSError, ValueError, IndexError):
+            pass
+    return 0
+
+
+def threads_state(pid):
+    """The kernel's view of each of the target's threads: (all stopped by
+    gdb, one line each: state, blocked and pending signals, wait channel,
+    system call)."""
+    lines, traced = [], True
+    try:
+        tids = sorted(os.listdir("/proc/%d/task" % pid), key=int)
+    except OSError:
+        return False, ["no /proc/%d/task" % pid]
+    for tid in tids:
+        base = "/proc/%d/task/%s/" % (pid, tid)
+        try:
+            with open(base + "stat") as f:
+                st = f.read().rsplit(")", 1)[1].split()[0]
+            with open(base + "status") as f:
+                status = dict(line.split(":\t", 1) for line in f.read().splitlines()
+                              if ":\t" in line)
+            with open(base + "wchan") as f:
+                wchan = f.read().strip()
+            with open(base + "syscall") as f:
+                sysc = f.read().split()[0]
+        except OSError as e:
+            lines.append("thread %s: %s" % (tid, e))
+            traced = False
+            continue
+        traced = traced and st == "t"
+        lines.append("thread %s: state %s SigBlk %s SigPnd %s ShdPnd %s wchan %s syscall %s" % (
+            tid, st, status.get("SigBlk", "?").strip(), status.get("SigPnd", "?").strip(),
+            status.get("ShdPnd", "?").strip(), wchan, sysc))
+    return traced, lines
 
 
 def watcher():
     """One thread for the whole run: interrupts a continue that has not
     stopped by its deadline (a thread blocked, e.g. on the table lock
-    another holds)."""
+    another holds).  Where even that brings no stop within 10 s more (the
+    running thread has SIGINT blocked, or gdb missed the stop), it says
+    what the kernel shows of each thread ("WINDOWS-HANG gdb": every thread
+    is stopped for gdb, so gdb lost a stop; "WINDOWS-HANG target": one
+    runs or waits with the SIGINT undelivered) and kills the target, so
+    that the run ends saying where instead of hanging."""
+    whole = time.monotonic() + 120 * MULT  # windows-run.py kills gdb at 150
     while True:
         time.sleep(0.1)
-        d = watch["deadline"]
-        if d is not None and time.monotonic() > d:
-            watch["deadline"] = None
+        if whole is not None and time.monotonic() > whole:
+            # Stuck where no wait is armed (in gdb itself): where the
+            # driver is, and what the kernel shows of the target.
+            whole = None
+            pid = inferior_pid()
+            traced, lines = threads_state(pid) if pid else (False, ["no target"])
+            os.write(1, ("WINDOWS-HANG %s: no verdict in %d s (%s); the driver's threads:\n" % (
+                "gdb" if traced else "target", 120 * MULT,
+                "every thread of the target stopped for gdb" if traced else
+                "not every thread of the target stopped")).encode())
+            faulthandler.dump_traceback(file=1, all_threads=True)
+            os.write(1, ("the target:\n%s\n" % "\n".join(lines)).encode())
+            if pid:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        with watch_lock:
+            d = watch["deadline"]
+            if d is None or time.monotonic() <= d:
+                continue
+            pid = inferior_pid()
+            if not pid:
+                continue
+            if watch["stage"] == 0:
+                watch["stage"] = 1
+                watch["deadline"] = time.monotonic() + 10 * MULT
+                sig = signal.SIGINT
+            else:
+                watch["deadline"] = None
+                traced, lines = threads_state(pid)
+                os.write(1, ("WINDOWS-HANG %s: no stop after SIGINT within %d s\n%s\n" % (
+                    "gdb" if traced else "target", 10 * MULT, "\n".join(lines))).encode())
+                sig = signal.SIGKILL
             try:
-                os.kill(watch["pid"], signal.SIGINT)
+                os.kill(pid, sig)
             except OSError:
                 pass
+
+
+def arm(timeout):
+    with watch_lock:
+        watch["pid"] = gdb.selected_inferior().pid
+        watch["stage"] = 0
+        watch["deadline"] = time.monotonic() + timeout * MULT
+
+
+def disarm():
+    with watch_lock:
+        watch["deadline"] = None
 
 
 def cont(timeout=10):
@@ -90,8 +187,7 @@ def cont(timeout=10):
     state["ev"] = None
     if not alive():
         return None
-    watch["pid"] = gdb.selected_inferior().pid
-    watch["deadline"] = time.monotonic() + timeout * MULT
+    arm(timeout)
     for _ in range(3):
         try:
             out = gdb.execute("continue", to_string=True)
@@ -106,7 +202,7 @@ def cont(timeout=10):
         if not threads:
             break
         threads[0].switch()
-    watch["deadline"] = None
+    disarm()
     # "Program terminated with signal SIGBUS", "...not being run".
     if "terminated" in out or "not being run" in out or "exited" in out:
         if state["exit"] is None:
@@ -209,10 +305,12 @@ def setup():
     gdb.execute("handle SIGINT stop print nopass")
     gdb.execute("set breakpoint pending on")
     start = gdb.Breakpoint("windows_round")
+    arm(30)  # the pid is gdb's child's until run returns
     try:
         gdb.execute("run", to_string=True)
     except gdb.error as e:
         result("SKIP", "gdb cannot run the target (ptrace refused?): %s" % e)
+    disarm()
     # The main thread's own first read of page 0 (rescued) stops first.
     while alive() and isinstance(state["ev"], gdb.SignalEvent) and \
             state["ev"].stop_signal == "SIGBUS":
