@@ -8,8 +8,15 @@
  * while it still holds the table lock, after its settle, as it lets go of
  * a protected file's last mapping (nsb_files_release_unused).  The
  * program's SIGSYS handler (a signal of its own faults: the lock is held
- * without the mask) closes the descriptor with close_range and then makes
- * nested calls.
+ * without the mask) puts a descriptor of /dev/null in its place (dup3,
+ * which the filter lets through, as if closed: the number stays taken)
+ * and then makes nested calls.  The filter knows the descriptor by its
+ * number only, so the number must stay taken: freed, it would be the
+ * lowest free one where the library keeps its descriptors, the next one
+ * it keeps would get it, and that one's close be trapped too - fatally
+ * where SIGSYS is blocked, as in a fork child's settle on a kernel
+ * without PROCMAP_QUERY (before 6.11: its kept descriptor of
+ * /proc/self/maps, the query refused, is closed again at once).
  *
  * Modes (argv[1]):
  *   late      the handler changes the protection of an untouched protected
@@ -51,7 +58,7 @@
 
 
 static size_t ps;
-static int zfd;
+static int zfd, spare;		/* spare: /dev/null, put in the trapped one's place */
 static char *untouched;		/* protected, never read before the end */
 static volatile sig_atomic_t trapped, is_child, nested_failed;
 static pid_t child;
@@ -128,8 +135,9 @@ raw_seccomp(struct sock_fprog *prog)
 #endif
 }
 
-/* [signal handler] The trapped close: done with close_range, which the
- * filter lets through, then the nested calls; close returns 0. */
+/* [signal handler] The trapped close: its number given to a copy of
+ * /dev/null (the program's from then on, never closed), then the nested
+ * calls; close returns 0. */
 static void
 on_sys(int sig, siginfo_t *si, void *ctx)
 {
@@ -158,9 +166,9 @@ on_sys(int sig, siginfo_t *si, void *ctx)
 		}
 		goto out;
 	}
-	(void)syscall(SYS_close_range, (int)a[0], (int)a[0], 0);
-	/* Once: the number may be given to the maps' descriptor next, whose
-	 * close (in a child, say) is trapped too. */
+	if (syscall(SYS_dup3, spare, (int)a[0], O_CLOEXEC) != a[0])
+		nested_failed = 1;
+	/* Once (a close of the copy would be the program's own). */
 	if (trapped++ > 0)
 		goto out;
 	if (strcmp(mode, "late") == 0 || strcmp(mode, "forkafter") == 0) {
@@ -303,6 +311,8 @@ scenario(void *arg)
 	NSBT_CHECK(close(fd) == 0, "close: %s", strerror(errno));
 	kept = kept_fd();
 	f[3].k = (unsigned)kept;
+	spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	NSBT_CHECK(spare >= 0, "/dev/null: %s", strerror(errno));
 	/* Only the write of the line that says the last mapping of that
 	 * file went is trapped: a rescue's line, under the library's
 	 * handler (which blocks SIGSYS), would be fatal (and the zero file's
