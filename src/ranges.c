@@ -610,7 +610,11 @@ static bool overlap_locked(uintptr_t start, uintptr_t end);
  * inside a change of the table; the flux is set before such a call's cut
  * and cleared after its inserts).  A change under way all along with no
  * flux is not such a call's (a new mapping's record, a stale one cut):
- * no reason to wait for it.
+ * no reason to wait for it.  Nor is "none" an answer to a nested call
+ * (its thread holds the table lock): the call it interrupted may be about
+ * to record a mapping that the nested one unmaps or changes, whose span
+ * must be noted (nsb_ranges_overlap_peek) for the settle to put right;
+ * without the note, a record of a mapping that was gone stayed.
  */
 bool
 nsb_ranges_none(void)
@@ -618,7 +622,7 @@ nsb_ranges_none(void)
 	unsigned long v = atomic_load(&version);
 	bool none;
 
-	if (atomic_load(&live_count) != 0)
+	if (atomic_load(&live_count) != 0 || __builtin_expect(nsb_ranges_nested(), 0))
 		return false;
 	none = atomic_load(&flux[1]) == 0 && atomic_load(&flux[3]) == 0;
 	return none && atomic_load(&version) == v;
