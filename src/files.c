@@ -1276,7 +1276,15 @@ dup_failed(int new)
 NSB_EXPORT int
 dup2(int old, int new)
 {
-	int moved = may_dup(old, new), ret;
+	int moved, ret;
+
+	/* dup2(fd, fd) says whether fd is open: ours is not, to the program
+	 * (dup3's EINVAL comes first, whoever fd is: may_dup). */
+	if (__builtin_expect(old == new, 0) && is_kept(old)) {
+		errno = EBADF;
+		return -1;
+	}
+	moved = may_dup(old, new);
 
 	if (moved < 0)
 		return -1;
@@ -1336,12 +1344,13 @@ close_around(unsigned first, unsigned last, int flags)
 	int fd, ret = 0;
 	/* A nested call (ranges.c): the lock is this thread's, held by the
 	 * call it interrupted, which keeps no new descriptor meanwhile. */
-	bool nested = nsb_ranges_nested();
+	bool nested = nsb_ranges_nested(), called = false;
 
 	if (!nested)
 		nsb_ranges_lock();
 	while (first <= last && (fd = next_kept(first, last)) >= 0) {
 		if ((unsigned)fd > first) {
+			called = true;
 			if (sys_close_range(first, (unsigned)fd - 1, flags) < 0) {
 				ret = -1;
 				goto out;
@@ -1356,6 +1365,11 @@ close_around(unsigned first, unsigned last, int flags)
 	}
 	if (first <= last)
 		ret = sys_close_range(first, last, flags);
+	else if (!called)
+		/* Every number ours: still the kernel's to check the flags
+		 * (EINVAL) and to unshare the table if asked, with a range
+		 * above every descriptor, which closes nothing. */
+		ret = sys_close_range(UINT_MAX, UINT_MAX, flags);
 out:
 	if (!nested)
 		nsb_ranges_unlock();
