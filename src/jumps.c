@@ -402,12 +402,29 @@ patch_link(ucontext_t *copy)
 }
 #endif
 
+/* Can the context's mask be read?  glibc's setcontext and swapcontext
+ * hand it to the kernel before they touch anything else of it, and fail
+ * with EFAULT where it cannot: then theirs alone, not a crash in our
+ * copy. */
+static bool
+mask_readable(const ucontext_t *ucp)
+{
+	uint64_t w;
+
+	return nsb_read_word(&ucp->uc_sigmask, &w);
+}
+
 static int
 enter_context(const ucontext_t *ucp)
 {
-	ucontext_t copy = *ucp;
-	bool was = nsb_disp_view_for_context(&copy.uc_sigmask, true);
+	ucontext_t copy;
+	bool was;
 	int ret;
+
+	if (!mask_readable(ucp))
+		return real_setcontext(ucp);
+	copy = *ucp;
+	was = nsb_disp_view_for_context(&copy.uc_sigmask, true);
 
 	patch_link(&copy);
 	ret = real_setcontext(&copy);
@@ -424,9 +441,14 @@ setcontext(const ucontext_t *ucp)
 NSB_EXPORT int
 swapcontext(ucontext_t *oucp, const ucontext_t *ucp)
 {
-	ucontext_t copy = *ucp;
-	bool was = nsb_disp_view_for_context(&copy.uc_sigmask, false);
+	ucontext_t copy;
+	bool was;
 	int ret;
+
+	if (!mask_readable(ucp))
+		return real_swapcontext(oucp, ucp);
+	copy = *ucp;
+	was = nsb_disp_view_for_context(&copy.uc_sigmask, false);
 
 	patch_link(&copy);
 	ret = real_swapcontext(oucp, &copy);

@@ -437,6 +437,9 @@ bool nsb_other_threads(void);
 /* One word of the program's memory, or false where the kernel would give
  * EFAULT; errno untouched. */
 bool nsb_read_word(const void *user, void *out);	/* [signal-safe] */
+/* Can len bytes (8 to a page) at user be written, or would the kernel give
+ * EFAULT?  Writes what the caller must write over; errno untouched. */
+bool nsb_write_probe(void *user, size_t len);	/* [signal-safe] */
 
 /*
  * [signal-safe] Buffers for signal context, so that no path buffer is on
