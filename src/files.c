@@ -807,7 +807,11 @@ nsb_files_get_mapped(uintptr_t start, uintptr_t end, uint64_t dev, uint64_t ino,
 	i = find(dev, ino, &hole);
 	if (!i)
 		i = add(dev, ino, path, hole);
-	fd = open_mapped(start, end, dev, ino, path);
+	/* openat (of /proc/self/map_files, or of a path a broker may trap)
+	 * and fstatfs: calls a filter may kill on (sandbox.c), made only
+	 * where none is in force.  Under one, no descriptor is kept at this
+	 * call, and the file is not known to live in memory. */
+	fd = nsb_unfiltered() ? open_mapped(start, end, dev, ino, path) : -1;
 	if (fd >= 0) {
 		*memfs = fstatfs(fd, &fs) == 0 &&
 			 (fs.f_type == TMPFS_MAGIC || fs.f_type == HUGETLBFS_MAGIC);
