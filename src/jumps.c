@@ -31,12 +31,15 @@
  * touches this thread's state and jumps).
  */
 #undef _FORTIFY_SOURCE
+#include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include "nsb.h"
 
@@ -405,13 +408,18 @@ patch_link(ucontext_t *copy)
 /* Can the context's mask be read?  glibc's setcontext and swapcontext
  * hand it to the kernel before they touch anything else of it, and fail
  * with EFAULT where it cannot: then theirs alone, not a crash in our
- * copy. */
+ * copy.  Asked in one call that changes nothing: the kernel reads the
+ * set before it looks at how (EFAULT), and refuses an unknown how
+ * (EINVAL).  errno untouched. */
 static bool
 mask_readable(const ucontext_t *ucp)
 {
-	uint64_t w;
+	int saved_errno = errno;
+	bool ok = syscall(SYS_rt_sigprocmask, -1, &ucp->uc_sigmask, NULL, 8) == 0 ||
+		  errno != EFAULT;
 
-	return nsb_read_word(&ucp->uc_sigmask, &w);
+	errno = saved_errno;
+	return ok;
 }
 
 static int
