@@ -807,7 +807,11 @@ nsb_files_get_mapped(uintptr_t start, uintptr_t end, uint64_t dev, uint64_t ino,
 	i = find(dev, ino, &hole);
 	if (!i)
 		i = add(dev, ino, path, hole);
-	fd = open_mapped(start, end, dev, ino, path);
+	/* openat (of /proc/self/map_files, or of a path a broker may trap)
+	 * and fstatfs: calls a filter may kill on (sandbox.c), made only
+	 * where none is in force.  Under one, no descriptor is kept at this
+	 * call, and the file is not known to live in memory. */
+	fd = nsb_unfiltered() ? open_mapped(start, end, dev, ino, path) : -1;
 	if (fd >= 0) {
 		*memfs = fstatfs(fd, &fs) == 0 &&
 			 (fs.f_type == TMPFS_MAGIC || fs.f_type == HUGETLBFS_MAGIC);
@@ -1276,7 +1280,15 @@ dup_failed(int new)
 NSB_EXPORT int
 dup2(int old, int new)
 {
-	int moved = may_dup(old, new), ret;
+	int moved, ret;
+
+	/* dup2(fd, fd) says whether fd is open: ours is not, to the program
+	 * (dup3's EINVAL comes first, whoever fd is: may_dup). */
+	if (__builtin_expect(old == new, 0) && is_kept(old)) {
+		errno = EBADF;
+		return -1;
+	}
+	moved = may_dup(old, new);
 
 	if (moved < 0)
 		return -1;
@@ -1336,12 +1348,13 @@ close_around(unsigned first, unsigned last, int flags)
 	int fd, ret = 0;
 	/* A nested call (ranges.c): the lock is this thread's, held by the
 	 * call it interrupted, which keeps no new descriptor meanwhile. */
-	bool nested = nsb_ranges_nested();
+	bool nested = nsb_ranges_nested(), called = false;
 
 	if (!nested)
 		nsb_ranges_lock();
 	while (first <= last && (fd = next_kept(first, last)) >= 0) {
 		if ((unsigned)fd > first) {
+			called = true;
 			if (sys_close_range(first, (unsigned)fd - 1, flags) < 0) {
 				ret = -1;
 				goto out;
@@ -1356,6 +1369,11 @@ close_around(unsigned first, unsigned last, int flags)
 	}
 	if (first <= last)
 		ret = sys_close_range(first, last, flags);
+	else if (!called)
+		/* Every number ours: still the kernel's to check the flags
+		 * (EINVAL) and to unshare the table if asked, with a range
+		 * above every descriptor, which closes nothing. */
+		ret = sys_close_range(UINT_MAX, UINT_MAX, flags);
 out:
 	if (!nested)
 		nsb_ranges_unlock();

@@ -31,12 +31,15 @@
  * touches this thread's state and jumps).
  */
 #undef _FORTIFY_SOURCE
+#include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include "nsb.h"
 
@@ -402,12 +405,34 @@ patch_link(ucontext_t *copy)
 }
 #endif
 
+/* Can the context's mask be read?  glibc's setcontext and swapcontext
+ * hand it to the kernel before they touch anything else of it, and fail
+ * with EFAULT where it cannot: then theirs alone, not a crash in our
+ * copy.  Asked in one call that changes nothing: the kernel reads the
+ * set before it looks at how (EFAULT), and refuses an unknown how
+ * (EINVAL).  errno untouched. */
+static bool
+mask_readable(const ucontext_t *ucp)
+{
+	int saved_errno = errno;
+	bool ok = syscall(SYS_rt_sigprocmask, -1, &ucp->uc_sigmask, NULL, 8) == 0 ||
+		  errno != EFAULT;
+
+	errno = saved_errno;
+	return ok;
+}
+
 static int
 enter_context(const ucontext_t *ucp)
 {
-	ucontext_t copy = *ucp;
-	bool was = nsb_disp_view_for_context(&copy.uc_sigmask, true);
+	ucontext_t copy;
+	bool was;
 	int ret;
+
+	if (!mask_readable(ucp))
+		return real_setcontext(ucp);
+	copy = *ucp;
+	was = nsb_disp_view_for_context(&copy.uc_sigmask, true);
 
 	patch_link(&copy);
 	ret = real_setcontext(&copy);
@@ -424,9 +449,14 @@ setcontext(const ucontext_t *ucp)
 NSB_EXPORT int
 swapcontext(ucontext_t *oucp, const ucontext_t *ucp)
 {
-	ucontext_t copy = *ucp;
-	bool was = nsb_disp_view_for_context(&copy.uc_sigmask, false);
+	ucontext_t copy;
+	bool was;
 	int ret;
+
+	if (!mask_readable(ucp))
+		return real_swapcontext(oucp, ucp);
+	copy = *ucp;
+	was = nsb_disp_view_for_context(&copy.uc_sigmask, false);
 
 	patch_link(&copy);
 	ret = real_swapcontext(oucp, &copy);

@@ -591,7 +591,7 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 		 * mremap) and must not protect this one, whatever the policy
 		 * (the fast path in mmap() does the same under flag). */
 		p = nsb_sys_mmap(addr, len, prot, kflags, fd, off);
-		if (p != MAP_FAILED && !nsb_ranges_none())
+		if (p != MAP_FAILED && !nsb_ranges_empty())
 			nsb_forget_stale(p, len);
 		return p;
 	}
@@ -724,7 +724,7 @@ mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 			     (nsb_config.policy == NSB_POLICY_FLAG || (flags & MAP_ANONYMOUS)) &&
 			     nsb_config.page_size, 1)) {
 		p = nsb_sys_mmap(addr, len, prot, flags, fd, off);
-		if (__builtin_expect(p != MAP_FAILED && !nsb_ranges_none(), 0))
+		if (__builtin_expect(p != MAP_FAILED && !nsb_ranges_empty(), 0))
 			nsb_forget_stale(p, len);
 		return p;
 	}
@@ -822,7 +822,7 @@ shmat(int id, const void *addr, int flags)
 	if (!addr || !(flags & SHM_REMAP) || nsb_ranges_none()) {
 		p = (void *)syscall(SYS_shmat, id, addr, flags);
 		/* Where the kernel found room (SHM_REMAP not asked). */
-		if (p != (void *)-1 && !nsb_ranges_none() &&
+		if (p != (void *)-1 && !nsb_ranges_empty() &&
 		    syscall(SYS_shmctl, id, IPC_STAT, &ds) == 0)
 			nsb_forget_stale(p, ds.shm_segsz);
 		return p;

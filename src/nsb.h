@@ -437,6 +437,9 @@ bool nsb_other_threads(void);
 /* One word of the program's memory, or false where the kernel would give
  * EFAULT; errno untouched. */
 bool nsb_read_word(const void *user, void *out);	/* [signal-safe] */
+/* Can len bytes (8 to a page) at user be written, or would the kernel give
+ * EFAULT?  Writes what the caller must write over; errno untouched. */
+bool nsb_write_probe(void *user, size_t len);	/* [signal-safe] */
 
 /*
  * [signal-safe] Buffers for signal context, so that no path buffer is on
@@ -653,8 +656,12 @@ bool nsb_ranges_overlap(uintptr_t start, uintptr_t end);
 /* The same, and in *pk what nsb_ranges_one() may take from it. */
 bool nsb_ranges_overlap_peek(uintptr_t start, uintptr_t end, struct nsb_peek *pk);
 /* Nothing recorded and no call changing records (the interposed calls'
- * first check; nsb_ranges_count() == 0 may be a call's passing moment). */
+ * first check; nsb_ranges_count() == 0 may be a call's passing moment),
+ * and not nested in a handler that interrupted this thread's holder of
+ * the table lock (whose span must be noted: ranges.c).  _empty: without
+ * the last, for a new mapping where the kernel found room. */
 bool nsb_ranges_none(void);
+bool nsb_ranges_empty(void);
 size_t nsb_ranges_count(void);	/* [signal-safe] */
 unsigned long nsb_ranges_version(void);	/* [signal-safe] changes with every update */
 size_t nsb_ranges_bytes(void);	/* memory the table holds */

@@ -367,6 +367,22 @@ nsb_read_word(const void *user, void *out)
 	return true;
 }
 
+/* [signal-safe] Can len bytes (8 or more, less than a page) at user be
+ * written, as the kernel's copy to user memory would find?  Its first and
+ * last 8 bytes are written with this thread's mask (rt_sigprocmask's old
+ * set), which the caller then writes over; false where the kernel would
+ * fail with EFAULT.  errno untouched. */
+bool
+nsb_write_probe(void *user, size_t len)
+{
+	int saved_errno = errno;
+	bool ok = syscall(SYS_rt_sigprocmask, SIG_BLOCK, NULL, user, 8) == 0 &&
+		  syscall(SYS_rt_sigprocmask, SIG_BLOCK, NULL, (char *)user + len - 8, 8) == 0;
+
+	errno = saved_errno;
+	return ok;
+}
+
 /* Does the process run other threads?  (/proc/self/stat, field 20.) */
 bool
 nsb_other_threads(void)

@@ -612,8 +612,8 @@ static bool overlap_locked(uintptr_t start, uintptr_t end);
  * flux is not such a call's (a new mapping's record, a stale one cut):
  * no reason to wait for it.
  */
-bool
-nsb_ranges_none(void)
+static inline bool
+empty(void)
 {
 	unsigned long v = atomic_load(&version);
 	bool none;
@@ -622,6 +622,33 @@ nsb_ranges_none(void)
 		return false;
 	none = atomic_load(&flux[1]) == 0 && atomic_load(&flux[3]) == 0;
 	return none && atomic_load(&version) == v;
+}
+
+bool
+nsb_ranges_empty(void)
+{
+	return empty();
+}
+
+/*
+ * The same, but never to a nested call (its thread holds the table lock):
+ * the call it interrupted may be about to record a mapping that the nested
+ * one unmaps or changes, whose span must be noted
+ * (nsb_ranges_overlap_peek) for the settle to put right; without the
+ * note, the record of a mapping that was gone stayed.  (A new mapping
+ * where the kernel finds room meets nothing the interrupted call maps:
+ * mmap's checks ask nsb_ranges_empty().)
+ */
+bool
+nsb_ranges_none(void)
+{
+	if (!empty())
+		return false;
+	/* Held by anyone (one load; whose, only then): a thread sees its
+	 * own store to the word. */
+	return __builtin_expect(atomic_load_explicit(&nsb_table_lock.word, memory_order_relaxed) ==
+					0, 1) ||
+	       !nsb_ranges_nested();
 }
 
 /* Does [start, end) meet a span in flux? */

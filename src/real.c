@@ -348,8 +348,11 @@ nsb_sys_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	nsb_any_fn f;
 
-	/* Before a handler can run: the library's, or the program's. */
-	if (act && act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN)
+	/* Before a handler can run: the library's, or the program's.  Not
+	 * for a signal glibc refuses (EINVAL) before it reads act: 0, past
+	 * 64, and its own two (32 and 33), whose act may be a bad pointer. */
+	if (act && sig > 0 && sig < NSIG && sig != 32 && sig != 33 &&
+	    act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN)
 		nsb_real_handler_fns();
 	f = nsb_real(NSB_REAL_SIGACTION);
 	if (!f)

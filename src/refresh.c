@@ -43,9 +43,11 @@
  *    (blocked around the clone: the table lock may not have), exits with
  *    signal 0 (no SIGCHLD reaches the
  *    program; a wait for any child without __WALL does not see it) and
- *    is reaped here.  Where the kernel or a seccomp filter refuses the
- *    clone, or a tool turns it into a fork (valgrind: then the child's
- *    mmap is not ours and it reports nothing), the units stay replaced.
+ *    is reaped here.  Where the kernel refuses the clone, or a tool
+ *    turns it into a fork (valgrind: then the child's mmap is not ours
+ *    and it reports nothing), the units stay replaced; under a seccomp
+ *    filter (which may kill on the clone, or on the scan's getdents64)
+ *    nothing is tried, and they stay replaced too.
  * Without any descriptor of the file (the library keeps at most 16, see
  * files.c) the units stay replaced too.
  *
@@ -176,6 +178,12 @@ map_from_file(struct job *j)
 	int prot = (int)(r->meta & NSB_META_PROT), flags, fd;
 	bool shared = r->meta & NSB_META_SHARED, readable, rdwr;
 
+	/* Under a seccomp filter, none of it: the scan reads a directory
+	 * (getdents64) and the child is a clone with flags some filters
+	 * kill on (Chromium's), both calls the library makes only where no
+	 * filter is in force (sandbox.c).  The units stay replaced. */
+	if (!nsb_unfiltered())
+		return 0;
 	/* Looked for once a record: a scan of /proc/self/fd. */
 	if (j->fd == -2)
 		j->fd = nsb_files_descriptor(r->file, &j->fd_flags);

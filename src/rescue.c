@@ -180,7 +180,11 @@ nsb_rescue_zero_file(uint64_t dev, uint64_t ino)
 
 /* [signal-safe] A new zero file, numbered high, its identity in *dev and
  * *ino; -1, or -2 if the kernel has none to give.  Out of line: its frame (a struct stat) is on the
- * handler's stack only while the file is made (SPEC §5's budget). */
+ * handler's stack only while the file is made (SPEC §5's budget).  Only
+ * at or above top - 32 (the man page's "Descriptors"): with a soft
+ * RLIMIT_NOFILE below 64, or every number there taken, none is made (-1:
+ * asked again by a later fill), the fill is anonymous, and the program's
+ * next open still gets the number it would get without the library. */
 __attribute__((noinline)) static int
 zero_file_make(uint64_t *dev, uint64_t *ino)
 {
@@ -189,6 +193,8 @@ zero_file_make(uint64_t *dev, uint64_t *ino)
 	struct stat st;
 	int fd, high;
 
+	if (syscall(SYS_getrlimit, RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < 64)
+		return -1;
 	fd = (int)syscall(SYS_memfd_create, "nosigbus-zero",
 			  MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);
 	if (fd < 0 && errno == EINVAL)	/* before Linux 6.3 */
@@ -197,24 +203,21 @@ zero_file_make(uint64_t *dev, uint64_t *ino)
 	if (fd < 0)
 		return errno == ENOSYS || errno == EPERM || errno == EACCES || errno == EINVAL
 			       ? -2 : -1;
-	if (syscall(SYS_ftruncate, fd, (off_t)ZERO_FILE_SIZE) != 0 ||
-	    syscall(SYS_fcntl, fd, F_ADD_SEALS, seals) != 0 || nsb_fstat(fd, &st) != 0) {
-		(void)syscall(SYS_close, fd);
-		return -1;
-	}
 	/* Out of the numbers a program counts on being free, below the
 	 * library's kept descriptors (files.c). */
-	if (syscall(SYS_getrlimit, RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur >= 64) {
-		high = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC,
-				    (rl.rlim_cur > 1024 ? 1024 : (int)rl.rlim_cur) - 32);
-		if (high >= 0) {
-			(void)syscall(SYS_close, fd);
-			fd = high;
-		}
+	high = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC,
+			    (rl.rlim_cur > 1024 ? 1024 : (int)rl.rlim_cur) - 32);
+	(void)syscall(SYS_close, fd);
+	if (high < 0)
+		return -1;
+	if (syscall(SYS_ftruncate, high, (off_t)ZERO_FILE_SIZE) != 0 ||
+	    syscall(SYS_fcntl, high, F_ADD_SEALS, seals) != 0 || nsb_fstat(high, &st) != 0) {
+		(void)syscall(SYS_close, high);
+		return -1;
 	}
 	*dev = (uint64_t)st.st_dev;
 	*ino = (uint64_t)st.st_ino;
-	return fd;
+	return high;
 }
 
 /* [signal-safe] The zero file's descriptor, made if need be, or -1. */

@@ -537,6 +537,12 @@ static int
 took_held(const siginfo_t *got, siginfo_t *info)
 {
 	if (info) {
+		/* The kernel takes the signal, then fails to write its
+		 * siginfo: EFAULT, the signal gone (as here). */
+		if (!nsb_write_probe(info, sizeof(*info))) {
+			errno = EFAULT;
+			return -1;
+		}
 		*info = *got;
 		/* As the C library folds the kernel's answer (2.36 and now). */
 		if (info->si_code == SI_TKILL)

@@ -14,6 +14,10 @@
  *  - a close that succeeds keeps errno, even where every number is taken
  *    and the library could not make its own (EMFILE leaked into errno);
  *  - dup3(K, K) is EINVAL, as the kernel says (EBADF);
+ *  - dup2(K, K) is EBADF (the program never opened K), where the kernel
+ *    gives K back for a number that is open (the library returned K);
+ *    close_range(K, K, flags) with a flag the kernel does not know is
+ *    EINVAL (the library made no call and returned 0);
  *  - a failed call with every number taken (the maps cannot be read):
  *    its records stay where the mapping still is;
  *  - a number of ours closed behind the library's back (close_range made
@@ -269,6 +273,25 @@ dup3_child(void *arg)
 	printf("ok: dup3(K, K) is EINVAL\n");
 }
 
+static void
+dup2_self_child(void *arg)
+{
+	int kept, ret;
+
+	(void)arg;
+	(void)mapped_and_closed(&kept);
+	errno = 0;
+	ret = dup2(kept, kept);
+	NSBT_CHECK(ret == -1 && errno == EBADF, "dup2(%d, %d) of a number the program never "
+		   "opened: %d (%s), not EBADF", kept, kept, ret, strerror(errno));
+	NSBT_CHECK(fcntl(kept, F_GETFL) >= 0, "the library's descriptor %d is gone", kept);
+	errno = 0;
+	ret = close_range((unsigned)kept, (unsigned)kept, 1 << 30);
+	NSBT_CHECK(ret == -1 && errno == EINVAL, "close_range(%d, %d) with an unknown flag: %d "
+		   "(%s), not EINVAL", kept, kept, ret, strerror(errno));
+	printf("ok: dup2(K, K) is EBADF, close_range(K, K, unknown flag) EINVAL\n");
+}
+
 int
 main(int argc, char **argv)
 {
@@ -281,6 +304,7 @@ main(int argc, char **argv)
 		{ "freopen", freopen_child },
 		{ "errno of a close", errno_child },
 		{ "dup3 onto itself", dup3_child },
+		{ "dup2 onto itself, close_range with a bad flag", dup2_self_child },
 		{ "a failed mprotect with every number taken", resync_child },
 		{ "kept_number_reused_closed", reused_kept_child },
 		{ "watched_number_reused_pinned", reused_watched_child },

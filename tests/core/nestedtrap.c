@@ -46,6 +46,19 @@
  *       the two).  The child reads the untouched mapping: rescued (the
  *       child settles what the fork left noted).  The library's log lines
  *       are swallowed by the handler.
+ *   emptymap  with nothing recorded (the library's handler installed, its
+ *       one mapping gone), the filter traps the kernel's mmap(2) of a
+ *       MAP_NOSIGBUS mapping, which the library makes holding the table
+ *       lock; the handler makes the mapping itself (MAP_FIXED_NOREPLACE,
+ *       which the filter lets through) and unmaps it again with munmap.
+ *       Once the interrupted mmap has returned, no record is left there
+ *       (the stats count none, and a raw mapping of an empty file there
+ *       dies of SIGBUS).  Failed before the fix: an empty table sent the
+ *       nested munmap straight to the kernel without its note, and the
+ *       interrupted call recorded a mapping that was gone.
+ *   emptyprot  the same, the handler making the mapping read-only with
+ *       mprotect: a rescue there must give a read-only page (a write
+ *       dies of SIGSEGV).  Failed before the fix: the write went through.
  */
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -135,6 +148,39 @@ raw_seccomp(struct sock_fprog *prog)
 #endif
 }
 
+/* [signal handler] emptymap, emptyprot: the trapped mmap(2) of the
+ * library (its one with this length and these flags), made here with
+ * MAP_FIXED_NOREPLACE, then a nested munmap or mprotect of it.  Returns
+ * what the kernel's mmap would have. */
+static long
+empty_nested(ucontext_t *uc)
+{
+	long a[6];
+	long p;
+
+	for (int i = 0; i < 6; i++)
+#if defined(__x86_64__)
+		a[i] = (long)uc->uc_mcontext.gregs[(int[]){ REG_RDI, REG_RSI, REG_RDX, REG_R10,
+							    REG_R8, REG_R9 }[i]];
+#elif defined(__aarch64__)
+		a[i] = (long)uc->uc_mcontext.regs[i];
+#else
+		a[i] = 0;
+#endif
+	trapped++;
+	p = syscall(SYS_mmap, a[0], a[1], a[2], (a[3] & ~MAP_FIXED) | MAP_FIXED_NOREPLACE, a[4],
+		    a[5]);
+	if (p == -1)
+		return -errno;
+	if (strcmp(mode, "emptymap") == 0) {
+		if (munmap((void *)p, (size_t)a[1]) != 0)
+			nested_failed = 1;
+	} else if (mprotect((void *)p, (size_t)a[1], PROT_READ) != 0) {
+		nested_failed = 1;
+	}
+	return p;
+}
+
 /* [signal handler] The trapped close: its number given to a copy of
  * /dev/null (the program's from then on, never closed), then the nested
  * calls; close returns 0. */
@@ -151,6 +197,10 @@ on_sys(int sig, siginfo_t *si, void *ctx)
 #elif defined(__aarch64__)
 		a[i] = (long)uc->uc_mcontext.regs[i];
 #endif
+	if (si->si_syscall == SYS_mmap) {
+		ret = empty_nested(uc);
+		goto out;
+	}
 	if (si->si_syscall == SYS_write) {
 		/* The library's log lines: swallowed.  Others: written. */
 		ret = a[2];
@@ -271,6 +321,75 @@ fork_after(void)
 	pthread_join(th, NULL);
 }
 
+/* emptymap, emptyprot: a nested call with nothing recorded. */
+static void
+empty_scenario(void)
+{
+	enum { PAGES = 3 };
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mmap, 0, 5),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0 /* PAGES * ps */, 0, 3),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[3])),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, MAP_SHARED | MAP_FIXED, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
+	struct nosigbus_stats st;
+	struct sigaction sa;
+	char *first, *hole, *p;
+
+	f[3].k = (unsigned)(PAGES * ps);
+	zfd = memfd_create("nestedtrap-empty", MFD_CLOEXEC);
+	NSBT_CHECK(zfd >= 0, "memfd_create: %s", strerror(errno));
+	/* A rescue installs the library's handler; then nothing is recorded. */
+	first = core_map(NULL, ps, CORE_PROT_RW, MAP_SHARED | MAP_NOSIGBUS, zfd, 0);
+	NSBT_CHECK(first[0] == 0, "a rescued page reads non-zero");
+	NSBT_CHECK(munmap(first, ps) == 0, "munmap: %s", strerror(errno));
+	NSBT_CHECK(nosigbus_get_stats(&st, sizeof(st)) == 0 && st.mappings == 0,
+		   "%llu mappings recorded, none expected", (unsigned long long)st.mappings);
+	/* A free place for the mapping. */
+	hole = core_map(NULL, PAGES * ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	NSBT_CHECK(munmap(hole, PAGES * ps) == 0, "munmap: %s", strerror(errno));
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_sys;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	NSBT_CHECK(sigaction(SIGSYS, &sa, NULL) == 0, "sigaction: %s", strerror(errno));
+	NSBT_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "prctl: %s", strerror(errno));
+	if (raw_seccomp(&prog) != 0)
+		nsbt_skip("no seccomp filter could be installed (%s)", strerror(errno));
+
+	p = mmap(hole, PAGES * ps, CORE_PROT_RW, MAP_SHARED | MAP_FIXED | MAP_NOSIGBUS, zfd, 0);
+	NSBT_CHECK(p == hole, "mmap: %s", p == MAP_FAILED ? strerror(errno) : "another address");
+	if (!trapped)
+		nsbt_fail("the library's mmap(2) of the mapping was not trapped");
+	NSBT_CHECK(!nested_failed, "a nested call in the SIGSYS handler failed");
+	NSBT_CHECK(nosigbus_get_stats(&st, sizeof(st)) == 0, "nosigbus_get_stats");
+	if (strcmp(mode, "emptymap") == 0) {
+		if (st.mappings != 0)
+			nsbt_fail("%llu mappings recorded after a nested munmap unmapped the only "
+				  "one (a stale record)", (unsigned long long)st.mappings);
+		core_expect_no_record(hole, "where a nested munmap unmapped the mapping the "
+					    "interrupted mmap recorded");
+	} else {
+		struct core_touch t = { hole + ps, true };
+		int status;
+
+		NSBT_CHECK(hole[ps] == 0, "a rescued page reads non-zero");
+		status = nsbt_run(core_touch_fn, &t);
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+			nsbt_fail("a write to a rescued page of a mapping a nested mprotect made "
+				  "read-only went through (a stale record's protection)");
+		nsbt_expect_signal(status, SIGSEGV, "a write to a rescued read-only page");
+		NSBT_CHECK(munmap(hole, PAGES * ps) == 0, "munmap: %s", strerror(errno));
+	}
+	printf("ok: %s\n", mode);
+}
+
 static void
 scenario(void *arg)
 {
@@ -294,6 +413,10 @@ scenario(void *arg)
 	int fd, kept;
 
 	mode = arg;
+	if (strncmp(mode, "empty", 5) == 0) {
+		empty_scenario();
+		return;
+	}
 
 	/* The library's handler first (a rescue), then the mappings; then
 	 * the filter (no rescue under it: the library's handler blocks
@@ -386,8 +509,10 @@ main(int argc, char **argv)
 	ps = nsbt_page();
 	if (argc < 2 || (strcmp(argv[1], "late") != 0 && strcmp(argv[1], "overflow") != 0 &&
 			 strcmp(argv[1], "fork") != 0 && strcmp(argv[1], "forkafter") != 0 &&
-			 strcmp(argv[1], "install") != 0 && strcmp(argv[1], "unprotect") != 0))
-		nsbt_fail("usage: core-nestedtrap late|overflow|fork|unprotect|install|forkafter");
+			 strcmp(argv[1], "install") != 0 && strcmp(argv[1], "unprotect") != 0 &&
+			 strcmp(argv[1], "emptymap") != 0 && strcmp(argv[1], "emptyprot") != 0))
+		nsbt_fail("usage: core-nestedtrap late|overflow|fork|unprotect|install|forkafter|"
+			  "emptymap|emptyprot");
 	if (strcmp(argv[1], "forkafter") == 0 && !getenv("NOSIGBUS_LOG")) {
 		static const char *const log[] = { "NOSIGBUS_LOG=1", NULL };
 

@@ -24,7 +24,14 @@
  *     recovery maps the file itself over the growth; where it cannot,
  *     rescue.c's nsb_rescue_regrown makes it anonymous: not reached here);
  *   - page, off (NSB_TEST_ZERO_FILE=off): no zero file is made, reads
- *     fault once a page.
+ *     fault once a page;
+ *   - lowlimit, fullhigh: with a soft RLIMIT_NOFILE below 64 (16 here), or
+ *     with every number from top - 32 up to the limit taken (64 here), a
+ *     read-first fill reads zeros and leaves the lowest free number free:
+ *     the program's next dup() gets the number it got before, and one
+ *     free number left below the limit is still free.  Failed before the
+ *     fix: the zero file stayed at the lowest free number (dup() gave the
+ *     next one; at the limit, EMFILE).
  *
  * Each scenario runs in a child of a fresh exec with its settings.
  */
@@ -291,6 +298,77 @@ reused(void)
 	printf("ok: the zero file's number taken by the program: zeros still, its file intact\n");
 }
 
+/* The lowest free descriptor number (dup's). */
+static int
+lowest_free(void)
+{
+	int fd = dup(0);
+
+	if (fd < 0)
+		nsbt_fail("dup: %s", strerror(errno));
+	close(fd);
+	return fd;
+}
+
+/* A read-first fill under a soft RLIMIT_NOFILE of limit, with every
+ * number from taken_from up to the limit taken (none if at the limit),
+ * and every number below it but one: the zero file finds no room where
+ * the man page puts it, and the program's descriptors are as without the
+ * library. */
+static void
+tight_fill(rlim_t limit, int taken_from, const char *what)
+{
+	size_t ps = nsbt_page();
+	struct rlimit rl;
+	int before, after, spare, last = -1;
+	unsigned sum;
+	char *p;
+
+	NSBT_CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0, "getrlimit");
+	if (rl.rlim_max < limit)
+		nsbt_skip("%s: the hard RLIMIT_NOFILE is %llu", what, (unsigned long long)rl.rlim_max);
+	rl.rlim_cur = limit;
+	NSBT_CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0, "setrlimit: %s", strerror(errno));
+	for (int fd = taken_from; fd < (int)limit; fd++)
+		if (fcntl(fd, F_GETFD) < 0)
+			NSBT_CHECK(dup2(0, fd) == fd, "dup2 onto %d: %s", fd, strerror(errno));
+	p = emptied(N, MAP_SHARED);
+	before = lowest_free();
+	(void)pass(p, 16, false, &sum);
+	NSBT_CHECK(sum == 0, "%s: a read-first fill read non-zero bytes", what);
+	after = lowest_free();
+	if (after != before)
+		nsbt_fail("%s: the lowest free descriptor was %d before a read-first fill, %d after "
+			  "(the zero file is at %d)", what, before, after, zero_fd());
+	/* Every number but one below the limit taken: that one stays free. */
+	while ((spare = dup(0)) >= 0)
+		last = spare;
+	NSBT_CHECK(errno == EMFILE, "dup: %s", strerror(errno));
+	NSBT_CHECK(last >= 0, "no number left to take");
+	close(last);
+	(void)pass(p + 16 * ps, 16, false, &sum);
+	NSBT_CHECK(sum == 0, "%s: a read-first fill read non-zero bytes", what);
+	spare = dup(0);
+	if (spare != last)
+		nsbt_fail("%s: with one number (%d) free below the limit, a read-first fill took it: "
+			  "dup() gave %d (%s)", what, last, spare, spare < 0 ? strerror(errno) : "");
+	munmap(p, N * ps);
+	printf("ok: %s: a read-first fill reads zeros, the program's numbers as without the "
+	       "library\n", what);
+}
+
+static void
+low_limit(void)
+{
+	tight_fill(16, 16, "soft RLIMIT_NOFILE 16");
+}
+
+static void
+full_high(void)
+{
+	tight_fill(64, 64 - 32, "soft RLIMIT_NOFILE 64, numbers 32 to 63 taken");
+}
+
 static void
 grown(void)
 {
@@ -350,6 +428,7 @@ main(int argc, char **argv)
 		{ "bounded", bounded, range },	 { "reused", reused, range },
 		{ "grown", grown, range },	 { "page", page_fill, page },
 		{ "off", off, zoff },
+		{ "lowlimit", low_limit, range }, { "fullhigh", full_high, range },
 	};
 	size_t n = sizeof(scenarios) / sizeof(scenarios[0]);
 

@@ -2997,6 +2997,16 @@ bad_pointer_round(const char *phase)
 		TRY(L("sigaction(SIGBUS, bad, NULL)"), sigaction(SIGBUS, b, NULL));
 		TRY(L("__sigaction(SIGBUS, bad, NULL)"), __sigaction(SIGBUS, b, NULL));
 		TRY(L("sigaction(SIGUSR1, bad, NULL)"), sigaction(SIGUSR1, b, NULL));
+		/* glibc refuses a signal it does not take before it reads act. */
+		TRY(L("sigaction(99, bad, NULL)"), sigaction(99, b, NULL));
+		TRY(L("sigaction(0, bad, NULL)"), sigaction(0, b, NULL));
+		TRY(L("sigaction(32, bad, NULL)"), sigaction(32, b, NULL));
+		/* glibc sets the mask first: EFAULT before any register. */
+		TRY(L("setcontext(bad)"), setcontext(b));
+		TRY(L("swapcontext(&uc, bad)"), ({
+			ucontext_t uc_;
+			swapcontext(&uc_, b);
+		}));
 		TRY(L("sigaltstack(bad, NULL)"), sigaltstack(b, NULL));
 		TRY(L("pthread_create(&t, bad attr)"), ({
 			pthread_t t_;
@@ -3071,6 +3081,19 @@ bad_pointer_round(const char *phase)
 		TRY(L("__sigaction(SIGBUS, &good, bad)"), __sigaction(SIGBUS, &good, b));
 		TRY(L("sigaction(SIGUSR1, NULL, bad)"), sigaction(SIGUSR1, NULL, b));
 		TRY(L("sigaltstack(NULL, bad)"), sigaltstack(NULL, b));
+		/* A sent SIGBUS the program blocked (the library holds it), then
+		 * taken by a wait whose siginfo pointer is bad: EFAULT. */
+		TRY(L("raise(SIGBUS) blocked, sigtimedwait({BUS}, bad, 0s)"), ({
+			struct timespec z_ = { 0, 0 };
+			sigprocmask(SIG_BLOCK, &bus, NULL);
+			raise(SIGBUS);
+			sigtimedwait(&bus, b, &z_);
+		}));
+		TRY(L("raise(SIGBUS) blocked, sigwaitinfo({BUS}, bad)"), ({
+			sigprocmask(SIG_BLOCK, &bus, NULL);
+			raise(SIGBUS);
+			sigwaitinfo(&bus, b);
+		}));
 		TRY(L("pthread_create(bad, NULL)"), pthread_create(b, NULL, bad_thread, NULL));
 		TRY(L("mremap(..., MREMAP_FIXED, bad)"), ({
 			void *p_ = mmap(NULL, pg, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
