@@ -22,6 +22,52 @@ env = dict(os.environ, WINDOWS_MODE=mode, WINDOWS_KIND=kind)
 limit = 150 * max(1.0, float(os.environ.get("NSB_TIMEOUT_MULTIPLIER", "1") or "1"))
 
 
+def proc_tree(root):
+    """Each thread of root and its descendants: state, blocked and pending
+    signals, wait channel, system call, the kernel's stack where it may be
+    read (root)."""
+    kids, out = {}, []
+    for d in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            kids.setdefault(ppid, []).append(int(d))
+        except (OSError, ValueError, IndexError):
+            pass
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        todo.extend(kids.get(pid, []))
+        try:
+            with open("/proc/%d/cmdline" % pid) as f:
+                out.append("process %d: %s" % (pid, f.read().replace("\0", " ")[:120]))
+            tids = sorted(os.listdir("/proc/%d/task" % pid), key=int)
+        except OSError:
+            continue
+        for tid in tids:
+            base = "/proc/%d/task/%s/" % (pid, tid)
+            fields = []
+            for name in ("stat", "status", "wchan", "syscall", "stack"):
+                try:
+                    with open(base + name) as f:
+                        text = f.read()
+                except OSError:
+                    continue
+                if name == "stat":
+                    fields.append("state " + text.rsplit(")", 1)[1].split()[0])
+                elif name == "status":
+                    fields.extend(line.replace(":\t", " ") for line in text.splitlines()
+                                  if line.split(":")[0] in ("SigBlk", "SigPnd", "ShdPnd",
+                                                            "TracerPid"))
+                elif name == "stack":
+                    fields.append("stack " + " < ".join(
+                        line.split("] ", 1)[-1].split("+")[0] for line in text.splitlines()[:8]))
+                else:
+                    fields.append("%s %s" % (name, text.strip()[:60]))
+            out.append("  thread %s: %s" % (tid, "; ".join(fields)))
+    return "\n".join(out)
+
+
 def run():
     proc = subprocess.Popen([gdb, "-q", "-batch", "-nx", "-x", driver, "--args", target, mode,
                              kind], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
@@ -29,6 +75,8 @@ def run():
     try:
         return proc.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
+        # What the kernel shows of gdb and the target, before the kill.
+        print(proc_tree(proc.pid))
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         print(out[-4000:])
