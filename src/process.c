@@ -171,13 +171,14 @@ my_id(void)
 	return lock_id;
 }
 
-static void
-word_lock(atomic_int *w)
+/* word_lock() when the word was not free: waits.  Out of line, so that
+ * the usual take (one compare-exchange) saves no registers for the
+ * futex call (issue 40). */
+static __attribute__((noinline, cold)) void
+word_lock_wait(atomic_int *w, int self)
 {
-	int self = my_id(), seen = 0;
+	int seen;
 
-	if (atomic_compare_exchange_strong(w, &seen, self))
-		return;
 	for (;;) {
 		seen = atomic_load(w);
 		if (seen == 0) {
@@ -197,15 +198,30 @@ word_lock(atomic_int *w)
 	}
 }
 
-static void
+static inline void
+word_lock(atomic_int *w)
+{
+	int self = my_id(), seen = 0;
+
+	if (__builtin_expect(!atomic_compare_exchange_strong(w, &seen, self), 0))
+		word_lock_wait(w, self);
+}
+
+/* word_unlock() when a thread may sleep on the word: wakes one. */
+static __attribute__((noinline, cold)) void
+word_wake(atomic_int *w)
+{
+	int err = errno;
+
+	syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	errno = err;
+}
+
+static inline void
 word_unlock(atomic_int *w)
 {
-	if (atomic_exchange(w, 0) & WAITERS) {
-		int err = errno;
-
-		syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-		errno = err;
-	}
+	if (__builtin_expect(atomic_exchange(w, 0) & WAITERS, 0))
+		word_wake(w);
 }
 
 /* [signal-safe] */
