@@ -1007,21 +1007,29 @@ nsb_ranges_reserve(size_t extra)
 	return 0;
 }
 
-/* errno kept: a reserve that succeeds may have failed a step first. */
-bool
-nsb_ranges_room(size_t extra)
+/* nsb_ranges_room() where a copy has not room enough already: out of
+ * line, so that the usual answer saves no registers (issue 40). */
+static __attribute__((noinline)) bool
+room_slow(size_t extra)
 {
 	int err;
 	bool ok;
 
-	/* The usual case, without errno (a call to the C library). */
-	if (extra <= copies[0].roomy && extra <= copies[1].roomy)
-		return true;
 	err = errno;
 	ok = nsb_ranges_reserve(extra) == 0 ||
 	     (can_absorb(&copies[0], extra) && can_absorb(&copies[1], extra));
 	errno = err;
 	return ok;
+}
+
+/* errno kept: a reserve that succeeds may have failed a step first. */
+bool
+nsb_ranges_room(size_t extra)
+{
+	/* The usual case, without errno (a call to the C library). */
+	if (extra <= copies[0].roomy && extra <= copies[1].roomy)
+		return true;
+	return room_slow(extra);
 }
 
 /* A new chunk of n records at entry j of t's array (room() made both). */
