@@ -107,13 +107,23 @@ unpack(const struct slot *s, struct nsb_range *r)
 	r->acct = s->acct;
 }
 
+/* The page size's log2 (it is a power of two): a shift where a division
+ * by it costs tens of cycles. */
+static inline unsigned
+page_shift(void)
+{
+	return (unsigned)__builtin_ctzll((unsigned long long)nsb_config.page_size);
+}
+
 /* r must fit one slot (nsb_ranges_insert splits it). */
 static inline void
 pack(const struct nsb_range *r, struct slot *s)
 {
+	unsigned sh = page_shift();
+
 	s->start = r->start;
-	s->pages = (uint32_t)((r->end - r->start) / nsb_config.page_size);
-	s->off_file = (r->off / nsb_config.page_size) << 16 | r->file;
+	s->pages = (uint32_t)((r->end - r->start) >> sh);
+	s->off_file = (r->off >> sh) << 16 | r->file;
 	s->meta_gen = (r->meta & META_MASK) | (uint32_t)r->gen << META_BITS;
 	s->acct = r->acct;
 }
@@ -1793,8 +1803,10 @@ nsb_ranges_lost(void)
 	}
 }
 
-int
-nsb_ranges_insert(const struct nsb_range *r)
+/* A record of more pages than a slot holds: several records, each with
+ * its offset (update() makes the same inserts insert_plain() would). */
+static __attribute__((noinline, cold)) int
+insert_split(const struct nsb_range *r)
 {
 	struct op op;	/* kind, r and s: all apply() reads of an insert */
 	size_t ps = nsb_config.page_size;
@@ -1803,9 +1815,7 @@ nsb_ranges_insert(const struct nsb_range *r)
 	 * insert does not read cost a rep stos of them a call. */
 	op.kind = OP_INSERT;
 	op.r = *r;
-
-	/* More than a slot holds: several records, each with its offset. */
-	while ((op.r.end - op.r.start) / ps > MAX_PAGES) {
+	while ((op.r.end - op.r.start) >> page_shift() > MAX_PAGES) {
 		uintptr_t cut = op.r.start + (uintptr_t)MAX_PAGES / 2 * ps;
 		struct op first = op;
 
@@ -1817,8 +1827,24 @@ nsb_ranges_insert(const struct nsb_range *r)
 		op.r.start = cut;
 	}
 	pack(&op.r, &op.s);
+	return update(&op);
+}
+
+int
+nsb_ranges_insert(const struct nsb_range *r)
+{
+	struct op op;	/* kind, r and s: all apply() reads of an insert */
+
+	/* More than a slot holds (at least MAX_PAGES + 1 pages). */
+	if (__builtin_expect((r->end - r->start) >> page_shift() > MAX_PAGES, 0))
+		return insert_split(r);
+	/* The usual record: packed straight into the slot insert_plain()
+	 * takes, the op made only where it cannot (issue 40). */
+	pack(r, &op.s);
 	if (insert_plain(&op.s))
 		return 0;
+	op.kind = OP_INSERT;
+	op.r = *r;
 	return update(&op);
 }
 
