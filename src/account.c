@@ -69,7 +69,9 @@ static struct nsb_account *free_list[CLASSES];
  * vm.max_map_count on accounts, and one with a few spends a page. */
 static uint32_t chunk_pages[CLASSES];	/* (.bss: see tests/bench/startup.c) */
 #define MAX_CHUNK ((size_t)1 << 20)
-static struct nsb_account *release_list;
+/* Accounts that may have no record left (nsb_account_release_unused,
+ * inline in nsb.h): not static, for that one test (issue 40). */
+struct nsb_account *nsb_account_release_list;
 static uint64_t next_id = 1;
 
 static size_t
@@ -199,9 +201,9 @@ nsb_account_new(uint64_t off, size_t len, size_t unit)
 	a->units = units;
 	a->shift = shift;
 	/* Released at the next unlock unless a record names it by then. */
-	a->next = release_list;
+	a->next = nsb_account_release_list;
 	a->pending = true;
-	release_list = a;
+	nsb_account_release_list = a;
 	return a;
 }
 
@@ -257,26 +259,26 @@ nsb_account_ref(struct nsb_account *a, int delta)
 	a->refs += delta;
 	if (a->refs == 0 && !a->pending) {
 		a->pending = true;
-		a->next = release_list;
-		release_list = a;
-	} else if (a->refs && a->pending && release_list == a) {
+		a->next = nsb_account_release_list;
+		nsb_account_release_list = a;
+	} else if (a->refs && a->pending && nsb_account_release_list == a) {
 		/* Named again, and first on the list (an account just made):
-		 * taken off it now, as nsb_account_release_unused would, so
+		 * taken off it now, as nsb_account_release_listed would, so
 		 * that the unlock has none to walk.  Should it lose its
 		 * records again, the lines above put it back. */
-		release_list = a->next;
+		nsb_account_release_list = a->next;
 		a->pending = false;
 	}
 }
 
 /* The accounts on the release list (nsb_account_release_unused): apart,
  * so that the usual unlock, with none, does not pay this loop's set-up. */
-static __attribute__((noinline)) void
-release_listed(void)
+void
+nsb_account_release_listed(void)
 {
-	struct nsb_account *a = release_list;
+	struct nsb_account *a = nsb_account_release_list;
 
-	release_list = NULL;
+	nsb_account_release_list = NULL;
 	while (a) {
 		struct nsb_account *next = a->next;
 
@@ -291,13 +293,6 @@ release_listed(void)
 	}
 }
 
-/* Table lock held, no handler on the table's old contents (see ranges.c). */
-void
-nsb_account_release_unused(void)
-{
-	if (release_list)
-		release_listed();
-}
 
 /* [signal-safe] */
 bool

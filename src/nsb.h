@@ -487,7 +487,12 @@ void *nsb_memory_try(size_t bytes);	/* [signal-safe] the same, or NULL if busy *
  * its start, or NULL. */
 void *nsb_memory_area(enum nsb_area a, size_t bytes);
 void *nsb_scratch(size_t bytes);	/* until the table lock is released */
-void nsb_scratch_reset(void);
+extern size_t nsb_scratch_used;
+static inline void
+nsb_scratch_reset(void)
+{
+	nsb_scratch_used = 0;
+}
 void *nsb_memory_table(int which, size_t bytes);
 
 /* ---- ranges.c: the table of protected mappings ------------------------- */
@@ -700,7 +705,17 @@ struct nsb_account *nsb_account_new(uint64_t off, size_t len, size_t unit);
  * log's counts move to it (from is replaced by it, at least in part). */
 struct nsb_account *nsb_account_copy(struct nsb_account *from, uint64_t off, size_t len);
 void nsb_account_ref(struct nsb_account *a, int delta);
-void nsb_account_release_unused(void);
+/* Table lock held, no handler on the table's old contents (ranges.c):
+ * accounts no record names any more go back to their free lists.  The
+ * test inline (the usual unlock has none to release). */
+extern struct nsb_account *nsb_account_release_list;
+void nsb_account_release_listed(void);
+static inline void
+nsb_account_release_unused(void)
+{
+	if (nsb_account_release_list)
+		nsb_account_release_listed();
+}
 uint64_t nsb_account_id(const struct nsb_account *a);	/* [signal-safe] */
 bool nsb_account_claim(struct nsb_account *a, uint64_t off);	/* [signal-safe] */
 size_t nsb_account_claim_run(struct nsb_account *a, uint64_t off, size_t max); /* [signal-safe] */
@@ -744,7 +759,19 @@ int nsb_files_maps_descriptor(void);
 void nsb_files_maps_forget(void);
 void nsb_files_maps_drop(void);
 void nsb_files_after_fork_child(void);
-void nsb_files_release_unused(void);
+/* After an update of the table: entries that lost their last record are
+ * let go, and the maps' descriptor with the last protected mapping.  The
+ * test inline (the usual unlock has nothing to do). */
+extern uint32_t nsb_files_release_list;
+extern atomic_int nsb_files_maps_kept;
+void nsb_files_release_some(void);
+static inline void
+nsb_files_release_unused(void)
+{
+	if (nsb_files_release_list ||
+	    atomic_load_explicit(&nsb_files_maps_kept, memory_order_relaxed))
+		nsb_files_release_some();
+}
 bool nsb_files_identity(uint32_t file, uint64_t *dev, uint64_t *ino);	/* [signal-safe] */
 /* [signal-safe] The size now of the file mapped at addr, in the record
  * [start, end), and its status change time from the same fstat (ctime may
@@ -1059,7 +1086,13 @@ void nsb_log_unmapped(struct nsb_maplog *m);
 /* At the unlock: takes the lines nsb_log_unmapped queued (out: at least
  * NSB_LOG_QUEUE bytes), to write after the lock is let go. */
 #define NSB_LOG_QUEUE 512
-size_t nsb_log_take(char *out);
+extern size_t nsb_log_queued;
+size_t nsb_log_take_queued(char *out);
+static inline size_t
+nsb_log_take(char *out)
+{
+	return nsb_log_queued ? nsb_log_take_queued(out) : 0;
+}
 void nsb_log_write(const char *buf, size_t len);
 void nsb_log_failure(uintptr_t addr, int err);	/* [signal-safe] */
 void nsb_log_unchecked(void);	/* [signal-safe] sandbox.c, once */
