@@ -999,11 +999,24 @@ struct nsb_identity {
 struct statx;
 void nsb_identity_from(const struct statx *sx, struct nsb_identity *id);
 bool nsb_identity_of(int fd, struct nsb_identity *id);	/* regular files */
-bool nsb_received_any(void);	/* has a regular file ever been received? */
+/* Has a regular file ever been received?  (Inline: every decision asks.) */
+extern atomic_uint nsb_received_written;
+static inline bool
+nsb_received_any(void)
+{
+	return atomic_load_explicit(&nsb_received_written, memory_order_acquire) != 0;
+}
 bool nsb_received_is(const struct nsb_identity *id);
 /* Did a regular file arrive at fd lately, not mapped, closed or replaced
  * since through a call the library saw?  A hint (received.c); true once. */
-bool nsb_received_hint_take(int fd);
+extern atomic_uint nsb_received_hints;	/* ever given: 0, nothing to look at */
+bool nsb_received_hint_find(int fd);
+static inline bool
+nsb_received_hint_take(int fd)
+{
+	return atomic_load_explicit(&nsb_received_hints, memory_order_relaxed) &&
+	       nsb_received_hint_find(fd);
+}
 /* [signal-safe] The program closes or replaces [first, last]. */
 void nsb_received_hint_drop(unsigned first, unsigned last);
 /*
@@ -1015,7 +1028,13 @@ void nsb_received_hint_drop(unsigned first, unsigned last);
  * by a mapping (received.c).
  */
 #define NSB_DEV_FOREIGN UINT64_MAX
-bool nsb_received_foreign_any(void);
+/* [signal-safe] */
+extern atomic_uint nsb_received_foreign_given;	/* 0: nothing to look at */
+static inline bool
+nsb_received_foreign_any(void)
+{
+	return atomic_load_explicit(&nsb_received_foreign_given, memory_order_relaxed) != 0;
+}
 bool nsb_received_foreign(int fd, uint32_t *arrival);
 /* [signal-safe] The process that sent this file, where known. */
 bool nsb_received_sender(uint64_t dev, uint64_t ino, int *pid, char comm[16]);
@@ -1035,7 +1054,17 @@ nsb_fstat(int fd, struct stat *st)
 /* [signal-safe] True if no seccomp filter is in force: only then may the
  * library make a call some filter refuses or kills on (sandbox.c lists
  * them).  Reads /proc/self/status on its first call. */
-bool nsb_unfiltered(void);
+extern _Atomic int nsb_filter_state;	/* 0 not known yet, 1 none, 2 filtered */
+bool nsb_unfiltered_ask(void);
+static inline bool
+nsb_unfiltered(void)
+{
+	int state = atomic_load_explicit(&nsb_filter_state, memory_order_acquire);
+
+	if (__builtin_expect(state != 0, 1))
+		return state == 1;
+	return nsb_unfiltered_ask();
+}
 /* [signal-safe] openat(AT_FDCWD, path, flags) of a /proc file, with
  * SIGSYS deliverable under a filter (a browser's broker trap). */
 int nsb_proc_open(const char *path, int flags);
