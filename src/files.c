@@ -223,7 +223,7 @@ index_room(void)
 /* The entry of (dev, ino), or 0; then *hole is the empty slot its probe
  * ended at, where index_put would put it while the index is not rebuilt
  * (add), or UINT32_MAX without an index. */
-static uint32_t
+static inline uint32_t
 find(uint64_t dev, uint64_t ino, uint32_t *hole)
 {
 	uint32_t at;
@@ -619,6 +619,17 @@ nsb_files_path_descriptor(int fd)
 /* ---- watched descriptors ----------------------------------------------- */
 
 /* Entry i's watch slot, or -1.  Table lock held. */
+/* Is entry i watched for fd in the slot watch() gave it?  (Table lock
+ * held: then watch_slot(i) is that slot.)  Inline: the usual mapping of
+ * a file mapped before asks only this. */
+static inline bool
+watched_in_slot(uint32_t i, int fd)
+{
+	int w = files[i].wslot;
+
+	return w < WATCH_MAX && atomic_load(&watching->fd[w]) == fd + 1 && watching->file[w] == i;
+}
+
 static int
 watch_slot(uint32_t i)
 {
@@ -653,7 +664,7 @@ unwatch(uint32_t i)
 static bool
 watch(uint32_t i, int fd)
 {
-	if (atomic_load(&files[i].src) == fd && watch_slot(i) >= 0)
+	if (atomic_load(&files[i].src) == fd && (watched_in_slot(i, fd) || watch_slot(i) >= 0))
 		return true;
 	unwatch(i);
 	/* A number names one file: another watch of it is stale (closed
