@@ -622,8 +622,8 @@ static bool overlap_locked(uintptr_t start, uintptr_t end);
  * flux is not such a call's (a new mapping's record, a stale one cut):
  * no reason to wait for it.
  */
-bool
-nsb_ranges_none(void)
+static inline __attribute__((always_inline)) bool
+none_now(void)
 {
 	unsigned long v = atomic_load(&version);
 	bool none;
@@ -632,6 +632,12 @@ nsb_ranges_none(void)
 		return false;
 	none = atomic_load(&flux[1]) == 0 && atomic_load(&flux[3]) == 0;
 	return none && atomic_load(&version) == v;
+}
+
+bool
+nsb_ranges_none(void)
+{
+	return none_now();
 }
 
 /* Does [start, end) meet a span in flux? */
@@ -666,21 +672,46 @@ flux_meets(uintptr_t start, uintptr_t end)
  * call.  The flux is read between the two reads of the version: if they
  * agree, the span cut before the first is still in flux at the second.
  */
-bool
-nsb_ranges_overlap_peek(uintptr_t start, uintptr_t end, struct nsb_peek *pk)
+/* The search of a table of one chunk s of n records (the usual table)
+ * for [start, end), each index bound by what was read
+ * (first_at_or_below()); where nsb_ranges_one() would find that one
+ * record, its place in pk with the version v it was seen at.  Trusted
+ * only if the version is still v. */
+static inline __attribute__((always_inline)) bool
+peek_chunk(const struct slot *s, size_t n, uintptr_t start, uintptr_t end,
+	   struct nsb_peek *pk, unsigned long v)
+{
+	size_t lo = 0, hi = n;
+	bool hit;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (s[mid].start <= end - 1)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	hit = lo < n && slot_end(&s[lo]) > start;
+	/* Would nsb_ranges_one() find that record?  Its place, trusted
+	 * only if the version is still v. */
+	if (hit && pk && s[lo].start >= start && slot_end(&s[lo]) <= end &&
+	    ((size_t)1 << NSB_META_SHIFT(s[lo].meta_gen & META_MASK)) == nsb_config.page_size &&
+	    (lo + 1 >= n || slot_end(&s[lo + 1]) <= start)) {
+		pk->j = 0;
+		pk->i = lo;
+		pk->v = v;
+	}
+	return hit;
+}
+
+/* nsb_ranges_overlap_peek() past its first try, or after it: the tries
+ * and the answer under the lock. */
+static __attribute__((noinline)) bool
+peek_tries(uintptr_t start, uintptr_t end, struct nsb_peek *pk)
 {
 	bool hit;
 
-	if (pk)
-		pk->v = 1;	/* odd: nothing seen */
-	if (end <= start || nsb_ranges_none())
-		return false;
-	/* A nested call: it goes straight to the kernel on "no", every
-	 * caller's answer to it, and the records there are not trusted. */
-	if (__builtin_expect(nsb_ranges_nested(), 0)) {
-		nsb_ranges_note(start, end);
-		return false;
-	}
 	for (int tries = 0; tries < 8; tries++) {
 		unsigned long v = atomic_load(&version);
 		const struct table *t;
@@ -688,6 +719,8 @@ nsb_ranges_overlap_peek(uintptr_t start, uintptr_t end, struct nsb_peek *pk)
 		const struct slot *r, *s;
 		struct pos p;
 
+		if (pk)
+			pk->v = 1;
 		if (v & 1) {
 			sched_yield();
 			continue;
@@ -696,29 +729,7 @@ nsb_ranges_overlap_peek(uintptr_t start, uintptr_t end, struct nsb_peek *pk)
 		/* A torn read stays inside memory that is never unmapped. */
 		c = t->c;
 		if (t->nc == 1 && c && (s = c->r[0].s) != NULL) {
-			/* The usual table, one chunk: its one search, each
-			 * bound what was read (first_at_or_below()). */
-			size_t lo = 0, n = c->r[0].n < CHUNK ? c->r[0].n : CHUNK, hi = n;
-
-			while (lo < hi) {
-				size_t mid = (lo + hi) / 2;
-
-				if (s[mid].start <= end - 1)
-					hi = mid;
-				else
-					lo = mid + 1;
-			}
-			hit = lo < n && slot_end(&s[lo]) > start;
-			/* Would nsb_ranges_one() find that record?  Its
-			 * place, trusted only if the version is still v. */
-			if (hit && pk && s[lo].start >= start && slot_end(&s[lo]) <= end &&
-			    ((size_t)1 << NSB_META_SHIFT(s[lo].meta_gen & META_MASK)) ==
-				    nsb_config.page_size &&
-			    (lo + 1 >= n || slot_end(&s[lo + 1]) <= start)) {
-				pk->j = 0;
-				pk->i = lo;
-				pk->v = v;
-			}
+			hit = peek_chunk(s, c->r[0].n < CHUNK ? c->r[0].n : CHUNK, start, end, pk, v);
 		} else {
 			p = first_at_or_below(t, end - 1);
 			r = slot_if(t, p);
@@ -729,13 +740,53 @@ nsb_ranges_overlap_peek(uintptr_t start, uintptr_t end, struct nsb_peek *pk)
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load(&version) == v)
 			return hit;
-		if (pk)
-			pk->v = 1;
 	}
+	if (pk)
+		pk->v = 1;
 	nsb_ranges_lock();
 	hit = overlap_locked(start, end);
 	nsb_ranges_unlock();
 	return hit;
+}
+
+bool
+nsb_ranges_overlap_peek(uintptr_t start, uintptr_t end, struct nsb_peek *pk)
+{
+	unsigned long v;
+	const struct table *t;
+	const struct runs *c;
+	const struct slot *s;
+	bool hit;
+
+	if (pk)
+		pk->v = 1;	/* odd: nothing seen */
+	if (end <= start || none_now())
+		return false;
+	/* A nested call: it goes straight to the kernel on "no", every
+	 * caller's answer to it, and the records there are not trusted. */
+	if (__builtin_expect(nsb_ranges_nested(), 0)) {
+		nsb_ranges_note(start, end);
+		return false;
+	}
+	/* The first try, inline where the table is the usual one chunk and
+	 * the answer holds at once (issue 40): no stack frame.  Anything
+	 * else (a writer busy, a span in flux, more chunks) is
+	 * peek_tries()'s, which tries again from the start. */
+	v = atomic_load(&version);
+	if (!(v & 1)) {
+		t = &copies[atomic_load(&active)];
+		/* A torn read stays inside memory that is never unmapped. */
+		c = t->c;
+		if (t->nc == 1 && c && (s = c->r[0].s) != NULL) {
+			hit = peek_chunk(s, c->r[0].n < CHUNK ? c->r[0].n : CHUNK, start, end, pk, v);
+			if (hit || (atomic_load(&flux[1]) == 0 && atomic_load(&flux[3]) == 0)) {
+				atomic_thread_fence(memory_order_acquire);
+				if (atomic_load(&version) == v)
+					return hit;
+			}
+		}
+	}
+	return peek_tries(start, end, pk);
 }
 
 bool
