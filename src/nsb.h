@@ -408,9 +408,21 @@ void nsb_unlock(struct nsb_lock *l);
  * thread holds a lock without having blocked them.  Not called under a
  * lock of the library's. */
 void nsb_process_handler_coming(int sig);
+/* The lock word: its holder's number | NSB_LOCK_WAITERS (a thread may
+ * sleep on it).  A thread's number is nsb_lock_id, given at its first
+ * lock (process.c). */
+#define NSB_LOCK_WAITERS 0x40000000
+extern __thread int nsb_lock_id __attribute__((tls_model("initial-exec")));
 /* [signal-safe] Does this thread hold l?  Exact at every instant, from a
- * handler that interrupted its holder too. */
-bool nsb_lock_mine(struct nsb_lock *l);
+ * handler that interrupted its holder too.  Inline: every mapping call
+ * asks it (nsb_ranges_nested). */
+static inline bool
+nsb_lock_mine(struct nsb_lock *l)
+{
+	int w = atomic_load(&l->word);
+
+	return w != 0 && nsb_lock_id != 0 && (w & (NSB_LOCK_WAITERS - 1)) == nsb_lock_id;
+}
 extern struct nsb_lock nsb_table_lock;	/* ranges.c and files.c */
 extern struct nsb_lock nsb_disp_lock;	/* dispositions.c */
 extern struct nsb_lock nsb_timers_lock;	/* threads.c */
@@ -686,7 +698,11 @@ void nsb_ranges_after_fork_child(bool nested);
  * made from a handler that interrupted this thread while it held the
  * table lock?  Then it goes to the kernel, after nsb_ranges_note() of the
  * span whose records it may make stale. */
-bool nsb_ranges_nested(void);
+static inline bool
+nsb_ranges_nested(void)
+{
+	return nsb_lock_mine(&nsb_table_lock);
+}
 void nsb_ranges_note(uintptr_t start, uintptr_t end);
 int nsb_ranges_prepare(void);	/* with the handler: 0, or -1 (ENOMEM) */
 /* mman.c: the records of a noted span made the kernel's again (table

@@ -153,22 +153,23 @@ static __thread int my_unmasked __attribute__((tls_model("initial-exec")));
  * parent's, which is what a child needs whose parent forked inside a
  * holder.  WAITERS says that a thread may sleep on the word (futex).
  */
-#define WAITERS	0x40000000
+#define WAITERS	NSB_LOCK_WAITERS
 static atomic_int next_id;
-static __thread int lock_id __attribute__((tls_model("initial-exec")));
+/* Read inline by nsb_lock_mine() (nsb.h). */
+__thread int nsb_lock_id __attribute__((tls_model("initial-exec")));
 
 static int
 my_id(void)
 {
-	if (__builtin_expect(lock_id == 0, 0)) {
+	if (__builtin_expect(nsb_lock_id == 0, 0)) {
 		int id;
 
 		do
 			id = (atomic_fetch_add(&next_id, 1) + 1) & (WAITERS - 1);
 		while (id == 0);
-		lock_id = id;
+		nsb_lock_id = id;
 	}
-	return lock_id;
+	return nsb_lock_id;
 }
 
 /* word_lock() when the word was not free: waits.  Out of line, so that
@@ -224,14 +225,6 @@ word_unlock(atomic_int *w)
 		word_wake(w);
 }
 
-/* [signal-safe] */
-bool
-nsb_lock_mine(struct nsb_lock *l)
-{
-	int w = atomic_load(&l->word);
-
-	return w != 0 && lock_id != 0 && (w & (WAITERS - 1)) == lock_id;
-}
 
 void
 nsb_lock(struct nsb_lock *l)

@@ -368,13 +368,6 @@ notes_pending(void)
 	return atomic_load(&notes_used) > 0 || atomic_load(&notes_all);
 }
 
-/* [signal-safe] Is this thread's own call to the library nested in a
- * handler that interrupted it while it held the table lock? */
-bool
-nsb_ranges_nested(void)
-{
-	return nsb_lock_mine(&nsb_table_lock);
-}
 
 /* [signal-safe] Before a nested call goes to the kernel over [start, end)
  * (page-aligned, any length). */
