@@ -1931,6 +1931,16 @@ nsb_ranges_cut_found(uintptr_t start, uintptr_t end)
 	return update(&op);
 }
 
+/* nsb_ranges_cut_stale() over a record: errno kept. */
+static __attribute__((noinline)) void
+cut_stale_found(uintptr_t start, uintptr_t end)
+{
+	int err = errno;
+
+	(void)nsb_ranges_cut_found(start, end);
+	errno = err;
+}
+
 /*
  * A cut that must not fail: the records a raw call (munmap, shmdt, mremap)
  * left where a new mapping now is.  No cut fails: where the table has no
@@ -1941,14 +1951,11 @@ nsb_ranges_cut_found(uintptr_t start, uintptr_t end)
 void
 nsb_ranges_cut_stale(uintptr_t start, uintptr_t end)
 {
-	int err;
-
-	/* The usual call: a new mapping where nothing is recorded. */
+	/* The usual call: a new mapping where nothing is recorded, answered
+	 * without a stack frame (the cut is cut_stale_found's). */
 	if (!overlap_locked(start, end))
 		return;
-	err = errno;
-	(void)nsb_ranges_cut_found(start, end);
-	errno = err;
+	cut_stale_found(start, end);
 }
 
 int
