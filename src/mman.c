@@ -511,6 +511,20 @@ unsealed(int fd, uintptr_t at)
 	return w == NSB_VMA_MAY_WRITE;
 }
 
+/* may_write_of()'s question to the descriptor, out of line. */
+static __attribute__((noinline)) int
+may_write_asked(int fd, const struct nsb_decision *d, void *p)
+{
+	int fl;
+
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0)
+		return -1;
+	if ((fl & O_ACCMODE) != O_RDWR)
+		return 0;
+	return d->memfs ? unsealed(fd, (uintptr_t)p) : 1;
+}
+
 /*
  * A shared mapping of a file at p is writable later (mprotect) only if
  * the descriptor was opened for writing and, for a memory-backed file,
@@ -519,22 +533,16 @@ unsealed(int fd, uintptr_t at)
  * file again so; mprotect refuses PROT_WRITE without it, replaced pages
  * or not).  1: may, 0: may not, -1: nothing to ask (a private or
  * anonymous mapping), or the kernel did not say.
+ * Inline: a mapping made writable (the usual one) asks nothing.
  */
-static int
+static inline int
 may_write_of(int fd, int prot, const struct nsb_decision *d, void *p)
 {
-	int fl;
-
 	if (!d->protect || (d->meta & (NSB_META_SHARED | NSB_META_ANON)) != NSB_META_SHARED)
 		return -1;
 	if (prot & PROT_WRITE)
 		return 1;
-	fl = fcntl(fd, F_GETFL);
-	if (fl < 0)
-		return -1;
-	if ((fl & O_ACCMODE) != O_RDWR)
-		return 0;
-	return d->memfs ? unsealed(fd, (uintptr_t)p) : 1;
+	return may_write_asked(fd, d, p);
 }
 
 static void *
