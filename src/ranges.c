@@ -1714,14 +1714,16 @@ cut_exact(uintptr_t start, uintptr_t end)
 	file = slot_file(at(in, p));
 	acct = at(in, p)->acct;
 	atomic_fetch_add(&version, 1);
-	nsb_files_ref(file, -1);
-	nsb_account_ref(acct, -1);
 	cut_one(in, p);
 	atomic_store(&live_count, in->n);
 	switch_copies();
 	if (same_place(out, p, start) || exact_at(out, start, end, &p))
 		cut_one(out, p);
 	atomic_fetch_add(&version, 1);
+	/* The counts last: the writer's alone (nothing reads them before
+	 * the unlock), and nothing else is live across these calls. */
+	nsb_files_ref(file, -1);
+	nsb_account_ref(acct, -1);
 	return 1;
 }
 
@@ -1779,13 +1781,14 @@ insert_plain(const struct slot *s)
 		put_slot(t, &t->c->r[0], p.i, s);
 		if (k == 1)
 			break;
-		nsb_files_ref(slot_file(s), 1);
-		nsb_account_ref(s->acct, 1);
 		atomic_store(&live_count, in->n);
 		switch_copies();
 		t = out;
 	}
 	atomic_fetch_add(&version, 1);
+	/* The counts last (see cut_exact). */
+	nsb_files_ref(slot_file(s), 1);
+	nsb_account_ref(s->acct, 1);
 	return 1;
 }
 
