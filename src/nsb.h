@@ -902,8 +902,28 @@ void nsb_disp_exec_ignore(struct nsb_exec *x);
 void nsb_disp_after_fork_child(void);
 void nsb_process_after_Fork_child(void);	/* process.c */
 void nsb_process_Fork_window(bool open);	/* process.c */
-bool nsb_process_map_begin(void);		/* process.c */
-void nsb_process_map_end(void);			/* process.c */
+/* process.c's count of policy mappings between the kernel's mmap and
+ * their record (a fork waits for them): inline, every such mapping
+ * counts. */
+extern atomic_int nsb_maps_in_flight, nsb_forks_waiting;
+extern __thread int nsb_my_maps_in_flight __attribute__((tls_model("initial-exec")));
+static inline bool
+nsb_process_map_begin(void)
+{
+	nsb_my_maps_in_flight++;
+	atomic_fetch_add(&nsb_maps_in_flight, 1);
+	if (atomic_load(&nsb_forks_waiting) == 0)
+		return true;
+	atomic_fetch_sub(&nsb_maps_in_flight, 1);
+	nsb_my_maps_in_flight--;
+	return false;
+}
+static inline void
+nsb_process_map_end(void)
+{
+	atomic_fetch_sub(&nsb_maps_in_flight, 1);
+	nsb_my_maps_in_flight--;
+}
 void nsb_disp_start(void);	/* the constructor's part: inherited mask, handoff */
 /* Its value is the decimal pid of the process that wrote it: the exec'd
  * program's own (exec keeps the pid), or a spawned child's parent's. */
@@ -993,7 +1013,11 @@ nsb_policy_drop(struct nsb_decision *d)
 		nsb_policy_drop_fd(d);
 }
 /* Table lock held: the first protected mapping is about to be recorded. */
-void nsb_policy_prepare(void);
+static inline void
+nsb_policy_prepare(void)
+{
+	nsb_rescue_arm();
+}
 
 /* ---- uffd.c: the program's own userfaultfd registrations -------------- */
 

@@ -109,27 +109,9 @@ static bool fork_locked;
  * that bound is as before the wait: its child may lack that one record.
  */
 #define FORK_WAIT_YIELDS 100000
-static atomic_int maps_in_flight, forks_waiting;
-static __thread int my_maps_in_flight __attribute__((tls_model("initial-exec")));
-
-bool
-nsb_process_map_begin(void)
-{
-	my_maps_in_flight++;
-	atomic_fetch_add(&maps_in_flight, 1);
-	if (atomic_load(&forks_waiting) == 0)
-		return true;
-	atomic_fetch_sub(&maps_in_flight, 1);
-	my_maps_in_flight--;
-	return false;
-}
-
-void
-nsb_process_map_end(void)
-{
-	atomic_fetch_sub(&maps_in_flight, 1);
-	my_maps_in_flight--;
-}
+/* (nsb_process_map_begin and _end, inline in nsb.h, count them.) */
+atomic_int nsb_maps_in_flight, nsb_forks_waiting;
+__thread int nsb_my_maps_in_flight __attribute__((tls_model("initial-exec")));
 
 /* The mask this thread had before it took its first lock. */
 static __thread sigset_t *outer_mask __attribute__((tls_model("initial-exec")));
@@ -672,8 +654,8 @@ before_fork(void)
 	fork_locked = !__libc_single_threaded || atomic_load(&nsb_exact);
 	if (!fork_locked)
 		return;
-	atomic_fetch_add(&forks_waiting, 1);
-	for (int i = 0; i < FORK_WAIT_YIELDS && atomic_load(&maps_in_flight) > my_maps_in_flight; i++)
+	atomic_fetch_add(&nsb_forks_waiting, 1);
+	for (int i = 0; i < FORK_WAIT_YIELDS && atomic_load(&nsb_maps_in_flight) > nsb_my_maps_in_flight; i++)
 		sched_yield();
 	if (!fork_nested)
 		nsb_lock(&nsb_table_lock);
@@ -689,7 +671,7 @@ after_fork_parent(void)
 		nsb_unlock(&nsb_timers_lock);
 		if (!fork_nested)
 			nsb_unlock(&nsb_table_lock);
-		atomic_fetch_sub(&forks_waiting, 1);
+		atomic_fetch_sub(&nsb_forks_waiting, 1);
 	}
 	forking = false;
 }
@@ -718,8 +700,8 @@ reset_child(bool nested)
 	/* Threads that waited for the lock without the mask are not here,
 	 * nor their policy mappings in flight, nor other forks. */
 	atomic_store(&unmasked, my_unmasked);
-	atomic_store(&maps_in_flight, my_maps_in_flight);
-	atomic_store(&forks_waiting, 0);
+	atomic_store(&nsb_maps_in_flight, nsb_my_maps_in_flight);
+	atomic_store(&nsb_forks_waiting, 0);
 	nsb_files_after_fork_child();
 	nsb_ranges_after_fork_child(nested);
 	nsb_rescue_after_fork_child();
