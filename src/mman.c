@@ -1078,16 +1078,9 @@ munlockall(void)
  * succeeds only when the protection is already that, and a record must not
  * be split there).
  */
-static void
-set_prot_whole(uintptr_t start, uintptr_t end, const struct nsb_saved *recs, int prot, int pkey)
+static __attribute__((noinline)) void
+set_prot_each(uintptr_t start, uintptr_t end, const struct nsb_saved *recs, int prot, int pkey)
 {
-	/* The usual call: one record of pages inside the span, changed
-	 * whole (lock_span() listed it so). */
-	if (recs->n == 1 && recs->r[0].start >= start && recs->r[0].end <= end &&
-	    unit_of(recs->r[0].meta) == nsb_config.page_size) {
-		nsb_ranges_set_prot_found(recs->r[0].start, recs->r[0].end, prot, pkey);
-		return;
-	}
 	for (size_t i = 0; i < recs->n; i++) {
 		const struct nsb_range *r = &recs->r[i];
 		size_t unit = unit_of(r->meta);
@@ -1101,6 +1094,20 @@ set_prot_whole(uintptr_t start, uintptr_t end, const struct nsb_saved *recs, int
 		if (s < e)	/* inside a record of the list: no search */
 			nsb_ranges_set_prot_found(s, e, prot, pkey);
 	}
+}
+
+/* Inline: the usual call (one record of pages inside the span, changed
+ * whole: lock_span() listed it so) is one call of the table's; the rest
+ * is set_prot_each()'s. */
+static inline void
+set_prot_whole(uintptr_t start, uintptr_t end, const struct nsb_saved *recs, int prot, int pkey)
+{
+	if (recs->n == 1 && recs->r[0].start >= start && recs->r[0].end <= end &&
+	    unit_of(recs->r[0].meta) == nsb_config.page_size) {
+		nsb_ranges_set_prot_found(recs->r[0].start, recs->r[0].end, prot, pkey);
+		return;
+	}
+	set_prot_each(start, end, recs, prot, pkey);
 }
 
 /*
