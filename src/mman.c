@@ -398,14 +398,28 @@ collect_whole(uintptr_t *start, uintptr_t *end, struct nsb_saved *before)
 	return nsb_ranges_collect(*start, *end, before);
 }
 
+/* lock_span() past the usual call: the records listed whole. */
+static __attribute__((noinline)) int
+lock_span_collect(uintptr_t *wstart, uintptr_t *wend, struct nsb_saved *before)
+{
+	if (collect_whole(wstart, wend, before) == 0)
+		return 0;
+	nsb_ranges_unlock();
+	nsb_saved_free(before);
+	errno = ENOMEM;
+	return -1;
+}
+
 /*
  * Takes the table lock for a call over [start, end) that touches records:
  * the span widened to whole huge pages in *wstart, *wend, its records in
  * before, room for the records the call may split where memory allows
  * (the call is never refused for want of it: see nsb_ranges_reserve).
- * 0; or -1 with errno ENOMEM, unlocked and before freed.
+ * 0; or -1 with errno ENOMEM, unlocked and before freed.  Inline, the
+ * list made whole apart (lock_span_collect): the usual call's one record
+ * is nsb_ranges_one()'s.
  */
-static int
+static inline int
 lock_span(uintptr_t start, uintptr_t end, uintptr_t *wstart, uintptr_t *wend,
 	  struct nsb_saved *before, const struct nsb_peek *pk)
 {
@@ -419,12 +433,7 @@ lock_span(uintptr_t start, uintptr_t end, uintptr_t *wstart, uintptr_t *wend,
 		before->n = 1;	/* the usual call: what collect_whole() lists */
 		return 0;
 	}
-	if (collect_whole(wstart, wend, before) == 0)
-		return 0;
-	nsb_ranges_unlock();
-	nsb_saved_free(before);
-	errno = ENOMEM;
-	return -1;
+	return lock_span_collect(wstart, wend, before);
 }
 
 /* The end of a call that lock_span began and put in flux: the records
