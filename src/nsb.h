@@ -171,7 +171,7 @@ enum nsb_real_fn {
 
 /* Any function pointer; cast to the real type at the call. */
 typedef void (*nsb_any_fn)(void);
-extern _Atomic nsb_any_fn nsb_real_fns[NSB_REAL_COUNT];
+extern NSB_INTERNAL _Atomic nsb_any_fn nsb_real_fns[NSB_REAL_COUNT];
 nsb_any_fn nsb_real_find(enum nsb_real_fn fn);
 /* Every one, before a second thread exists: see real.c. */
 void nsb_real_find_all(void);
@@ -318,7 +318,7 @@ struct nsb_config {
 };
 
 /* Read by the constructor; read-only afterwards (defaults before it). */
-extern struct nsb_config nsb_config;
+extern NSB_INTERNAL struct nsb_config nsb_config;
 void nsb_config_init(void);	/* the page size, for shims called early */
 void nsb_config_read(void);	/* the NOSIGBUS_* variables, once */
 /* Parses one variable's value; returns false for an invalid value. */
@@ -412,7 +412,7 @@ void nsb_process_handler_coming(int sig);
  * sleep on it).  A thread's number is nsb_lock_id, given at its first
  * lock (process.c). */
 #define NSB_LOCK_WAITERS 0x40000000
-extern __thread int nsb_lock_id __attribute__((tls_model("initial-exec")));
+extern NSB_INTERNAL __thread int nsb_lock_id __attribute__((tls_model("initial-exec")));
 /* [signal-safe] Does this thread hold l?  Exact at every instant, from a
  * handler that interrupted its holder too.  Inline: every mapping call
  * asks it (nsb_ranges_nested). */
@@ -423,9 +423,9 @@ nsb_lock_mine(struct nsb_lock *l)
 
 	return w != 0 && nsb_lock_id != 0 && (w & (NSB_LOCK_WAITERS - 1)) == nsb_lock_id;
 }
-extern struct nsb_lock nsb_table_lock;	/* ranges.c and files.c */
-extern struct nsb_lock nsb_disp_lock;	/* dispositions.c */
-extern struct nsb_lock nsb_timers_lock;	/* threads.c */
+extern NSB_INTERNAL struct nsb_lock nsb_table_lock;	/* ranges.c and files.c */
+extern NSB_INTERNAL struct nsb_lock nsb_disp_lock;	/* dispositions.c */
+extern NSB_INTERNAL struct nsb_lock nsb_timers_lock;	/* threads.c */
 
 /* Is this a child that runs on our memory (vfork, posix_spawn's child,
  * clone(CLONE_VM)) or on a copy of it made behind the fork handlers' back
@@ -499,7 +499,7 @@ void *nsb_memory_try(size_t bytes);	/* [signal-safe] the same, or NULL if busy *
  * its start, or NULL. */
 void *nsb_memory_area(enum nsb_area a, size_t bytes);
 void *nsb_scratch(size_t bytes);	/* until the table lock is released */
-extern size_t nsb_scratch_used;
+extern NSB_INTERNAL size_t nsb_scratch_used;
 static inline void
 nsb_scratch_reset(void)
 {
@@ -724,7 +724,7 @@ void nsb_account_ref(struct nsb_account *a, int delta);
 /* Table lock held, no handler on the table's old contents (ranges.c):
  * accounts no record names any more go back to their free lists.  The
  * test inline (the usual unlock has none to release). */
-extern struct nsb_account *nsb_account_release_list;
+extern NSB_INTERNAL struct nsb_account *nsb_account_release_list;
 void nsb_account_release_listed(void);
 static inline void
 nsb_account_release_unused(void)
@@ -778,8 +778,8 @@ void nsb_files_after_fork_child(void);
 /* After an update of the table: entries that lost their last record are
  * let go, and the maps' descriptor with the last protected mapping.  The
  * test inline (the usual unlock has nothing to do). */
-extern uint32_t nsb_files_release_list;
-extern atomic_int nsb_files_maps_kept;
+extern NSB_INTERNAL uint32_t nsb_files_release_list;
+extern NSB_INTERNAL atomic_int nsb_files_maps_kept;
 void nsb_files_release_some(void);
 static inline void
 nsb_files_release_unused(void)
@@ -905,8 +905,8 @@ void nsb_process_Fork_window(bool open);	/* process.c */
 /* process.c's count of policy mappings between the kernel's mmap and
  * their record (a fork waits for them): inline, every such mapping
  * counts. */
-extern atomic_int nsb_maps_in_flight, nsb_forks_waiting;
-extern __thread int nsb_my_maps_in_flight __attribute__((tls_model("initial-exec")));
+extern NSB_INTERNAL atomic_int nsb_maps_in_flight, nsb_forks_waiting;
+extern NSB_INTERNAL __thread int nsb_my_maps_in_flight __attribute__((tls_model("initial-exec")));
 static inline bool
 nsb_process_map_begin(void)
 {
@@ -1040,7 +1040,7 @@ struct statx;
 void nsb_identity_from(const struct statx *sx, struct nsb_identity *id);
 bool nsb_identity_of(int fd, struct nsb_identity *id);	/* regular files */
 /* Has a regular file ever been received?  (Inline: every decision asks.) */
-extern atomic_uint nsb_received_written;
+extern NSB_INTERNAL atomic_uint nsb_received_written;
 static inline bool
 nsb_received_any(void)
 {
@@ -1049,7 +1049,7 @@ nsb_received_any(void)
 bool nsb_received_is(const struct nsb_identity *id);
 /* Did a regular file arrive at fd lately, not mapped, closed or replaced
  * since through a call the library saw?  A hint (received.c); true once. */
-extern atomic_uint nsb_received_hints;	/* ever given: 0, nothing to look at */
+extern NSB_INTERNAL atomic_uint nsb_received_hints;	/* ever given: 0, nothing to look at */
 bool nsb_received_hint_find(int fd);
 static inline bool
 nsb_received_hint_take(int fd)
@@ -1069,7 +1069,7 @@ void nsb_received_hint_drop(unsigned first, unsigned last);
  */
 #define NSB_DEV_FOREIGN UINT64_MAX
 /* [signal-safe] */
-extern atomic_uint nsb_received_foreign_given;	/* 0: nothing to look at */
+extern NSB_INTERNAL atomic_uint nsb_received_foreign_given;	/* 0: nothing to look at */
 static inline bool
 nsb_received_foreign_any(void)
 {
@@ -1094,7 +1094,7 @@ nsb_fstat(int fd, struct stat *st)
 /* [signal-safe] True if no seccomp filter is in force: only then may the
  * library make a call some filter refuses or kills on (sandbox.c lists
  * them).  Reads /proc/self/status on its first call. */
-extern _Atomic int nsb_filter_state;	/* 0 not known yet, 1 none, 2 filtered */
+extern NSB_INTERNAL _Atomic int nsb_filter_state;	/* 0 not known yet, 1 none, 2 filtered */
 bool nsb_unfiltered_ask(void);
 static inline bool
 nsb_unfiltered(void)
@@ -1137,7 +1137,7 @@ struct nsb_counters {
 	atomic_uint_least64_t unchecked;	/* left unprotected under a filter */
 	atomic_uint_least64_t lost;	/* protection lost: no memory for records */
 };
-extern struct nsb_counters nsb_counters;
+extern NSB_INTERNAL struct nsb_counters nsb_counters;
 
 void nsb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* [signal-safe] */
@@ -1155,7 +1155,7 @@ void nsb_log_unmapped(struct nsb_maplog *m);
 /* At the unlock: takes the lines nsb_log_unmapped queued (out: at least
  * NSB_LOG_QUEUE bytes), to write after the lock is let go. */
 #define NSB_LOG_QUEUE 512
-extern size_t nsb_log_queued;
+extern NSB_INTERNAL size_t nsb_log_queued;
 size_t nsb_log_take_queued(char *out);
 static inline size_t
 nsb_log_take(char *out)
