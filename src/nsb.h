@@ -827,8 +827,21 @@ void nsb_rescue_regrown(const struct nsb_range *r);
 
 /* Installs the library's handler under the program's disposition (once).
  * 0, or -1 with errno ENOMEM. */
-int nsb_disp_install(void);
-bool nsb_disp_installed(void);
+extern NSB_INTERNAL atomic_bool nsb_disp_is_installed;
+int nsb_disp_install_now(void);
+/* Inline: every recorded mapping asks, and every lock (process.c). */
+static inline int
+nsb_disp_install(void)
+{
+	if (atomic_load(&nsb_disp_is_installed))
+		return 0;
+	return nsb_disp_install_now();
+}
+static inline bool
+nsb_disp_installed(void)
+{
+	return atomic_load(&nsb_disp_is_installed);
+}
 /* The program's action for sig: set (act) and/or query (old).  0 or -1 with errno. */
 int nsb_disp_action(int sig, const struct sigaction *act, struct sigaction *old);
 /* The program's view of its mask: like pthread_sigmask, returns 0 or an
