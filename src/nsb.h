@@ -667,7 +667,9 @@ void nsb_ranges_flux_end(void);
  * put them back) it asks under the table lock, whose holder the program
  * cannot stop. */
 bool nsb_ranges_overlap(uintptr_t start, uintptr_t end);
-/* The same, and in *pk what nsb_ranges_one() may take from it. */
+/* The same, and in *pk what nsb_ranges_one() may take from it, for a
+ * caller that has just found nsb_ranges_none() false (munmap, mprotect):
+ * not asked again (where it has become true since, the search says no). */
 bool nsb_ranges_overlap_peek(uintptr_t start, uintptr_t end, struct nsb_peek *pk);
 /* Nothing recorded and no call changing records (the interposed calls'
  * first check; nsb_ranges_count() == 0 may be a call's passing moment). */

@@ -753,7 +753,7 @@ nsb_ranges_overlap_peek(uintptr_t start, uintptr_t end, struct nsb_peek *pk)
 
 	if (pk)
 		pk->v = 1;	/* odd: nothing seen */
-	if (end <= start || none_now())
+	if (end <= start)
 		return false;
 	/* A nested call: it goes straight to the kernel on "no", every
 	 * caller's answer to it, and the records there are not trusted. */
@@ -785,7 +785,7 @@ nsb_ranges_overlap_peek(uintptr_t start, uintptr_t end, struct nsb_peek *pk)
 bool
 nsb_ranges_overlap(uintptr_t start, uintptr_t end)
 {
-	return nsb_ranges_overlap_peek(start, end, NULL);
+	return !none_now() && nsb_ranges_overlap_peek(start, end, NULL);
 }
 
 /* [signal-safe] */
