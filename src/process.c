@@ -20,7 +20,7 @@
  * thread or process sends its signal, and then its calls to the library
  * are nested calls (ranges.c): they go straight to the kernel rather than
  * wait for the lock their own thread holds, which the lock words tell
- * exactly (nsb_lock_mine).  Such a handler is taken not to stop its thread
+ * exactly (nsb_lock_mine, inline in nsb.h).  Such a handler is taken not to stop its thread
  * to wait for another (libnosigbus(7), "Limitations").  The handlers are
  * known once the library's own is installed (dispositions.c asks the
  * kernel for every signal's action then, and sees every later sigaction,

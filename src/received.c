@@ -43,8 +43,9 @@
  *
  * Signal context: recvmsg, recvmmsg (a program's handler may call them),
  * nsb_received_sender (the rescue log), nsb_received_hint_drop (the
- * interposed close).  nsb_received_is, nsb_received_hint_take and
- * nsb_received_foreign run under mmap, never in a handler of ours.
+ * interposed close).  nsb_received_is, nsb_received_hint_find (behind
+ * nsb_received_hint_take, inline in nsb.h) and nsb_received_foreign run
+ * under mmap, never in a handler of ours.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -49,8 +49,9 @@
  * syscall() calls bind to it (-Bsymbolic-functions), and a handler may
  * make them.
  *
- * Signal context: everything in this file (nsb_unfiltered reads the
- * status with raw system calls into a small stack buffer; no lock).
+ * Signal context: everything in this file (nsb_unfiltered_ask reads the
+ * status with raw system calls into a small stack buffer; no lock), and
+ * nsb_unfiltered, inline in nsb.h (one atomic load of the state it keeps).
  */
 #include <errno.h>
 #include <fcntl.h>
