@@ -86,7 +86,7 @@ struct prog_action {
 				 * false (and not SIGBUS) the kernel holds the
 				 * program's own action, and is asked */
 };
-static atomic_bool installed;
+atomic_bool nsb_disp_is_installed;	/* read inline too (nsb.h) */
 
 /* The program's view of the SIGBUS bit of this thread's mask, and of the
  * handlers it is in (for jumps out of them). */
@@ -339,12 +339,6 @@ kernel_only(int sig)
 	return sig == SIGKILL || sig == SIGSTOP || (sig >= 32 && sig < SIGRTMIN);
 }
 
-bool
-nsb_disp_installed(void)
-{
-	return atomic_load(&installed);
-}
-
 /*
  * From now on the library's handler holds SIGBUS, and every handler of the
  * program whose sa_mask holds SIGBUS runs through trampoline() with SIGBUS
@@ -352,13 +346,13 @@ nsb_disp_installed(void)
  * keeps, as its view, what its kernel mask says of SIGBUS.
  */
 int
-nsb_disp_install(void)
+nsb_disp_install_now(void)
 {
 	struct sigaction act;
 	sigset_t *mask;
 	int ret = 0;
 
-	if (atomic_load(&installed))
+	if (atomic_load(&nsb_disp_is_installed))
 		return 0;
 	/* A child that shares our memory (vfork, clone(CLONE_VM)) has signal
 	 * actions of its own: installing there would tell the owner that
@@ -366,7 +360,7 @@ nsb_disp_install(void)
 	if (nsb_in_vfork_child())
 		return -1;
 	nsb_lock(&nsb_disp_lock);
-	if (!atomic_load(&installed)) {
+	if (!atomic_load(&nsb_disp_is_installed)) {
 		void *p = state ? state : nsb_memory(sizeof(*state));
 
 		if (!p || nsb_rescue_prepare() < 0 || nsb_ranges_prepare() < 0) {
@@ -394,7 +388,7 @@ nsb_disp_install(void)
 			if (sig == SIGBUS)
 				flags_learnt = true;
 		}
-		atomic_store(&installed, true);
+		atomic_store(&nsb_disp_is_installed, true);
 		/* Our locks block everything: the mask from before is saved,
 		 * and is restored without SIGBUS. */
 		mask = nsb_outer_mask();
@@ -421,7 +415,7 @@ nsb_disp_action(int sig, const struct sigaction *act, struct sigaction *old)
 	 * bad pointer dies here as it would in the C library's copy.) */
 	if (act && sig > 0 && sig < NSIGS && !kernel_only(sig) && is_function(act))
 		nsb_process_handler_coming(sig);
-	if (!atomic_load(&installed) || sig <= 0 || sig >= NSIGS || kernel_only(sig))
+	if (!atomic_load(&nsb_disp_is_installed) || sig <= 0 || sig >= NSIGS || kernel_only(sig))
 		return nsb_sys_sigaction(sig, act, old);
 	/* Read the program's memory before any lock: a bad pointer kills
 	 * here as it would in the C library, and holds nothing. */
@@ -889,7 +883,7 @@ deliver_held(void)
 void
 nsb_disp_lock_left(void)
 {
-	if (atomic_load(&installed) && !blocked && atomic_load(&held_process) == HELD_READY &&
+	if (atomic_load(&nsb_disp_is_installed) && !blocked && atomic_load(&held_process) == HELD_READY &&
 	    held())
 		deliver_held();
 }
@@ -938,7 +932,7 @@ nsb_disp_mask(int how, const sigset_t *set, sigset_t *old)
 	bool was, now, set_has = false, own_view;
 	int ret;
 
-	if (!atomic_load(&installed)) {
+	if (!atomic_load(&nsb_disp_is_installed)) {
 		/* Blocking SIGBUS installs the handler (to hold a sent one). */
 		if (!set || !how_valid(how) || how == SIG_UNBLOCK || !sigismember(set, SIGBUS) ||
 		    nsb_disp_install() < 0)
@@ -1009,7 +1003,7 @@ nsb_disp_pending(sigset_t *set)
 {
 	int ret = real_sigpending(set);
 
-	if (ret == 0 && atomic_load(&installed) && held())
+	if (ret == 0 && atomic_load(&nsb_disp_is_installed) && held())
 		sigaddset(set, SIGBUS);
 	return ret;
 }
@@ -1132,7 +1126,7 @@ swallow(ucontext_t *uc)
 int
 nsb_disp_wait_begin(struct nsb_wait *w, const sigset_t *mask, int kind)
 {
-	w->active = atomic_load(&installed);
+	w->active = atomic_load(&nsb_disp_is_installed);
 	w->kmask = mask;
 	w->park = NULL;
 	if (!w->active)
@@ -1295,7 +1289,7 @@ nsb_disp_sigwait_begin(struct nsb_sigwait *w, const sigset_t *set, siginfo_t *go
 	sigset_t copy;
 
 	w->active = false;
-	if (!atomic_load(&installed) || nsb_in_vfork_child() || !read_user_sigset(set, &copy) ||
+	if (!atomic_load(&nsb_disp_is_installed) || nsb_in_vfork_child() || !read_user_sigset(set, &copy) ||
 	    sigismember(&copy, SIGBUS) != 1)
 		return false;
 	w->active = true;
@@ -1633,7 +1627,7 @@ nsb_disp_setjmp(const void *env, bool savemask)
 
 	if (!savemask)
 		*slot = (*slot & ~JUMP_BITS) == k ? 0 : *slot;
-	else if (!atomic_load(&installed))
+	else if (!atomic_load(&nsb_disp_is_installed))
 		*slot = k | JUMP_KERNEL;
 	else
 		*slot = k | (blocked ? JUMP_BLOCKED : 0);
@@ -1657,7 +1651,7 @@ nsb_disp_longjmp(const void *env, bool mask_saved, const sigset_t *saved_mask)
 	handler_depth = 0;
 	chaining = NULL;
 	wait_jumped();
-	if (!mask_saved || !atomic_load(&installed))
+	if (!mask_saved || !atomic_load(&nsb_disp_is_installed))
 		return false;
 	saved_bus = sigismember(saved_mask, SIGBUS) == 1;
 	e = jump_views[jump_slot(k)];
@@ -1685,7 +1679,7 @@ nsb_disp_view_for_context(sigset_t *mask, bool leaves)
 	 * blocking it does: otherwise the kernel would block it here for
 	 * real, and a later installation, from any thread, leaves this one
 	 * to be killed by its next fault (swapcontext_mask_before_install). */
-	if (!atomic_load(&installed) &&
+	if (!atomic_load(&nsb_disp_is_installed) &&
 	    (sigismember(mask, SIGBUS) != 1 || nsb_disp_install() < 0))
 		return was;
 	/* setcontext leaves whatever handler runs, for good, as a longjmp
@@ -1707,7 +1701,7 @@ nsb_disp_view_for_context(sigset_t *mask, bool leaves)
 void
 nsb_disp_view_restore(bool was)
 {
-	if (!atomic_load(&installed))
+	if (!atomic_load(&nsb_disp_is_installed))
 		return;
 	set_blocked(was);
 	deliver_held();
@@ -1719,13 +1713,13 @@ nsb_disp_view_restore(bool was)
 bool
 nsb_disp_thread_blocked_at_start(void)
 {
-	return atomic_load(&installed) && blocked;
+	return atomic_load(&nsb_disp_is_installed) && blocked;
 }
 
 void
 nsb_disp_thread_start(bool b)
 {
-	if (atomic_load(&installed))
+	if (atomic_load(&nsb_disp_is_installed))
 		set_blocked(b);
 }
 
@@ -1739,7 +1733,7 @@ nsb_disp_thread_start_kernel(void)
 {
 	sigset_t cur, bus;
 
-	if (!atomic_load(&installed) || kernel_mask(SIG_BLOCK, NULL, &cur) < 0 ||
+	if (!atomic_load(&nsb_disp_is_installed) || kernel_mask(SIG_BLOCK, NULL, &cur) < 0 ||
 	    !sigismember(&cur, SIGBUS))
 		return;
 	set_blocked(true);
@@ -1767,7 +1761,7 @@ nsb_disp_before_exec(struct nsb_exec *x)
 	sigset_t bus;
 
 	memset(x, 0, sizeof(*x));
-	if (!atomic_load(&installed))
+	if (!atomic_load(&nsb_disp_is_installed))
 		return;
 	read_action(SIGBUS, &act);
 	/* A vfork child that set its own SIGBUS action has it in its
@@ -1819,7 +1813,7 @@ nsb_disp_after_exec(struct nsb_exec *x)
 {
 	sigset_t bus;
 
-	if (!atomic_load(&installed))
+	if (!atomic_load(&nsb_disp_is_installed))
 		return;
 	if (x->ignore_set)
 		nsb_sys_sigaction(SIGBUS, &x->saved_action, NULL);

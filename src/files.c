@@ -108,7 +108,8 @@ struct file {
 #define MAX_FILES	(1u << 16)	/* indexes fit a record's 16 bits */
 static struct file *files;	/* NSB_AREA_FILES, index 0 unused */
 static uint32_t files_top = 1;	/* entries ever used: [1, files_top) */
-static uint32_t free_list, release_list;	/* 0: empty */
+static uint32_t free_list;	/* 0: empty */
+uint32_t nsb_files_release_list;	/* 0: empty; tested inline (nsb.h) */
 static uint32_t live;		/* entries in use */
 
 /* The index: open addressing, linear probing, entry numbers (0: empty),
@@ -147,7 +148,7 @@ static struct watching *watching;
 /* The library's descriptor of /proc/self/maps (maps.c's queries): number
  * + 1, 0: none; kept in a slot like a file's, marked by file 0, while
  * protected mappings exist. */
-static atomic_int maps_kept;
+atomic_int nsb_files_maps_kept;	/* tested inline (nsb.h) */
 static uint64_t maps_dev, maps_ino;
 
 uint64_t
@@ -222,7 +223,7 @@ index_room(void)
 /* The entry of (dev, ino), or 0; then *hole is the empty slot its probe
  * ended at, where index_put would put it while the index is not rebuilt
  * (add), or UINT32_MAX without an index. */
-static uint32_t
+static inline uint32_t
 find(uint64_t dev, uint64_t ino, uint32_t *hole)
 {
 	uint32_t at;
@@ -309,7 +310,7 @@ forget(int s, int fd)
 	if (atomic_compare_exchange_strong(&kept_fd[s], &(int){ fd + 1 }, 0)) {
 		int expected = file ? fd : fd + 1;
 
-		atomic_compare_exchange_strong(file ? &files[file].fd : &maps_kept, &expected,
+		atomic_compare_exchange_strong(file ? &files[file].fd : &nsb_files_maps_kept, &expected,
 					       file ? -1 : 0);
 		atomic_fetch_sub(&kept_count, 1);
 	}
@@ -335,7 +336,7 @@ slot_names(int s, int fd)
 	if (kept_file[s])
 		atomic_store(&files[kept_file[s]].fd, fd);
 	else
-		atomic_store(&maps_kept, fd + 1);
+		atomic_store(&nsb_files_maps_kept, fd + 1);
 }
 
 /* Lets slot s go: its file has no descriptor any more.  Table lock held. */
@@ -427,7 +428,7 @@ keep(uint32_t i, int pfd)
 int
 nsb_files_maps_descriptor(void)
 {
-	int fd = atomic_load(&maps_kept) - 1, pfd;
+	int fd = atomic_load(&nsb_files_maps_kept) - 1, pfd;
 	struct stat st;
 
 	if (fd >= 0 || nsb_in_vfork_child())
@@ -450,7 +451,7 @@ nsb_files_maps_descriptor(void)
 void
 nsb_files_maps_forget(void)
 {
-	int fd = atomic_exchange(&maps_kept, 0) - 1, s = kept_slot(fd);
+	int fd = atomic_exchange(&nsb_files_maps_kept, 0) - 1, s = kept_slot(fd);
 
 	if (s >= 0 && !kept_file[s]) {
 		atomic_store(&kept_fd[s], 0);
@@ -465,7 +466,7 @@ nsb_files_maps_forget(void)
 void
 nsb_files_maps_drop(void)
 {
-	int fd = atomic_load(&maps_kept) - 1, s = kept_slot(fd);
+	int fd = atomic_load(&nsb_files_maps_kept) - 1, s = kept_slot(fd);
 
 	if (s >= 0 && !kept_file[s] && is_kept(fd))
 		let_go(s);
@@ -477,7 +478,7 @@ nsb_files_maps_drop(void)
 void
 nsb_files_after_fork_child(void)
 {
-	int s = kept_slot(atomic_load(&maps_kept) - 1);
+	int s = kept_slot(atomic_load(&nsb_files_maps_kept) - 1);
 
 	if (s >= 0 && !kept_file[s])
 		let_go(s);
@@ -550,8 +551,8 @@ add(uint64_t dev, uint64_t ino, const char *path, uint32_t hole)
 	atomic_store(&files[i].fd, -1);
 	atomic_store(&files[i].src, -1);
 	files[i].releasing = true;
-	files[i].next = release_list;
-	release_list = i;
+	files[i].next = nsb_files_release_list;
+	nsb_files_release_list = i;
 	live++;
 	if (hole < slots_cap && cap == slots_cap)
 		slots[hole] = (uint16_t)i;
@@ -618,6 +619,17 @@ nsb_files_path_descriptor(int fd)
 /* ---- watched descriptors ----------------------------------------------- */
 
 /* Entry i's watch slot, or -1.  Table lock held. */
+/* Is entry i watched for fd in the slot watch() gave it?  (Table lock
+ * held: then watch_slot(i) is that slot.)  Inline: the usual mapping of
+ * a file mapped before asks only this. */
+static inline bool
+watched_in_slot(uint32_t i, int fd)
+{
+	int w = files[i].wslot;
+
+	return w < WATCH_MAX && atomic_load(&watching->fd[w]) == fd + 1 && watching->file[w] == i;
+}
+
 static int
 watch_slot(uint32_t i)
 {
@@ -652,7 +664,7 @@ unwatch(uint32_t i)
 static bool
 watch(uint32_t i, int fd)
 {
-	if (atomic_load(&files[i].src) == fd && watch_slot(i) >= 0)
+	if (atomic_load(&files[i].src) == fd && (watched_in_slot(i, fd) || watch_slot(i) >= 0))
 		return true;
 	unwatch(i);
 	/* A number names one file: another watch of it is stale (closed
@@ -832,14 +844,14 @@ nsb_files_ref(uint32_t file, int delta)
 	files[file].refs += (uint32_t)delta;
 	if (files[file].refs == 0 && !files[file].releasing) {
 		files[file].releasing = true;
-		files[file].next = release_list;
-		release_list = file;
-	} else if (files[file].refs && files[file].releasing && release_list == file) {
+		files[file].next = nsb_files_release_list;
+		nsb_files_release_list = file;
+	} else if (files[file].refs && files[file].releasing && nsb_files_release_list == file) {
 		/* Named again, and first on the list (an entry just made:
 		 * add()): taken off it now, as release_listed() would, which
 		 * the unlock then need not call.  Should it lose its records
 		 * again, the lines above put it back. */
-		release_list = files[file].next;
+		nsb_files_release_list = files[file].next;
 		files[file].releasing = false;
 	}
 }
@@ -850,11 +862,11 @@ nsb_files_ref(uint32_t file, int delta)
 static __attribute__((noinline)) void
 release_listed(void)
 {
-	while (release_list) {
-		uint32_t i = release_list;
+	while (nsb_files_release_list) {
+		uint32_t i = nsb_files_release_list;
 		int fd, s;
 
-		release_list = files[i].next;
+		nsb_files_release_list = files[i].next;
 		files[i].releasing = false;
 		if (!files[i].used || files[i].refs)
 			continue;
@@ -876,13 +888,13 @@ release_listed(void)
  * names an entry with no records left.  Only the entries that lost their
  * last record are visited. */
 void
-nsb_files_release_unused(void)
+nsb_files_release_some(void)
 {
-	if (release_list)
+	if (nsb_files_release_list)
 		release_listed();
 	/* The maps' descriptor goes with the last protected mapping. */
-	if (atomic_load_explicit(&maps_kept, memory_order_relaxed) && nsb_ranges_count() == 0) {
-		int s = kept_slot(atomic_load(&maps_kept) - 1);
+	if (atomic_load_explicit(&nsb_files_maps_kept, memory_order_relaxed) && nsb_ranges_count() == 0) {
+		int s = kept_slot(atomic_load(&nsb_files_maps_kept) - 1);
 
 		if (s >= 0 && !kept_file[s])
 			let_go(s);

@@ -274,7 +274,7 @@ nsb_log_rescue(uintptr_t addr, const struct nsb_range *r, size_t pages,
 /* Lines for mappings unmapped under the table lock, written after it
  * (not in .bss: the library's would spill into one more mapping). */
 static char *queue;
-static size_t queued;
+size_t nsb_log_queued;	/* nsb_log_take() tests it inline (nsb.h) */
 
 /* Table lock held. */
 void
@@ -298,24 +298,23 @@ nsb_log_unmapped(struct nsb_maplog *m)
 		nsb_log_write(l.buf, l.len);
 		return;
 	}
-	if (queued + l.len > NSB_LOG_QUEUE) {
-		nsb_log_write(queue, queued);	/* rare: many at once */
-		queued = 0;
+	if (nsb_log_queued + l.len > NSB_LOG_QUEUE) {
+		nsb_log_write(queue, nsb_log_queued);	/* rare: many at once */
+		nsb_log_queued = 0;
 	}
-	memcpy(queue + queued, l.buf, l.len);
-	queued += l.len;
+	memcpy(queue + nsb_log_queued, l.buf, l.len);
+	nsb_log_queued += l.len;
 	atomic_store(&m->faults, 0);
 }
 
-/* Table lock held. */
+/* Table lock held, lines queued (nsb_log_take). */
 size_t
-nsb_log_take(char *out)
+nsb_log_take_queued(char *out)
 {
-	size_t n = queued;
+	size_t n = nsb_log_queued;
 
-	if (n)
-		memcpy(out, queue, n);
-	queued = 0;
+	memcpy(out, queue, n);
+	nsb_log_queued = 0;
 	return n;
 }
 

@@ -60,7 +60,8 @@ static const size_t area_size[NSB_AREAS] = {
 
 static uintptr_t arena;		/* 0: not placed yet */
 static size_t area_mapped[NSB_AREAS];
-static size_t small_used, scratch_used;
+static size_t small_used;
+size_t nsb_scratch_used;	/* nsb_scratch_reset() is inline (nsb.h) */
 static pthread_mutex_t memory_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 static size_t
@@ -249,19 +250,14 @@ nsb_scratch(size_t bytes)
 	char *base;
 
 	bytes = (bytes + 15) & ~(size_t)15;
-	base = nsb_memory_area(NSB_AREA_SCRATCH, scratch_used + bytes);
+	base = nsb_memory_area(NSB_AREA_SCRATCH, nsb_scratch_used + bytes);
 	if (!base)
 		return NULL;
-	scratch_used += bytes;
-	return base + scratch_used - bytes;
+	nsb_scratch_used += bytes;
+	return base + nsb_scratch_used - bytes;
 }
 
 /* The call is over (the table lock is released). */
-void
-nsb_scratch_reset(void)
-{
-	scratch_used = 0;
-}
 
 /*
  * The fixed home of copy `which` of the table, made usable up to bytes;

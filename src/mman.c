@@ -398,14 +398,28 @@ collect_whole(uintptr_t *start, uintptr_t *end, struct nsb_saved *before)
 	return nsb_ranges_collect(*start, *end, before);
 }
 
+/* lock_span() past the usual call: the records listed whole. */
+static __attribute__((noinline)) int
+lock_span_collect(uintptr_t *wstart, uintptr_t *wend, struct nsb_saved *before)
+{
+	if (collect_whole(wstart, wend, before) == 0)
+		return 0;
+	nsb_ranges_unlock();
+	nsb_saved_free(before);
+	errno = ENOMEM;
+	return -1;
+}
+
 /*
  * Takes the table lock for a call over [start, end) that touches records:
  * the span widened to whole huge pages in *wstart, *wend, its records in
  * before, room for the records the call may split where memory allows
  * (the call is never refused for want of it: see nsb_ranges_reserve).
- * 0; or -1 with errno ENOMEM, unlocked and before freed.
+ * 0; or -1 with errno ENOMEM, unlocked and before freed.  Inline, the
+ * list made whole apart (lock_span_collect): the usual call's one record
+ * is nsb_ranges_one()'s.
  */
-static int
+static inline int
 lock_span(uintptr_t start, uintptr_t end, uintptr_t *wstart, uintptr_t *wend,
 	  struct nsb_saved *before, const struct nsb_peek *pk)
 {
@@ -419,12 +433,7 @@ lock_span(uintptr_t start, uintptr_t end, uintptr_t *wstart, uintptr_t *wend,
 		before->n = 1;	/* the usual call: what collect_whole() lists */
 		return 0;
 	}
-	if (collect_whole(wstart, wend, before) == 0)
-		return 0;
-	nsb_ranges_unlock();
-	nsb_saved_free(before);
-	errno = ENOMEM;
-	return -1;
+	return lock_span_collect(wstart, wend, before);
 }
 
 /* The end of a call that lock_span began and put in flux: the records
@@ -511,6 +520,20 @@ unsealed(int fd, uintptr_t at)
 	return w == NSB_VMA_MAY_WRITE;
 }
 
+/* may_write_of()'s question to the descriptor, out of line. */
+static __attribute__((noinline)) int
+may_write_asked(int fd, const struct nsb_decision *d, void *p)
+{
+	int fl;
+
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0)
+		return -1;
+	if ((fl & O_ACCMODE) != O_RDWR)
+		return 0;
+	return d->memfs ? unsealed(fd, (uintptr_t)p) : 1;
+}
+
 /*
  * A shared mapping of a file at p is writable later (mprotect) only if
  * the descriptor was opened for writing and, for a memory-backed file,
@@ -519,22 +542,16 @@ unsealed(int fd, uintptr_t at)
  * file again so; mprotect refuses PROT_WRITE without it, replaced pages
  * or not).  1: may, 0: may not, -1: nothing to ask (a private or
  * anonymous mapping), or the kernel did not say.
+ * Inline: a mapping made writable (the usual one) asks nothing.
  */
-static int
+static inline int
 may_write_of(int fd, int prot, const struct nsb_decision *d, void *p)
 {
-	int fl;
-
 	if (!d->protect || (d->meta & (NSB_META_SHARED | NSB_META_ANON)) != NSB_META_SHARED)
 		return -1;
 	if (prot & PROT_WRITE)
 		return 1;
-	fl = fcntl(fd, F_GETFL);
-	if (fl < 0)
-		return -1;
-	if ((fl & O_ACCMODE) != O_RDWR)
-		return 0;
-	return d->memfs ? unsealed(fd, (uintptr_t)p) : 1;
+	return may_write_asked(fd, d, p);
 }
 
 static void *
@@ -1070,16 +1087,9 @@ munlockall(void)
  * succeeds only when the protection is already that, and a record must not
  * be split there).
  */
-static void
-set_prot_whole(uintptr_t start, uintptr_t end, const struct nsb_saved *recs, int prot, int pkey)
+static __attribute__((noinline)) void
+set_prot_each(uintptr_t start, uintptr_t end, const struct nsb_saved *recs, int prot, int pkey)
 {
-	/* The usual call: one record of pages inside the span, changed
-	 * whole (lock_span() listed it so). */
-	if (recs->n == 1 && recs->r[0].start >= start && recs->r[0].end <= end &&
-	    unit_of(recs->r[0].meta) == nsb_config.page_size) {
-		nsb_ranges_set_prot_found(recs->r[0].start, recs->r[0].end, prot, pkey);
-		return;
-	}
 	for (size_t i = 0; i < recs->n; i++) {
 		const struct nsb_range *r = &recs->r[i];
 		size_t unit = unit_of(r->meta);
@@ -1093,6 +1103,20 @@ set_prot_whole(uintptr_t start, uintptr_t end, const struct nsb_saved *recs, int
 		if (s < e)	/* inside a record of the list: no search */
 			nsb_ranges_set_prot_found(s, e, prot, pkey);
 	}
+}
+
+/* Inline: the usual call (one record of pages inside the span, changed
+ * whole: lock_span() listed it so) is one call of the table's; the rest
+ * is set_prot_each()'s. */
+static inline void
+set_prot_whole(uintptr_t start, uintptr_t end, const struct nsb_saved *recs, int prot, int pkey)
+{
+	if (recs->n == 1 && recs->r[0].start >= start && recs->r[0].end <= end &&
+	    unit_of(recs->r[0].meta) == nsb_config.page_size) {
+		nsb_ranges_set_prot_found(recs->r[0].start, recs->r[0].end, prot, pkey);
+		return;
+	}
+	set_prot_each(start, end, recs, prot, pkey);
 }
 
 /*

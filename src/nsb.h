@@ -171,7 +171,7 @@ enum nsb_real_fn {
 
 /* Any function pointer; cast to the real type at the call. */
 typedef void (*nsb_any_fn)(void);
-extern _Atomic nsb_any_fn nsb_real_fns[NSB_REAL_COUNT];
+extern NSB_INTERNAL _Atomic nsb_any_fn nsb_real_fns[NSB_REAL_COUNT];
 nsb_any_fn nsb_real_find(enum nsb_real_fn fn);
 /* Every one, before a second thread exists: see real.c. */
 void nsb_real_find_all(void);
@@ -318,7 +318,7 @@ struct nsb_config {
 };
 
 /* Read by the constructor; read-only afterwards (defaults before it). */
-extern struct nsb_config nsb_config;
+extern NSB_INTERNAL struct nsb_config nsb_config;
 void nsb_config_init(void);	/* the page size, for shims called early */
 void nsb_config_read(void);	/* the NOSIGBUS_* variables, once */
 /* Parses one variable's value; returns false for an invalid value. */
@@ -408,12 +408,24 @@ void nsb_unlock(struct nsb_lock *l);
  * thread holds a lock without having blocked them.  Not called under a
  * lock of the library's. */
 void nsb_process_handler_coming(int sig);
+/* The lock word: its holder's number | NSB_LOCK_WAITERS (a thread may
+ * sleep on it).  A thread's number is nsb_lock_id, given at its first
+ * lock (process.c). */
+#define NSB_LOCK_WAITERS 0x40000000
+extern NSB_INTERNAL __thread int nsb_lock_id __attribute__((tls_model("initial-exec")));
 /* [signal-safe] Does this thread hold l?  Exact at every instant, from a
- * handler that interrupted its holder too. */
-bool nsb_lock_mine(struct nsb_lock *l);
-extern struct nsb_lock nsb_table_lock;	/* ranges.c and files.c */
-extern struct nsb_lock nsb_disp_lock;	/* dispositions.c */
-extern struct nsb_lock nsb_timers_lock;	/* threads.c */
+ * handler that interrupted its holder too.  Inline: every mapping call
+ * asks it (nsb_ranges_nested). */
+static inline bool
+nsb_lock_mine(struct nsb_lock *l)
+{
+	int w = atomic_load(&l->word);
+
+	return w != 0 && nsb_lock_id != 0 && (w & (NSB_LOCK_WAITERS - 1)) == nsb_lock_id;
+}
+extern NSB_INTERNAL struct nsb_lock nsb_table_lock;	/* ranges.c and files.c */
+extern NSB_INTERNAL struct nsb_lock nsb_disp_lock;	/* dispositions.c */
+extern NSB_INTERNAL struct nsb_lock nsb_timers_lock;	/* threads.c */
 
 /* Is this a child that runs on our memory (vfork, posix_spawn's child,
  * clone(CLONE_VM)) or on a copy of it made behind the fork handlers' back
@@ -490,7 +502,12 @@ void *nsb_memory_try(size_t bytes);	/* [signal-safe] the same, or NULL if busy *
  * its start, or NULL. */
 void *nsb_memory_area(enum nsb_area a, size_t bytes);
 void *nsb_scratch(size_t bytes);	/* until the table lock is released */
-void nsb_scratch_reset(void);
+extern NSB_INTERNAL size_t nsb_scratch_used;
+static inline void
+nsb_scratch_reset(void)
+{
+	nsb_scratch_used = 0;
+}
 void *nsb_memory_table(int which, size_t bytes);
 
 /* ---- ranges.c: the table of protected mappings ------------------------- */
@@ -653,7 +670,9 @@ void nsb_ranges_flux_end(void);
  * put them back) it asks under the table lock, whose holder the program
  * cannot stop. */
 bool nsb_ranges_overlap(uintptr_t start, uintptr_t end);
-/* The same, and in *pk what nsb_ranges_one() may take from it. */
+/* The same, and in *pk what nsb_ranges_one() may take from it, for a
+ * caller that has just found nsb_ranges_none() false (munmap, mprotect):
+ * not asked again (where it has become true since, the search says no). */
 bool nsb_ranges_overlap_peek(uintptr_t start, uintptr_t end, struct nsb_peek *pk);
 /* Nothing recorded and no call changing records (the interposed calls'
  * first check; nsb_ranges_count() == 0 may be a call's passing moment),
@@ -688,7 +707,11 @@ void nsb_ranges_after_fork_child(bool nested);
  * made from a handler that interrupted this thread while it held the
  * table lock?  Then it goes to the kernel, after nsb_ranges_note() of the
  * span whose records it may make stale. */
-bool nsb_ranges_nested(void);
+static inline bool
+nsb_ranges_nested(void)
+{
+	return nsb_lock_mine(&nsb_table_lock);
+}
 void nsb_ranges_note(uintptr_t start, uintptr_t end);
 int nsb_ranges_prepare(void);	/* with the handler: 0, or -1 (ENOMEM) */
 /* mman.c: the records of a noted span made the kernel's again (table
@@ -707,7 +730,17 @@ struct nsb_account *nsb_account_new(uint64_t off, size_t len, size_t unit);
  * log's counts move to it (from is replaced by it, at least in part). */
 struct nsb_account *nsb_account_copy(struct nsb_account *from, uint64_t off, size_t len);
 void nsb_account_ref(struct nsb_account *a, int delta);
-void nsb_account_release_unused(void);
+/* Table lock held, no handler on the table's old contents (ranges.c):
+ * accounts no record names any more go back to their free lists.  The
+ * test inline (the usual unlock has none to release). */
+extern NSB_INTERNAL struct nsb_account *nsb_account_release_list;
+void nsb_account_release_listed(void);
+static inline void
+nsb_account_release_unused(void)
+{
+	if (nsb_account_release_list)
+		nsb_account_release_listed();
+}
 uint64_t nsb_account_id(const struct nsb_account *a);	/* [signal-safe] */
 bool nsb_account_claim(struct nsb_account *a, uint64_t off);	/* [signal-safe] */
 size_t nsb_account_claim_run(struct nsb_account *a, uint64_t off, size_t max); /* [signal-safe] */
@@ -751,7 +784,19 @@ int nsb_files_maps_descriptor(void);
 void nsb_files_maps_forget(void);
 void nsb_files_maps_drop(void);
 void nsb_files_after_fork_child(void);
-void nsb_files_release_unused(void);
+/* After an update of the table: entries that lost their last record are
+ * let go, and the maps' descriptor with the last protected mapping.  The
+ * test inline (the usual unlock has nothing to do). */
+extern NSB_INTERNAL uint32_t nsb_files_release_list;
+extern NSB_INTERNAL atomic_int nsb_files_maps_kept;
+void nsb_files_release_some(void);
+static inline void
+nsb_files_release_unused(void)
+{
+	if (nsb_files_release_list ||
+	    atomic_load_explicit(&nsb_files_maps_kept, memory_order_relaxed))
+		nsb_files_release_some();
+}
 bool nsb_files_identity(uint32_t file, uint64_t *dev, uint64_t *ino);	/* [signal-safe] */
 /* [signal-safe] The size now of the file mapped at addr, in the record
  * [start, end), and its status change time from the same fstat (ctime may
@@ -791,8 +836,21 @@ void nsb_rescue_regrown(const struct nsb_range *r);
 
 /* Installs the library's handler under the program's disposition (once).
  * 0, or -1 with errno ENOMEM. */
-int nsb_disp_install(void);
-bool nsb_disp_installed(void);
+extern NSB_INTERNAL atomic_bool nsb_disp_is_installed;
+int nsb_disp_install_now(void);
+/* Inline: every recorded mapping asks, and every lock (process.c). */
+static inline int
+nsb_disp_install(void)
+{
+	if (atomic_load(&nsb_disp_is_installed))
+		return 0;
+	return nsb_disp_install_now();
+}
+static inline bool
+nsb_disp_installed(void)
+{
+	return atomic_load(&nsb_disp_is_installed);
+}
 /* The program's action for sig: set (act) and/or query (old).  0 or -1 with errno. */
 int nsb_disp_action(int sig, const struct sigaction *act, struct sigaction *old);
 /* The program's view of its mask: like pthread_sigmask, returns 0 or an
@@ -866,8 +924,28 @@ void nsb_disp_exec_ignore(struct nsb_exec *x);
 void nsb_disp_after_fork_child(void);
 void nsb_process_after_Fork_child(void);	/* process.c */
 void nsb_process_Fork_window(bool open);	/* process.c */
-bool nsb_process_map_begin(void);		/* process.c */
-void nsb_process_map_end(void);			/* process.c */
+/* process.c's count of policy mappings between the kernel's mmap and
+ * their record (a fork waits for them): inline, every such mapping
+ * counts. */
+extern NSB_INTERNAL atomic_int nsb_maps_in_flight, nsb_forks_waiting;
+extern NSB_INTERNAL __thread int nsb_my_maps_in_flight __attribute__((tls_model("initial-exec")));
+static inline bool
+nsb_process_map_begin(void)
+{
+	nsb_my_maps_in_flight++;
+	atomic_fetch_add(&nsb_maps_in_flight, 1);
+	if (atomic_load(&nsb_forks_waiting) == 0)
+		return true;
+	atomic_fetch_sub(&nsb_maps_in_flight, 1);
+	nsb_my_maps_in_flight--;
+	return false;
+}
+static inline void
+nsb_process_map_end(void)
+{
+	atomic_fetch_sub(&nsb_maps_in_flight, 1);
+	nsb_my_maps_in_flight--;
+}
 void nsb_disp_start(void);	/* the constructor's part: inherited mask, handoff */
 /* Its value is the decimal pid of the process that wrote it: the exec'd
  * program's own (exec keeps the pid), or a spawned child's parent's. */
@@ -957,7 +1035,11 @@ nsb_policy_drop(struct nsb_decision *d)
 		nsb_policy_drop_fd(d);
 }
 /* Table lock held: the first protected mapping is about to be recorded. */
-void nsb_policy_prepare(void);
+static inline void
+nsb_policy_prepare(void)
+{
+	nsb_rescue_arm();
+}
 
 /* ---- uffd.c: the program's own userfaultfd registrations -------------- */
 
@@ -979,11 +1061,24 @@ struct nsb_identity {
 struct statx;
 void nsb_identity_from(const struct statx *sx, struct nsb_identity *id);
 bool nsb_identity_of(int fd, struct nsb_identity *id);	/* regular files */
-bool nsb_received_any(void);	/* has a regular file ever been received? */
+/* Has a regular file ever been received?  (Inline: every decision asks.) */
+extern NSB_INTERNAL atomic_uint nsb_received_written;
+static inline bool
+nsb_received_any(void)
+{
+	return atomic_load_explicit(&nsb_received_written, memory_order_acquire) != 0;
+}
 bool nsb_received_is(const struct nsb_identity *id);
 /* Did a regular file arrive at fd lately, not mapped, closed or replaced
  * since through a call the library saw?  A hint (received.c); true once. */
-bool nsb_received_hint_take(int fd);
+extern NSB_INTERNAL atomic_uint nsb_received_hints;	/* ever given: 0, nothing to look at */
+bool nsb_received_hint_find(int fd);
+static inline bool
+nsb_received_hint_take(int fd)
+{
+	return atomic_load_explicit(&nsb_received_hints, memory_order_relaxed) &&
+	       nsb_received_hint_find(fd);
+}
 /* [signal-safe] The program closes or replaces [first, last]. */
 void nsb_received_hint_drop(unsigned first, unsigned last);
 /*
@@ -995,7 +1090,13 @@ void nsb_received_hint_drop(unsigned first, unsigned last);
  * by a mapping (received.c).
  */
 #define NSB_DEV_FOREIGN UINT64_MAX
-bool nsb_received_foreign_any(void);
+/* [signal-safe] */
+extern NSB_INTERNAL atomic_uint nsb_received_foreign_given;	/* 0: nothing to look at */
+static inline bool
+nsb_received_foreign_any(void)
+{
+	return atomic_load_explicit(&nsb_received_foreign_given, memory_order_relaxed) != 0;
+}
 bool nsb_received_foreign(int fd, uint32_t *arrival);
 /* [signal-safe] The process that sent this file, where known. */
 bool nsb_received_sender(uint64_t dev, uint64_t ino, int *pid, char comm[16]);
@@ -1015,7 +1116,17 @@ nsb_fstat(int fd, struct stat *st)
 /* [signal-safe] True if no seccomp filter is in force: only then may the
  * library make a call some filter refuses or kills on (sandbox.c lists
  * them).  Reads /proc/self/status on its first call. */
-bool nsb_unfiltered(void);
+extern NSB_INTERNAL _Atomic int nsb_filter_state;	/* 0 not known yet, 1 none, 2 filtered */
+bool nsb_unfiltered_ask(void);
+static inline bool
+nsb_unfiltered(void)
+{
+	int state = atomic_load_explicit(&nsb_filter_state, memory_order_acquire);
+
+	if (__builtin_expect(state != 0, 1))
+		return state == 1;
+	return nsb_unfiltered_ask();
+}
 /* [signal-safe] openat(AT_FDCWD, path, flags) of a /proc file, with
  * SIGSYS deliverable under a filter (a browser's broker trap). */
 int nsb_proc_open(const char *path, int flags);
@@ -1048,7 +1159,7 @@ struct nsb_counters {
 	atomic_uint_least64_t unchecked;	/* left unprotected under a filter */
 	atomic_uint_least64_t lost;	/* protection lost: no memory for records */
 };
-extern struct nsb_counters nsb_counters;
+extern NSB_INTERNAL struct nsb_counters nsb_counters;
 
 void nsb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* [signal-safe] */
@@ -1066,7 +1177,13 @@ void nsb_log_unmapped(struct nsb_maplog *m);
 /* At the unlock: takes the lines nsb_log_unmapped queued (out: at least
  * NSB_LOG_QUEUE bytes), to write after the lock is let go. */
 #define NSB_LOG_QUEUE 512
-size_t nsb_log_take(char *out);
+extern NSB_INTERNAL size_t nsb_log_queued;
+size_t nsb_log_take_queued(char *out);
+static inline size_t
+nsb_log_take(char *out)
+{
+	return nsb_log_queued ? nsb_log_take_queued(out) : 0;
+}
 void nsb_log_write(const char *buf, size_t len);
 void nsb_log_failure(uintptr_t addr, int err);	/* [signal-safe] */
 void nsb_log_unchecked(void);	/* [signal-safe] sandbox.c, once */

@@ -225,12 +225,6 @@ mount_of(int fd, const struct statx *sx, long *type, long *bsize)
 /* Does statx give unique mount IDs here?  0 not known yet, 1 yes, 2 no. */
 static _Atomic int unique_ids;
 
-/* Under the table lock, the first time a protected mapping is recorded. */
-void
-nsb_policy_prepare(void)
-{
-	nsb_rescue_arm();
-}
 
 /* Only the fields a decision's st is read for (st_dev, st_ino, st_mode:
  * nsb_decision in nsb.h), and the size's: not the whole struct zeroed

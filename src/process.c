@@ -20,7 +20,7 @@
  * thread or process sends its signal, and then its calls to the library
  * are nested calls (ranges.c): they go straight to the kernel rather than
  * wait for the lock their own thread holds, which the lock words tell
- * exactly (nsb_lock_mine).  Such a handler is taken not to stop its thread
+ * exactly (nsb_lock_mine, inline in nsb.h).  Such a handler is taken not to stop its thread
  * to wait for another (libnosigbus(7), "Limitations").  The handlers are
  * known once the library's own is installed (dispositions.c asks the
  * kernel for every signal's action then, and sees every later sigaction,
@@ -109,27 +109,9 @@ static bool fork_locked;
  * that bound is as before the wait: its child may lack that one record.
  */
 #define FORK_WAIT_YIELDS 100000
-static atomic_int maps_in_flight, forks_waiting;
-static __thread int my_maps_in_flight __attribute__((tls_model("initial-exec")));
-
-bool
-nsb_process_map_begin(void)
-{
-	my_maps_in_flight++;
-	atomic_fetch_add(&maps_in_flight, 1);
-	if (atomic_load(&forks_waiting) == 0)
-		return true;
-	atomic_fetch_sub(&maps_in_flight, 1);
-	my_maps_in_flight--;
-	return false;
-}
-
-void
-nsb_process_map_end(void)
-{
-	atomic_fetch_sub(&maps_in_flight, 1);
-	my_maps_in_flight--;
-}
+/* (nsb_process_map_begin and _end, inline in nsb.h, count them.) */
+atomic_int nsb_maps_in_flight, nsb_forks_waiting;
+__thread int nsb_my_maps_in_flight __attribute__((tls_model("initial-exec")));
 
 /* The mask this thread had before it took its first lock. */
 static __thread sigset_t *outer_mask __attribute__((tls_model("initial-exec")));
@@ -153,31 +135,33 @@ static __thread int my_unmasked __attribute__((tls_model("initial-exec")));
  * parent's, which is what a child needs whose parent forked inside a
  * holder.  WAITERS says that a thread may sleep on the word (futex).
  */
-#define WAITERS	0x40000000
+#define WAITERS	NSB_LOCK_WAITERS
 static atomic_int next_id;
-static __thread int lock_id __attribute__((tls_model("initial-exec")));
+/* Read inline by nsb_lock_mine() (nsb.h). */
+__thread int nsb_lock_id __attribute__((tls_model("initial-exec")));
 
 static int
 my_id(void)
 {
-	if (__builtin_expect(lock_id == 0, 0)) {
+	if (__builtin_expect(nsb_lock_id == 0, 0)) {
 		int id;
 
 		do
 			id = (atomic_fetch_add(&next_id, 1) + 1) & (WAITERS - 1);
 		while (id == 0);
-		lock_id = id;
+		nsb_lock_id = id;
 	}
-	return lock_id;
+	return nsb_lock_id;
 }
 
-static void
-word_lock(atomic_int *w)
+/* word_lock() when the word was not free: waits.  Out of line, so that
+ * the usual take (one compare-exchange) saves no registers for the
+ * futex call (issue 40). */
+static __attribute__((noinline, cold)) void
+word_lock_wait(atomic_int *w, int self)
 {
-	int self = my_id(), seen = 0;
+	int seen;
 
-	if (atomic_compare_exchange_strong(w, &seen, self))
-		return;
 	for (;;) {
 		seen = atomic_load(w);
 		if (seen == 0) {
@@ -197,25 +181,32 @@ word_lock(atomic_int *w)
 	}
 }
 
-static void
+static inline void
+word_lock(atomic_int *w)
+{
+	int self = my_id(), seen = 0;
+
+	if (__builtin_expect(!atomic_compare_exchange_strong(w, &seen, self), 0))
+		word_lock_wait(w, self);
+}
+
+/* word_unlock() when a thread may sleep on the word: wakes one. */
+static __attribute__((noinline, cold)) void
+word_wake(atomic_int *w)
+{
+	int err = errno;
+
+	syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	errno = err;
+}
+
+static inline void
 word_unlock(atomic_int *w)
 {
-	if (atomic_exchange(w, 0) & WAITERS) {
-		int err = errno;
-
-		syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-		errno = err;
-	}
+	if (__builtin_expect(atomic_exchange(w, 0) & WAITERS, 0))
+		word_wake(w);
 }
 
-/* [signal-safe] */
-bool
-nsb_lock_mine(struct nsb_lock *l)
-{
-	int w = atomic_load(&l->word);
-
-	return w != 0 && lock_id != 0 && (w & (WAITERS - 1)) == lock_id;
-}
 
 void
 nsb_lock(struct nsb_lock *l)
@@ -679,8 +670,8 @@ before_fork(void)
 	fork_locked = !__libc_single_threaded || atomic_load(&nsb_exact);
 	if (!fork_locked)
 		return;
-	atomic_fetch_add(&forks_waiting, 1);
-	for (int i = 0; i < FORK_WAIT_YIELDS && atomic_load(&maps_in_flight) > my_maps_in_flight; i++)
+	atomic_fetch_add(&nsb_forks_waiting, 1);
+	for (int i = 0; i < FORK_WAIT_YIELDS && atomic_load(&nsb_maps_in_flight) > nsb_my_maps_in_flight; i++)
 		sched_yield();
 	if (!fork_nested)
 		nsb_lock(&nsb_table_lock);
@@ -696,7 +687,7 @@ after_fork_parent(void)
 		nsb_unlock(&nsb_timers_lock);
 		if (!fork_nested)
 			nsb_unlock(&nsb_table_lock);
-		atomic_fetch_sub(&forks_waiting, 1);
+		atomic_fetch_sub(&nsb_forks_waiting, 1);
 	}
 	forking = false;
 }
@@ -725,8 +716,8 @@ reset_child(bool nested)
 	/* Threads that waited for the lock without the mask are not here,
 	 * nor their policy mappings in flight, nor other forks. */
 	atomic_store(&unmasked, my_unmasked);
-	atomic_store(&maps_in_flight, my_maps_in_flight);
-	atomic_store(&forks_waiting, 0);
+	atomic_store(&nsb_maps_in_flight, nsb_my_maps_in_flight);
+	atomic_store(&nsb_forks_waiting, 0);
 	nsb_files_after_fork_child();
 	nsb_ranges_after_fork_child(nested);
 	nsb_rescue_after_fork_child();

@@ -107,13 +107,23 @@ unpack(const struct slot *s, struct nsb_range *r)
 	r->acct = s->acct;
 }
 
+/* The page size's log2 (it is a power of two): a shift where a division
+ * by it costs tens of cycles. */
+static inline unsigned
+page_shift(void)
+{
+	return (unsigned)__builtin_ctzll((unsigned long long)nsb_config.page_size);
+}
+
 /* r must fit one slot (nsb_ranges_insert splits it). */
 static inline void
 pack(const struct nsb_range *r, struct slot *s)
 {
+	unsigned sh = page_shift();
+
 	s->start = r->start;
-	s->pages = (uint32_t)((r->end - r->start) / nsb_config.page_size);
-	s->off_file = (r->off / nsb_config.page_size) << 16 | r->file;
+	s->pages = (uint32_t)((r->end - r->start) >> sh);
+	s->off_file = (r->off >> sh) << 16 | r->file;
 	s->meta_gen = (r->meta & META_MASK) | (uint32_t)r->gen << META_BITS;
 	s->acct = r->acct;
 }
@@ -358,13 +368,6 @@ notes_pending(void)
 	return atomic_load(&notes_used) > 0 || atomic_load(&notes_all);
 }
 
-/* [signal-safe] Is this thread's own call to the library nested in a
- * handler that interrupted it while it held the table lock? */
-bool
-nsb_ranges_nested(void)
-{
-	return nsb_lock_mine(&nsb_table_lock);
-}
 
 /* [signal-safe] Before a nested call goes to the kernel over [start, end)
  * (page-aligned, any length). */
@@ -612,7 +615,7 @@ static bool overlap_locked(uintptr_t start, uintptr_t end);
  * flux is not such a call's (a new mapping's record, a stale one cut):
  * no reason to wait for it.
  */
-static inline bool
+static inline __attribute__((always_inline)) bool
 empty(void)
 {
 	unsigned long v = atomic_load(&version);
@@ -683,21 +686,46 @@ flux_meets(uintptr_t start, uintptr_t end)
  * call.  The flux is read between the two reads of the version: if they
  * agree, the span cut before the first is still in flux at the second.
  */
-bool
-nsb_ranges_overlap_peek(uintptr_t start, uintptr_t end, struct nsb_peek *pk)
+/* The search of a table of one chunk s of n records (the usual table)
+ * for [start, end), each index bound by what was read
+ * (first_at_or_below()); where nsb_ranges_one() would find that one
+ * record, its place in pk with the version v it was seen at.  Trusted
+ * only if the version is still v. */
+static inline __attribute__((always_inline)) bool
+peek_chunk(const struct slot *s, size_t n, uintptr_t start, uintptr_t end,
+	   struct nsb_peek *pk, unsigned long v)
+{
+	size_t lo = 0, hi = n;
+	bool hit;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (s[mid].start <= end - 1)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	hit = lo < n && slot_end(&s[lo]) > start;
+	/* Would nsb_ranges_one() find that record?  Its place, trusted
+	 * only if the version is still v. */
+	if (hit && pk && s[lo].start >= start && slot_end(&s[lo]) <= end &&
+	    ((size_t)1 << NSB_META_SHIFT(s[lo].meta_gen & META_MASK)) == nsb_config.page_size &&
+	    (lo + 1 >= n || slot_end(&s[lo + 1]) <= start)) {
+		pk->j = 0;
+		pk->i = lo;
+		pk->v = v;
+	}
+	return hit;
+}
+
+/* nsb_ranges_overlap_peek() past its first try, or after it: the tries
+ * and the answer under the lock. */
+static __attribute__((noinline)) bool
+peek_tries(uintptr_t start, uintptr_t end, struct nsb_peek *pk)
 {
 	bool hit;
 
-	if (pk)
-		pk->v = 1;	/* odd: nothing seen */
-	if (end <= start || nsb_ranges_none())
-		return false;
-	/* A nested call: it goes straight to the kernel on "no", every
-	 * caller's answer to it, and the records there are not trusted. */
-	if (__builtin_expect(nsb_ranges_nested(), 0)) {
-		nsb_ranges_note(start, end);
-		return false;
-	}
 	for (int tries = 0; tries < 8; tries++) {
 		unsigned long v = atomic_load(&version);
 		const struct table *t;
@@ -705,6 +733,8 @@ nsb_ranges_overlap_peek(uintptr_t start, uintptr_t end, struct nsb_peek *pk)
 		const struct slot *r, *s;
 		struct pos p;
 
+		if (pk)
+			pk->v = 1;
 		if (v & 1) {
 			sched_yield();
 			continue;
@@ -713,29 +743,7 @@ nsb_ranges_overlap_peek(uintptr_t start, uintptr_t end, struct nsb_peek *pk)
 		/* A torn read stays inside memory that is never unmapped. */
 		c = t->c;
 		if (t->nc == 1 && c && (s = c->r[0].s) != NULL) {
-			/* The usual table, one chunk: its one search, each
-			 * bound what was read (first_at_or_below()). */
-			size_t lo = 0, n = c->r[0].n < CHUNK ? c->r[0].n : CHUNK, hi = n;
-
-			while (lo < hi) {
-				size_t mid = (lo + hi) / 2;
-
-				if (s[mid].start <= end - 1)
-					hi = mid;
-				else
-					lo = mid + 1;
-			}
-			hit = lo < n && slot_end(&s[lo]) > start;
-			/* Would nsb_ranges_one() find that record?  Its
-			 * place, trusted only if the version is still v. */
-			if (hit && pk && s[lo].start >= start && slot_end(&s[lo]) <= end &&
-			    ((size_t)1 << NSB_META_SHIFT(s[lo].meta_gen & META_MASK)) ==
-				    nsb_config.page_size &&
-			    (lo + 1 >= n || slot_end(&s[lo + 1]) <= start)) {
-				pk->j = 0;
-				pk->i = lo;
-				pk->v = v;
-			}
+			hit = peek_chunk(s, c->r[0].n < CHUNK ? c->r[0].n : CHUNK, start, end, pk, v);
 		} else {
 			p = first_at_or_below(t, end - 1);
 			r = slot_if(t, p);
@@ -746,9 +754,9 @@ nsb_ranges_overlap_peek(uintptr_t start, uintptr_t end, struct nsb_peek *pk)
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load(&version) == v)
 			return hit;
-		if (pk)
-			pk->v = 1;
 	}
+	if (pk)
+		pk->v = 1;
 	nsb_ranges_lock();
 	hit = overlap_locked(start, end);
 	nsb_ranges_unlock();
@@ -756,9 +764,49 @@ nsb_ranges_overlap_peek(uintptr_t start, uintptr_t end, struct nsb_peek *pk)
 }
 
 bool
+nsb_ranges_overlap_peek(uintptr_t start, uintptr_t end, struct nsb_peek *pk)
+{
+	unsigned long v;
+	const struct table *t;
+	const struct runs *c;
+	const struct slot *s;
+	bool hit;
+
+	if (pk)
+		pk->v = 1;	/* odd: nothing seen */
+	if (end <= start)
+		return false;
+	/* A nested call: it goes straight to the kernel on "no", every
+	 * caller's answer to it, and the records there are not trusted. */
+	if (__builtin_expect(nsb_ranges_nested(), 0)) {
+		nsb_ranges_note(start, end);
+		return false;
+	}
+	/* The first try, inline where the table is the usual one chunk and
+	 * the answer holds at once (issue 40): no stack frame.  Anything
+	 * else (a writer busy, a span in flux, more chunks) is
+	 * peek_tries()'s, which tries again from the start. */
+	v = atomic_load(&version);
+	if (!(v & 1)) {
+		t = &copies[atomic_load(&active)];
+		/* A torn read stays inside memory that is never unmapped. */
+		c = t->c;
+		if (t->nc == 1 && c && (s = c->r[0].s) != NULL) {
+			hit = peek_chunk(s, c->r[0].n < CHUNK ? c->r[0].n : CHUNK, start, end, pk, v);
+			if (hit || (atomic_load(&flux[1]) == 0 && atomic_load(&flux[3]) == 0)) {
+				atomic_thread_fence(memory_order_acquire);
+				if (atomic_load(&version) == v)
+					return hit;
+			}
+		}
+	}
+	return peek_tries(start, end, pk);
+}
+
+bool
 nsb_ranges_overlap(uintptr_t start, uintptr_t end)
 {
-	return nsb_ranges_overlap_peek(start, end, NULL);
+	return !empty() && nsb_ranges_overlap_peek(start, end, NULL);
 }
 
 /* [signal-safe] */
@@ -1034,21 +1082,29 @@ nsb_ranges_reserve(size_t extra)
 	return 0;
 }
 
-/* errno kept: a reserve that succeeds may have failed a step first. */
-bool
-nsb_ranges_room(size_t extra)
+/* nsb_ranges_room() where a copy has not room enough already: out of
+ * line, so that the usual answer saves no registers (issue 40). */
+static __attribute__((noinline)) bool
+room_slow(size_t extra)
 {
 	int err;
 	bool ok;
 
-	/* The usual case, without errno (a call to the C library). */
-	if (extra <= copies[0].roomy && extra <= copies[1].roomy)
-		return true;
 	err = errno;
 	ok = nsb_ranges_reserve(extra) == 0 ||
 	     (can_absorb(&copies[0], extra) && can_absorb(&copies[1], extra));
 	errno = err;
 	return ok;
+}
+
+/* errno kept: a reserve that succeeds may have failed a step first. */
+bool
+nsb_ranges_room(size_t extra)
+{
+	/* The usual case, without errno (a call to the C library). */
+	if (extra <= copies[0].roomy && extra <= copies[1].roomy)
+		return true;
+	return room_slow(extra);
 }
 
 /* A new chunk of n records at entry j of t's array (room() made both). */
@@ -1663,8 +1719,9 @@ cut_one(struct table *t, struct pos p)
 	t->n--;
 }
 
-/* A cut of exactly one whole record: 1 done, 0 not that case. */
-static int
+/* A cut of exactly one whole record: 1 done, 0 not that case.  Inlined
+ * into its one caller (one frame for both). */
+static inline __attribute__((always_inline)) int
 cut_exact(uintptr_t start, uintptr_t end)
 {
 	int inactive = 1 - atomic_load(&active);
@@ -1679,14 +1736,16 @@ cut_exact(uintptr_t start, uintptr_t end)
 	file = slot_file(at(in, p));
 	acct = at(in, p)->acct;
 	atomic_fetch_add(&version, 1);
-	nsb_files_ref(file, -1);
-	nsb_account_ref(acct, -1);
 	cut_one(in, p);
 	atomic_store(&live_count, in->n);
 	switch_copies();
 	if (same_place(out, p, start) || exact_at(out, start, end, &p))
 		cut_one(out, p);
 	atomic_fetch_add(&version, 1);
+	/* The counts last: the writer's alone (nothing reads them before
+	 * the unlock), and nothing else is live across these calls. */
+	nsb_files_ref(file, -1);
+	nsb_account_ref(acct, -1);
 	return 1;
 }
 
@@ -1744,13 +1803,14 @@ insert_plain(const struct slot *s)
 		put_slot(t, &t->c->r[0], p.i, s);
 		if (k == 1)
 			break;
-		nsb_files_ref(slot_file(s), 1);
-		nsb_account_ref(s->acct, 1);
 		atomic_store(&live_count, in->n);
 		switch_copies();
 		t = out;
 	}
 	atomic_fetch_add(&version, 1);
+	/* The counts last (see cut_exact). */
+	nsb_files_ref(slot_file(s), 1);
+	nsb_account_ref(s->acct, 1);
 	return 1;
 }
 
@@ -1812,8 +1872,10 @@ nsb_ranges_lost(void)
 	}
 }
 
-int
-nsb_ranges_insert(const struct nsb_range *r)
+/* A record of more pages than a slot holds: several records, each with
+ * its offset (update() makes the same inserts insert_plain() would). */
+static __attribute__((noinline, cold)) int
+insert_split(const struct nsb_range *r)
 {
 	struct op op;	/* kind, r and s: all apply() reads of an insert */
 	size_t ps = nsb_config.page_size;
@@ -1822,9 +1884,7 @@ nsb_ranges_insert(const struct nsb_range *r)
 	 * insert does not read cost a rep stos of them a call. */
 	op.kind = OP_INSERT;
 	op.r = *r;
-
-	/* More than a slot holds: several records, each with its offset. */
-	while ((op.r.end - op.r.start) / ps > MAX_PAGES) {
+	while ((op.r.end - op.r.start) >> page_shift() > MAX_PAGES) {
 		uintptr_t cut = op.r.start + (uintptr_t)MAX_PAGES / 2 * ps;
 		struct op first = op;
 
@@ -1836,8 +1896,24 @@ nsb_ranges_insert(const struct nsb_range *r)
 		op.r.start = cut;
 	}
 	pack(&op.r, &op.s);
+	return update(&op);
+}
+
+int
+nsb_ranges_insert(const struct nsb_range *r)
+{
+	struct op op;	/* kind, r and s: all apply() reads of an insert */
+
+	/* More than a slot holds (at least MAX_PAGES + 1 pages). */
+	if (__builtin_expect((r->end - r->start) >> page_shift() > MAX_PAGES, 0))
+		return insert_split(r);
+	/* The usual record: packed straight into the slot insert_plain()
+	 * takes, the op made only where it cannot (issue 40). */
+	pack(r, &op.s);
 	if (insert_plain(&op.s))
 		return 0;
+	op.kind = OP_INSERT;
+	op.r = *r;
 	return update(&op);
 }
 
@@ -1880,6 +1956,16 @@ nsb_ranges_cut_found(uintptr_t start, uintptr_t end)
 	return update(&op);
 }
 
+/* nsb_ranges_cut_stale() over a record: errno kept. */
+static __attribute__((noinline)) void
+cut_stale_found(uintptr_t start, uintptr_t end)
+{
+	int err = errno;
+
+	(void)nsb_ranges_cut_found(start, end);
+	errno = err;
+}
+
 /*
  * A cut that must not fail: the records a raw call (munmap, shmdt, mremap)
  * left where a new mapping now is.  No cut fails: where the table has no
@@ -1890,14 +1976,11 @@ nsb_ranges_cut_found(uintptr_t start, uintptr_t end)
 void
 nsb_ranges_cut_stale(uintptr_t start, uintptr_t end)
 {
-	int err;
-
-	/* The usual call: a new mapping where nothing is recorded. */
+	/* The usual call: a new mapping where nothing is recorded, answered
+	 * without a stack frame (the cut is cut_stale_found's). */
 	if (!overlap_locked(start, end))
 		return;
-	err = errno;
-	(void)nsb_ranges_cut_found(start, end);
-	errno = err;
+	cut_stale_found(start, end);
 }
 
 int

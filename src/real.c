@@ -271,9 +271,18 @@ nsb_libc_at_least(unsigned major, unsigned minor)
 	return ma > major || (ma == major && mi >= minor);
 }
 
+/* The function fn once known (the usual answer), read inline: the three
+ * calls every mapping pair makes then jump straight to it, with no frame
+ * for the rest (known_fn, the system call), which is out of line. */
+static inline nsb_any_fn
+found_fn(enum nsb_real_fn fn)
+{
+	return atomic_load_explicit(&nsb_real_fns[fn], memory_order_acquire);
+}
+
 /* The raw fallbacks return like libc: -1/MAP_FAILED with errno. */
-void *
-nsb_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+static __attribute__((noinline)) void *
+sys_mmap_known(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	nsb_any_fn f = known_fn(NSB_REAL_MMAP);
 
@@ -283,14 +292,35 @@ nsb_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
 }
 
-int
-nsb_sys_munmap(void *addr, size_t len)
+void *
+nsb_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	nsb_any_fn f = found_fn(NSB_REAL_MMAP);
+
+	if (__builtin_expect(f != NULL, 1))
+		return ((void *(*)(void *, size_t, int, int, int, off_t))f)(addr, len, prot,
+									     flags, fd, off);
+	return sys_mmap_known(addr, len, prot, flags, fd, off);
+}
+
+static __attribute__((noinline)) int
+sys_munmap_known(void *addr, size_t len)
 {
 	nsb_any_fn f = known_fn(NSB_REAL_MUNMAP);
 
 	if (f)
 		return ((int (*)(void *, size_t))f)(addr, len);
 	return (int)syscall(SYS_munmap, addr, len);
+}
+
+int
+nsb_sys_munmap(void *addr, size_t len)
+{
+	nsb_any_fn f = found_fn(NSB_REAL_MUNMAP);
+
+	if (__builtin_expect(f != NULL, 1))
+		return ((int (*)(void *, size_t))f)(addr, len);
+	return sys_munmap_known(addr, len);
 }
 
 void *
@@ -304,14 +334,24 @@ nsb_sys_mremap(void *old, size_t old_len, size_t new_len, int flags, void *new_a
 	return (void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
 }
 
-int
-nsb_sys_mprotect(void *addr, size_t len, int prot)
+static __attribute__((noinline)) int
+sys_mprotect_known(void *addr, size_t len, int prot)
 {
 	nsb_any_fn f = known_fn(NSB_REAL_MPROTECT);
 
 	if (f)
 		return ((int (*)(void *, size_t, int))f)(addr, len, prot);
 	return (int)syscall(SYS_mprotect, addr, len, prot);
+}
+
+int
+nsb_sys_mprotect(void *addr, size_t len, int prot)
+{
+	nsb_any_fn f = found_fn(NSB_REAL_MPROTECT);
+
+	if (__builtin_expect(f != NULL, 1))
+		return ((int (*)(void *, size_t, int))f)(addr, len, prot);
+	return sys_mprotect_known(addr, len, prot);
 }
 
 int

@@ -36,15 +36,16 @@
  * descriptor whose statx is refused (below, "foreign") costs nothing more.
  *
  * The table is lock-free: an entry is written between two increments of
- * its sequence number (odd while it is written), and read only if the
+ * its sequence number (odd while it is nsb_received_written), and read only if the
  * number was even and unchanged around the read.  recvmsg may be called
  * from a signal handler (it is async-signal-safe), so nothing here takes a
  * lock, allocates or uses stdio.
  *
  * Signal context: recvmsg, recvmmsg (a program's handler may call them),
  * nsb_received_sender (the rescue log), nsb_received_hint_drop (the
- * interposed close).  nsb_received_is, nsb_received_hint_take and
- * nsb_received_foreign run under mmap, never in a handler of ours.
+ * interposed close).  nsb_received_is, nsb_received_hint_find (behind
+ * nsb_received_hint_take, inline in nsb.h) and nsb_received_foreign run
+ * under mmap, never in a handler of ours.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -81,7 +82,7 @@ struct received {
 static _Atomic(struct received *) table_p;
 #define table (atomic_load_explicit(&table_p, memory_order_acquire))
 static atomic_uint next_slot;
-static atomic_uint written;	/* entries ever written: 0, nothing received */
+atomic_uint nsb_received_written;	/* entries ever written: 0, nothing received (tested inline, nsb.h) */
 
 /*
  * Which entries hold an identity of each hash bucket: one bit per entry,
@@ -91,7 +92,7 @@ static atomic_uint written;	/* entries ever written: 0, nothing received */
  * mmap's nsb_received_is()), and a scan of the full table cost about
  * 1.5 us of user time per pool (nsb-cli-pool).  A writer clears the bit of the identity it overwrites
  * and sets its own while the entry is odd (claimed), before making it
- * even: a reader that misses a bit missed an entry being written, which
+ * even: a reader that misses a bit missed an entry being nsb_received_written, which
  * the scan skipped too; a bit set for an entry that is not (yet, or no
  * longer) its identity costs one compare.  The hash is of (dev, ino)
  * only: nsb_received_sender looks without the birth time.
@@ -118,7 +119,7 @@ _Static_assert(RECEIVED_MAX % 64 == 0, "whole words");
 #define HINTS 8
 static atomic_int hint_fd[HINTS];
 static atomic_uint hint_next;
-static atomic_uint hints;	/* ever given: 0, nothing to look at */
+atomic_uint nsb_received_hints;	/* ever given: 0, nothing to look at (tested inline, nsb.h) */
 
 /*
  * Received descriptors whose file cannot be described (issue 37): a stat
@@ -146,7 +147,7 @@ static atomic_uint hints;	/* ever given: 0, nothing to look at */
 static atomic_uint_least64_t foreign_fd[FOREIGN];
 static atomic_uint foreign_next;
 static atomic_uint foreign_arrivals;
-static atomic_uint foreign_given;	/* 0: nothing to look at */
+atomic_uint nsb_received_foreign_given;	/* 0: nothing to look at (tested inline, nsb.h) */
 
 /* [signal-safe] */
 static void
@@ -154,13 +155,14 @@ hint_give(int fd)
 {
 	atomic_store_explicit(&hint_fd[atomic_fetch_add(&hint_next, 1) % HINTS], fd + 1,
 			      memory_order_relaxed);
-	atomic_store_explicit(&hints, 1, memory_order_relaxed);
+	atomic_store_explicit(&nsb_received_hints, 1, memory_order_relaxed);
 }
 
+/* nsb_received_hint_take() (nsb.h) once a hint was ever given. */
 bool
-nsb_received_hint_take(int fd)
+nsb_received_hint_find(int fd)
 {
-	if (fd < 0 || !atomic_load_explicit(&hints, memory_order_relaxed))
+	if (fd < 0)
 		return false;
 	for (int i = 0; i < HINTS; i++) {
 		int expected = fd + 1;
@@ -176,7 +178,7 @@ nsb_received_hint_take(int fd)
 void
 nsb_received_hint_drop(unsigned first, unsigned last)
 {
-	if (!atomic_load_explicit(&hints, memory_order_relaxed))
+	if (!atomic_load_explicit(&nsb_received_hints, memory_order_relaxed))
 		return;
 	for (int i = 0; i < HINTS; i++) {
 		int v = atomic_load_explicit(&hint_fd[i], memory_order_relaxed) - 1;
@@ -218,16 +220,10 @@ foreign_give(int fd)
 		arrival = atomic_fetch_add(&foreign_arrivals, 1) + 1;
 	atomic_store_explicit(&foreign_fd[atomic_fetch_add(&foreign_next, 1) % FOREIGN],
 			      ((uint64_t)arrival << 32) | (uint32_t)(fd + 1), memory_order_relaxed);
-	atomic_store_explicit(&foreign_given, 1, memory_order_relaxed);
+	atomic_store_explicit(&nsb_received_foreign_given, 1, memory_order_relaxed);
 	return arrival;
 }
 
-/* [signal-safe] */
-bool
-nsb_received_foreign_any(void)
-{
-	return atomic_load_explicit(&foreign_given, memory_order_relaxed) != 0;
-}
 
 bool
 nsb_received_foreign(int fd, uint32_t *arrival)
@@ -254,11 +250,6 @@ refused(int err)
 	return err != ENOSYS && err != EBADF && err != EINVAL && err != EFAULT;
 }
 
-bool
-nsb_received_any(void)
-{
-	return atomic_load_explicit(&written, memory_order_acquire) != 0;
-}
 
 /* [signal-safe] A consistent copy of entry i, or false while it is written. */
 static bool
@@ -302,7 +293,7 @@ find(const struct nsb_identity *id, struct received *out)
 {
 	struct bucket *b;
 
-	if (!atomic_load_explicit(&written, memory_order_acquire))
+	if (!atomic_load_explicit(&nsb_received_written, memory_order_acquire))
 		return -1;
 	b = &buckets[bucket_of(id->dev, id->ino)];
 	for (unsigned w = 0; w < WORDS; w++) {
@@ -437,10 +428,10 @@ remember(const struct nsb_identity *id, int pid, const char comm[16])
 	memcpy(e->comm, comm, sizeof(e->comm));
 	atomic_store_explicit(&e->seq, s + 2, memory_order_release);
 	/* Published: readers scan up to min(written, RECEIVED_MAX). */
-	unsigned w = atomic_load_explicit(&written, memory_order_relaxed);
+	unsigned w = atomic_load_explicit(&nsb_received_written, memory_order_relaxed);
 
 	while (w < RECEIVED_MAX && w <= (unsigned)i &&
-	       !atomic_compare_exchange_weak(&written, &w, (unsigned)i + 1))
+	       !atomic_compare_exchange_weak(&nsb_received_written, &w, (unsigned)i + 1))
 		;
 }
 

@@ -49,8 +49,9 @@
  * syscall() calls bind to it (-Bsymbolic-functions), and a handler may
  * make them.
  *
- * Signal context: everything in this file (nsb_unfiltered reads the
- * status with raw system calls into a small stack buffer; no lock).
+ * Signal context: everything in this file (nsb_unfiltered_ask reads the
+ * status with raw system calls into a small stack buffer; no lock), and
+ * nsb_unfiltered, inline in nsb.h (one atomic load of the state it keeps).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -73,7 +74,7 @@ void nsb_seccomp_coming(long nr, long a, long b, long c);
 long nsb_syscall_failed(long ret);
 
 /* 0: not asked yet; 1: no filter; 2: a filter is (or may be) in force. */
-static _Atomic int filter_state;
+_Atomic int nsb_filter_state;	/* nsb_unfiltered() reads it inline (nsb.h) */
 
 /*
  * [signal-safe] The raw system call, as glibc's syscall() makes it: -1
@@ -186,11 +187,11 @@ seccomp_mode(void)
 	return mode;
 }
 
-/* [signal-safe] */
+/* [signal-safe] nsb_unfiltered() the first time (its state 0). */
 bool
-nsb_unfiltered(void)
+nsb_unfiltered_ask(void)
 {
-	int state = atomic_load_explicit(&filter_state, memory_order_acquire);
+	int state = atomic_load_explicit(&nsb_filter_state, memory_order_acquire);
 
 	if (state == 0) {
 		/* NSB_TEST_SECCOMP=filtered (tests): as under a filter,
@@ -201,7 +202,7 @@ nsb_unfiltered(void)
 		/* A filter seen meanwhile wins: only ever 0 -> 1 -> 2. */
 		int expected = 0;
 
-		if (!atomic_compare_exchange_strong(&filter_state, &expected, state))
+		if (!atomic_compare_exchange_strong(&nsb_filter_state, &expected, state))
 			state = expected;
 		errno = saved_errno;
 	}
@@ -213,7 +214,7 @@ nsb_unfiltered(void)
 __attribute__((used)) void
 nsb_filter_coming(void)
 {
-	atomic_store_explicit(&filter_state, 2, memory_order_release);
+	atomic_store_explicit(&nsb_filter_state, 2, memory_order_release);
 	/* vfork from now on as the C library's (process.c). */
 	nsb_process_clone_coming();
 }
