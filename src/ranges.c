@@ -806,7 +806,7 @@ nsb_ranges_overlap_peek(uintptr_t start, uintptr_t end, struct nsb_peek *pk)
 bool
 nsb_ranges_overlap(uintptr_t start, uintptr_t end)
 {
-	return !empty() && nsb_ranges_overlap_peek(start, end, NULL);
+	return nsb_ranges_overlap_peek(start, end, NULL);
 }
 
 /* [signal-safe] */
