@@ -122,32 +122,6 @@ waiter(void *arg)
 	return NULL;
 }
 
-static long
-raw_seccomp(struct sock_fprog *prog)
-{
-#if defined(__x86_64__)
-	long ret;
-	register long a2 __asm__("rdx") = (long)prog;
-
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "0"((long)SYS_seccomp), "D"((long)SECCOMP_SET_MODE_FILTER), "S"(0L), "r"(a2)
-			 : "rcx", "r11", "memory");
-	return ret;
-#elif defined(__aarch64__)
-	register long x8 __asm__("x8") = SYS_seccomp;
-	register long x0 __asm__("x0") = SECCOMP_SET_MODE_FILTER;
-	register long x1 __asm__("x1") = 0;
-	register long x2 __asm__("x2") = (long)prog;
-
-	__asm__ volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory");
-	return x0;
-#else
-	(void)prog;
-	return -1;
-#endif
-}
-
 /* [signal handler] emptymap, emptyprot: the trapped mmap(2) of the
  * library (its one with this length and these flags), made here with
  * MAP_FIXED_NOREPLACE, then a nested munmap or mprotect of it.  Returns
@@ -263,6 +237,22 @@ out:
 #endif
 }
 
+/* on_sys for SIGSYS, then the filter, behind the library's back. */
+static void
+trap_with(struct sock_fprog *prog)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_sys;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	NSBT_CHECK(sigaction(SIGSYS, &sa, NULL) == 0, "sigaction: %s", strerror(errno));
+	NSBT_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "prctl: %s", strerror(errno));
+	if (core_raw_seccomp(prog) != 0)
+		nsbt_skip("no seccomp filter could be installed (%s)", strerror(errno));
+}
+
 /* The library's own descriptor of the file "nestedtrap-last". */
 static int
 kept_fd(void)
@@ -338,7 +328,6 @@ empty_scenario(void)
 	};
 	struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
 	struct nosigbus_stats st;
-	struct sigaction sa;
 	char *first, *hole, *p;
 
 	f[3].k = (unsigned)(PAGES * ps);
@@ -354,14 +343,7 @@ empty_scenario(void)
 	hole = core_map(NULL, PAGES * ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	NSBT_CHECK(munmap(hole, PAGES * ps) == 0, "munmap: %s", strerror(errno));
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_sys;
-	sa.sa_flags = SA_SIGINFO;
-	sigemptyset(&sa.sa_mask);
-	NSBT_CHECK(sigaction(SIGSYS, &sa, NULL) == 0, "sigaction: %s", strerror(errno));
-	NSBT_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "prctl: %s", strerror(errno));
-	if (raw_seccomp(&prog) != 0)
-		nsbt_skip("no seccomp filter could be installed (%s)", strerror(errno));
+	trap_with(&prog);
 
 	p = mmap(hole, PAGES * ps, CORE_PROT_RW, MAP_SHARED | MAP_FIXED | MAP_NOSIGBUS, zfd, 0);
 	NSBT_CHECK(p == hole, "mmap: %s", p == MAP_FAILED ? strerror(errno) : "another address");
@@ -408,7 +390,6 @@ scenario(void *arg)
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
 	struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
-	struct sigaction sa;
 	char *first, *p, *q;
 	int fd, kept;
 
@@ -444,14 +425,7 @@ scenario(void *arg)
 					     "(deleted): 1 page rescued in 1 fault\n",
 				    program_invocation_short_name, (int)getpid());
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_sys;
-	sa.sa_flags = SA_SIGINFO;
-	sigemptyset(&sa.sa_mask);
-	NSBT_CHECK(sigaction(SIGSYS, &sa, NULL) == 0, "sigaction: %s", strerror(errno));
-	NSBT_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "prctl: %s", strerror(errno));
-	if (raw_seccomp(&prog) != 0)
-		nsbt_skip("no seccomp filter could be installed (%s)", strerror(errno));
+	trap_with(&prog);
 
 	if (strcmp(mode, "forkafter") == 0) {
 		unmap_me = p;

@@ -25,32 +25,6 @@
 
 static size_t ps;
 
-static long
-raw_seccomp(struct sock_fprog *prog)
-{
-#if defined(__x86_64__)
-	long ret;
-	register long a2 __asm__("rdx") = (long)prog;
-
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "0"((long)SYS_seccomp), "D"((long)SECCOMP_SET_MODE_FILTER), "S"(0L), "r"(a2)
-			 : "rcx", "r11", "memory");
-	return ret;
-#elif defined(__aarch64__)
-	register long x8 __asm__("x8") = SYS_seccomp;
-	register long x0 __asm__("x0") = SECCOMP_SET_MODE_FILTER;
-	register long x1 __asm__("x1") = 0;
-	register long x2 __asm__("x2") = (long)prog;
-
-	__asm__ volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory");
-	return x0;
-#else
-	(void)prog;
-	return -1;
-#endif
-}
-
 static void
 scenario(void *arg)
 {
@@ -73,7 +47,7 @@ scenario(void *arg)
 		/* Raw: the library's prctl and syscall are not for a vfork
 		 * child's own filter. */
 		if (syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-		    raw_seccomp(&prog) != 0)
+		    core_raw_seccomp(&prog) != 0)
 			_exit(77);
 		munmap(a, ps);
 		_exit(0);
