@@ -25,8 +25,10 @@
 
 /* Installs a seccomp filter with the system call itself, behind the
  * library's back (its prctl and seccomp wrappers would see it): the
- * kernel's return, 0 or -errno; -1 on other architectures. */
-static inline long
+ * kernel's return, 0 or -errno; -1 on other architectures.  Not inlined:
+ * in a function that calls vfork (vforkdeath.c), gcc's -Wclobbered takes
+ * the register variables for ones vfork may clobber (aarch64). */
+static __attribute__((noinline, unused)) long
 core_raw_seccomp(struct sock_fprog *prog)
 {
 #if defined(__x86_64__)
