@@ -36,7 +36,7 @@
  * descriptor whose statx is refused (below, "foreign") costs nothing more.
  *
  * The table is lock-free: an entry is written between two increments of
- * its sequence number (odd while it is nsb_received_written), and read only if the
+ * its sequence number (odd while it is written), and read only if the
  * number was even and unchanged around the read.  recvmsg may be called
  * from a signal handler (it is async-signal-safe), so nothing here takes a
  * lock, allocates or uses stdio.
@@ -92,7 +92,7 @@ atomic_uint nsb_received_written;	/* entries ever written: 0, nothing received (
  * mmap's nsb_received_is()), and a scan of the full table cost about
  * 1.5 us of user time per pool (nsb-cli-pool).  A writer clears the bit of the identity it overwrites
  * and sets its own while the entry is odd (claimed), before making it
- * even: a reader that misses a bit missed an entry being nsb_received_written, which
+ * even: a reader that misses a bit missed an entry being written, which
  * the scan skipped too; a bit set for an entry that is not (yet, or no
  * longer) its identity costs one compare.  The hash is of (dev, ino)
  * only: nsb_received_sender looks without the birth time.
