@@ -70,7 +70,8 @@ static struct nsb_account *free_list[CLASSES];
 static uint32_t chunk_pages[CLASSES];	/* (.bss: see tests/bench/startup.c) */
 #define MAX_CHUNK ((size_t)1 << 20)
 /* Accounts that may have no record left (nsb_account_release_unused,
- * inline in nsb.h): not static, for that one test (issue 40). */
+ * inline in nsb.h): not static, so that the inline check in nsb.h reads
+ * it (one load on the usual path, no call). */
 struct nsb_account *nsb_account_release_list;
 static uint64_t next_id = 1;
 
