@@ -99,7 +99,19 @@ struct job {
  * system's mmap does, private mappings too): a run past the end (an
  * mremap's growth over a replaced last unit, whose file is not asked)
  * would lengthen the program's file.  There it is mapped without write
- * first, then given it: mprotect changes no size.
+ * first, then given it: mprotect changes no size.  A hugetlbfs run is
+ * mapped MAP_NORESERVE: the replaced unit it stands for reserved no huge
+ * page, and a reservation would fail where none is free (Debian's
+ * default, vm.nr_hugepages=0) for a mapping the program made with
+ * MAP_NORESERVE.
+ *
+ * A MAP_FIXED mmap that fails may have unmapped what was there first
+ * (the kernel removes the old VMAs before the file system's mmap can
+ * refuse, as hugetlbfs does for want of huge pages): the run would be a
+ * hole in the program's mapping.  So a failed run gets private zeros
+ * again, as replaced units are, where the range is now free
+ * (MAP_FIXED_NOREPLACE: where the old units are still there, they stay,
+ * with what the program wrote into them).
  */
 static size_t
 map_runs(const struct job *j, int fd)
@@ -110,12 +122,21 @@ map_runs(const struct job *j, int fd)
 	int first = huge ? prot & ~PROT_WRITE : prot;
 	size_t i;
 
+	if (huge)
+		flags |= MAP_NORESERVE;
 	for (i = 0; i < j->n; i++) {
 		void *at = (void *)j->runs[i].start;
 		size_t len = j->runs[i].end - j->runs[i].start;
 
-		if (nsb_sys_mmap(at, len, first, flags, fd, (off_t)j->runs[i].off) == MAP_FAILED)
+		if (nsb_sys_mmap(at, len, first, flags, fd, (off_t)j->runs[i].off) == MAP_FAILED) {
+			void *z = nsb_sys_mmap(at, len, prot, MAP_FIXED_NOREPLACE | MAP_PRIVATE |
+					       MAP_ANONYMOUS, -1, 0);
+
+			/* A kernel before 4.17 takes the flag as a hint. */
+			if (z != MAP_FAILED && z != at)
+				(void)nsb_sys_munmap(z, len);
 			break;
+		}
 		/* Refused (the commit charge of a private mapping): private
 		 * zeros again, as replaced units are. */
 		if (first != prot && nsb_sys_mprotect(at, len, prot) != 0) {
