@@ -1476,7 +1476,11 @@ madvise(void *addr, size_t len, int advice)
 #define SYS_process_madvise 440
 #endif
 
-/* Does pidfd name this process?  Its fdinfo says which pid it names. */
+/* Does pidfd name this process?  Its fdinfo says which pid it names.
+ * Read as every other file of /proc the library reads (nsb_proc_open: a
+ * filter that traps openat to a broker gets a deliverable SIGSYS), not
+ * through the C library's open, which the program may have interposed
+ * itself; the pid is the cached one (no getpid). */
 static bool
 pidfd_is_self(int pidfd)
 {
@@ -1486,7 +1490,7 @@ pidfd_is_self(int pidfd)
 	int fd;
 
 	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = nsb_proc_open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
 	len = read(fd, buf, sizeof(buf) - 1);
@@ -1501,7 +1505,7 @@ pidfd_is_self(int pidfd)
 		;
 	while (*p >= '0' && *p <= '9')
 		pid = pid * 10 + (*p++ - '0');
-	return pid == (long)getpid();
+	return pid == (long)nsb_getpid();
 }
 
 /* The kernel takes only advices about memory use here (MADV_COLD,
