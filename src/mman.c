@@ -192,7 +192,13 @@ ask_kernel(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool p
 		 * no list to copy and sort. */
 		rs->lo = cands->r[0].start > start ? cands->r[0].start : start;
 		rs->hi = cands->r[0].end < end ? cands->r[0].end : end;
-		return rs->lo < rs->hi ? nsb_maps_each(rs->lo, rs->hi, false, resync_vma, rs) : 0;
+		if (rs->lo >= rs->hi)
+			return 0;
+		/* The VMA's name is read only for an anonymous record's
+		 * (same_mapping): a file's is not asked of the kernel. */
+		return (cands->r[0].meta & NSB_META_ANON)
+			       ? nsb_maps_each(rs->lo, rs->hi, false, resync_vma, rs)
+			       : nsb_maps_each_unnamed(rs->lo, rs->hi, resync_vma, rs);
 	}
 	if (pkeys || !nsb_maps_queries() || !(runs = nsb_scratch(cands->n * sizeof(*runs))))
 		return nsb_maps_each(start, end, pkeys, resync_vma, rs);
@@ -337,12 +343,22 @@ resync(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys
 			keep_mapped(start, end, cands, &rs.keep);
 	}
 	if (only_prot_changed(start, end, cands, &rs.keep, are_records)) {
+		bool changed = false;
+
 		for (size_t i = 0; i < rs.keep.n; i++)
-			if ((rs.keep.r[i].meta ^ cands->r[i].meta) & NSB_META_PROT)
+			if ((rs.keep.r[i].meta ^ cands->r[i].meta) & NSB_META_PROT) {
 				/* Inside a candidate, which is a record:
 				 * no search. */
 				(void)nsb_ranges_set_prot_found(rs.keep.r[i].start, rs.keep.r[i].end,
 								(int)(rs.keep.r[i].meta & NSB_META_PROT), -1);
+				changed = true;
+			}
+		/* The kernel shows what the records say: the table is as it
+		 * was before the call, nothing cut that a join would mend. */
+		if (!changed) {
+			nsb_saved_free(&rs.keep);
+			return;
+		}
 	} else {
 		nsb_ranges_cut(start, end);
 		for (size_t i = 0; i < rs.keep.n; i++)

@@ -1331,6 +1331,48 @@ span(const struct table *t, uintptr_t start, uintptr_t end, size_t *k)
 	return p;
 }
 
+/* Where nsb_ranges_one() last found a record (in either copy: they hold
+ * the same records in the same places): the first guess of exact_in()
+ * and start_pos(), checked there (the lock is held). */
+static struct pos one_found;
+
+/*
+ * find_pos(t, addr) where that is the record starting at addr, else the
+ * end or a record that does not start there: the search only where the
+ * place nsb_ranges_one() found (any place inside the copy will do: the
+ * records are in order) cannot tell.  A join after a failed mprotect asks
+ * at the two ends of the record that call found (issue 40: two searches
+ * a call less).
+ */
+static inline __attribute__((always_inline)) struct pos
+start_pos(const struct table *t, uintptr_t addr)
+{
+	struct pos h = one_found, none = { t->nc, 0 };
+	const struct slot *s;
+
+	if (h.j >= t->nc || h.i >= t->c->r[h.j].n)
+		return find_pos(t, addr);
+	s = at(t, h);
+	if (s->start == addr)
+		return h;
+	if (s->start < addr) {
+		/* Nothing starts between s and the record above it. */
+		if (h.i > 0) {
+			uintptr_t above = t->c->r[h.j].s[h.i - 1].start;
+
+			if (above == addr) {
+				h.i--;
+				return h;
+			}
+			if (above > addr)
+				return none;
+		} else if (h.j == 0) {
+			return none;	/* s is the highest record */
+		}
+	}
+	return find_pos(t, addr);
+}
+
 /* The two records that meet at addr, the upper at *hi and the lower at
  * *lo, if they are one mapping's contiguous pieces with the same
  * attributes (as the kernel would merge the VMAs). */
@@ -1339,7 +1381,7 @@ joinable_at(const struct table *t, uintptr_t addr, struct pos *hi, struct pos *l
 {
 	const struct slot *u, *l;
 
-	*hi = find_pos(t, addr);
+	*hi = start_pos(t, addr);
 	if (at_end(t, *hi) || at(t, *hi)->start != addr)
 		return false;
 	*lo = next_pos(t, *hi);
@@ -1685,11 +1727,6 @@ same_place(const struct table *t, struct pos p, uintptr_t start)
 	return p.j < t->nc && p.i < t->c->r[p.j].n && at(t, p)->start == start;
 }
 
-/* Where nsb_ranges_one() last found a record (in either copy: they hold
- * the same records in the same places): the first guess of exact_in(),
- * checked there (the lock is held). */
-static struct pos one_found;
-
 /* exact_at(), trying first the place nsb_ranges_one() found: the call
  * that asked it is usually the one making the change. */
 static inline __attribute__((always_inline)) bool
@@ -1766,6 +1803,10 @@ prot_exact(uintptr_t start, uintptr_t end, int prot, int pkey)
 	m |= (uint32_t)prot & NSB_META_PROT;
 	if (pkey >= 0)
 		m = (m & ~NSB_META_PKEY_MASK) | NSB_META_MKPKEY(pkey);
+	/* The protection and key it has already (an mprotect that repeats
+	 * one): the copies hold the same records, nothing to change. */
+	if (m == at(in, p)->meta_gen)
+		return 1;
 	atomic_fetch_add(&version, 1);
 	at(in, p)->meta_gen = m;
 	switch_copies();
