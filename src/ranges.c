@@ -1376,7 +1376,7 @@ start_pos(const struct table *t, uintptr_t addr)
 /* The two records that meet at addr, the upper at *hi and the lower at
  * *lo, if they are one mapping's contiguous pieces with the same
  * attributes (as the kernel would merge the VMAs). */
-static bool
+static inline __attribute__((always_inline)) bool
 joinable_at(const struct table *t, uintptr_t addr, struct pos *hi, struct pos *lo)
 {
 	const struct slot *u, *l;
@@ -2024,14 +2024,22 @@ nsb_ranges_cut_stale(uintptr_t start, uintptr_t end)
 	cut_stale_found(start, end);
 }
 
+static __attribute__((noinline)) int
+join_at(uintptr_t addr)
+{
+	return update(&(struct op){ .kind = OP_JOIN, .r = { .start = addr } });
+}
+
 int
 nsb_ranges_join(uintptr_t addr)
 {
 	struct pos hi, lo;
 
+	/* Inline, the join apart (join_at): the usual answer, no join, is
+	 * a check without a frame for the op (issue 40). */
 	if (!joinable_at(&copies[atomic_load(&active)], addr, &hi, &lo))
 		return 0;
-	return update(&(struct op){ .kind = OP_JOIN, .r = { .start = addr } });
+	return join_at(addr);
 }
 
 int
