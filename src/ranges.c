@@ -1693,16 +1693,23 @@ update(const struct op *op)
  * a change of whole records), its ENOMEM not the caller's: as
  * nsb_ranges_reserve(2), errno kept.  Where both copies have room
  * already, the check alone (nsb_ranges_reserve()'s first). */
+static __attribute__((noinline, cold)) void
+reserve_whole_slow(void)
+{
+	int err = errno;
+
+	if (nsb_ranges_reserve(2) < 0)
+		errno = err;
+}
+
 static inline void
 reserve_whole(void)
 {
-	int err;
-
+	/* The calls apart: no register of the caller's saved for them on
+	 * the usual way (issue 40). */
 	if (copies[0].roomy >= 2 && copies[1].roomy >= 2)
 		return;
-	err = errno;
-	if (nsb_ranges_reserve(2) < 0)
-		errno = err;
+	reserve_whole_slow();
 }
 
 /* The one record that is exactly [start, end), in copy t. */
@@ -1788,7 +1795,7 @@ cut_exact(uintptr_t start, uintptr_t end)
 
 /* A change of protection of exactly one whole record: 1 done, 0 not
  * that case. */
-static int
+static inline __attribute__((always_inline)) int
 prot_exact(uintptr_t start, uintptr_t end, int prot, int pkey)
 {
 	int inactive = 1 - atomic_load(&active);
@@ -2053,13 +2060,13 @@ nsb_ranges_set_prot(uintptr_t start, uintptr_t end, int prot, int pkey)
 	return update(&op);
 }
 
-int
-nsb_ranges_set_prot_found(uintptr_t start, uintptr_t end, int prot, int pkey)
+/* nsb_ranges_set_prot_found() past its short way: the op, whose frame
+ * the short way does not need. */
+static __attribute__((noinline)) int
+set_prot_update(uintptr_t start, uintptr_t end, int prot, int pkey)
 {
 	struct op op;
 
-	if (prot_exact(start, end, prot, pkey))
-		return 0;
 	/* All apply() reads of a change of protection (not the whole op
 	 * zeroed first, see nsb_ranges_insert). */
 	op.kind = OP_PROT;
@@ -2068,6 +2075,55 @@ nsb_ranges_set_prot_found(uintptr_t start, uintptr_t end, int prot, int pkey)
 	op.prot = prot;
 	op.pkey = pkey;
 	return update(&op);
+}
+
+/* prot_exact() where the place nsb_ranges_one() found is the record's in
+ * both copies, both have room and no key is given: the usual mprotect's
+ * change, with no search and no call on its way (issue 40).  1 done, 0
+ * not that case. */
+static inline __attribute__((always_inline)) int
+prot_found_place(uintptr_t start, uintptr_t end, int prot, int pkey)
+{
+	int inactive = 1 - atomic_load(&active);
+	struct table *in = &copies[inactive], *out = &copies[inactive ^ 1];
+	struct pos p = one_found;
+	struct slot *a, *b;
+	uint32_t m;
+
+	if (pkey >= 0 || copies[0].roomy < 2 || copies[1].roomy < 2 ||
+	    !same_place(in, p, start) || !same_place(out, p, start))
+		return 0;
+	a = at(in, p);
+	if (slot_end(a) != end)
+		return 0;
+	/* The same record in the other copy: they hold the same ones. */
+	b = at(out, p);
+	m = (a->meta_gen & ~NSB_META_PROT) | ((uint32_t)prot & NSB_META_PROT);
+	if (m == a->meta_gen)
+		return 1;	/* the protection it has (see prot_exact) */
+	atomic_fetch_add(&version, 1);
+	a->meta_gen = m;
+	switch_copies();
+	b->meta_gen = m;
+	atomic_fetch_add(&version, 1);
+	return 1;
+}
+
+/* The rest of nsb_ranges_set_prot_found(): another place, or a key. */
+static __attribute__((noinline)) int
+set_prot_other(uintptr_t start, uintptr_t end, int prot, int pkey)
+{
+	if (prot_exact(start, end, prot, pkey))
+		return 0;
+	return set_prot_update(start, end, prot, pkey);
+}
+
+int
+nsb_ranges_set_prot_found(uintptr_t start, uintptr_t end, int prot, int pkey)
+{
+	if (prot_found_place(start, end, prot, pkey))
+		return 0;
+	return set_prot_other(start, end, prot, pkey);
 }
 
 int
