@@ -375,12 +375,12 @@ escape_newlines(char *name, size_t size)
  * kernel does not know the call.
  */
 static int
-query_each(int fd, uintptr_t lo, uintptr_t hi,
+query_each(int fd, uintptr_t lo, uintptr_t hi, bool names,
 	   int (*fn)(const struct nsb_vma *vma, void *arg), void *arg)
 {
 	char name[PATH_MAX];
 	uintptr_t at = lo;
-	bool with_name = true;
+	bool with_name = names;
 
 	name[0] = '\0';
 	while (at < hi) {
@@ -389,7 +389,9 @@ query_each(int fd, uintptr_t lo, uintptr_t hi,
 			.query_flags = NSB_QUERY_COVERING_OR_NEXT_VMA,
 			.query_addr = at,
 			.vma_name_size = with_name ? sizeof(name) : 0,
-			.vma_name_addr = (uintptr_t)name,
+			/* Both or neither: a size of 0 with an address is
+			 * EINVAL (the kernel checks them together). */
+			.vma_name_addr = with_name ? (uintptr_t)name : 0,
 		};
 		struct nsb_vma vma;
 		int ret;
@@ -433,7 +435,7 @@ query_each(int fd, uintptr_t lo, uintptr_t hi,
 		vma.flags_sig = 0;
 		vma.path = with_name && q.vma_name_size > 1 &&
 			   escape_newlines(name, sizeof(name)) ? name : NULL;
-		with_name = true;
+		with_name = names;
 		if ((ret = fn(&vma, arg)) != 0)
 			return ret;
 		at = vma.end;
@@ -520,9 +522,9 @@ nsb_maps_hole(uintptr_t lo, uintptr_t hi)
 	return ret;
 }
 
-int
-nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
-	      int (*fn)(const struct nsb_vma *vma, void *arg), void *arg)
+static int
+maps_each(uintptr_t lo, uintptr_t hi, bool smaps, bool names,
+	  int (*fn)(const struct nsb_vma *vma, void *arg), void *arg)
 {
 	struct walk w;
 	char buf[8192];
@@ -536,7 +538,7 @@ nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
 
 		if (fd < 0)
 			return -1;
-		ret = query_each(fd, lo, hi, fn, arg);
+		ret = query_each(fd, lo, hi, names, fn, arg);
 		if (ret == QUERY_MISSING && kept) {
 			/* Not the maps any more (the program reused our number
 			 * behind our back), or a kernel without the call: asked
@@ -546,7 +548,7 @@ nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
 				nsb_files_maps_forget();
 				return -1;
 			}
-			ret = query_each(fd, lo, hi, fn, arg);
+			ret = query_each(fd, lo, hi, names, fn, arg);
 			if (ret == QUERY_MISSING)
 				nsb_files_maps_drop();
 			else
@@ -568,6 +570,23 @@ nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
 	 * instructions. */
 	w = (struct walk){ .lo = lo, .hi = hi, .smaps = smaps, .fn = fn, .arg = arg };
 	return walk_file(smaps ? "/proc/self/smaps" : "/proc/self/maps", buf, sizeof(buf), &w);
+}
+
+int
+nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
+	      int (*fn)(const struct nsb_vma *vma, void *arg), void *arg)
+{
+	return maps_each(lo, hi, smaps, true, fn, arg);
+}
+
+/* Where the kernel is asked, it is not asked for the VMAs' names (the
+ * path it would build and the library scan for newlines): vma->path is
+ * NULL.  Read from the maps, the names come with the lines. */
+int
+nsb_maps_each_unnamed(uintptr_t lo, uintptr_t hi,
+		      int (*fn)(const struct nsb_vma *vma, void *arg), void *arg)
+{
+	return maps_each(lo, hi, false, false, fn, arg);
 }
 
 /* Test hook: did the last nsb_maps_each ask the kernel (true) or read? */

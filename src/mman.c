@@ -114,6 +114,11 @@ struct resync {
 	struct nsb_saved keep;
 	uintptr_t lo, hi;	/* what the kernel is asked about now */
 	int err;
+	/* One candidate that the table holds as it is (are_records), asked
+	 * about alone: whole in one VMA of its mapping, that VMA's
+	 * protection in one_prot and nothing in keep (one_vma). */
+	bool one_whole, one;
+	int one_prot;
 };
 
 /* Is the VMA still the mapping the candidate record described? */
@@ -163,6 +168,23 @@ resync_vma(const struct nsb_vma *vma, void *arg)
 	return 0;
 }
 
+/* resync_vma() for the one candidate of resync_one(): where the first
+ * VMA holds all of it, of its mapping, only that VMA's protection is
+ * kept (the query ends there: the VMA reaches hi), not a list. */
+static int
+one_vma(const struct nsb_vma *vma, void *arg)
+{
+	struct resync *rs = arg;
+
+	if (rs->keep.n == 0 && vma->start <= rs->lo && vma->end >= rs->hi &&
+	    same_mapping(&rs->cands->r[0], vma, rs->lo)) {
+		rs->one = true;
+		rs->one_prot = vma->prot;
+		return 0;
+	}
+	return resync_vma(vma, arg);
+}
+
 static int
 by_start(const void *a, const void *b)
 {
@@ -181,6 +203,7 @@ static int
 ask_kernel(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys,
 	   struct resync *rs)
 {
+	int (*fn)(const struct nsb_vma *vma, void *arg);
 	struct nsb_range *runs;
 	size_t n = 0;
 	int ret = 0;
@@ -192,7 +215,15 @@ ask_kernel(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool p
 		 * no list to copy and sort. */
 		rs->lo = cands->r[0].start > start ? cands->r[0].start : start;
 		rs->hi = cands->r[0].end < end ? cands->r[0].end : end;
-		return rs->lo < rs->hi ? nsb_maps_each(rs->lo, rs->hi, false, resync_vma, rs) : 0;
+		if (rs->lo >= rs->hi)
+			return 0;
+		fn = rs->one_whole && rs->lo == cands->r[0].start && rs->hi == cands->r[0].end
+			     ? one_vma : resync_vma;
+		/* The VMA's name is read only for an anonymous record's
+		 * (same_mapping): a file's is not asked of the kernel. */
+		return (cands->r[0].meta & NSB_META_ANON)
+			       ? nsb_maps_each(rs->lo, rs->hi, false, fn, rs)
+			       : nsb_maps_each_unnamed(rs->lo, rs->hi, fn, rs);
 	}
 	if (pkeys || !nsb_maps_queries() || !(runs = nsb_scratch(cands->n * sizeof(*runs))))
 		return nsb_maps_each(start, end, pkeys, resync_vma, rs);
@@ -330,19 +361,45 @@ resync(uintptr_t start, uintptr_t end, const struct nsb_saved *cands, bool pkeys
 	rs.cands = cands;
 	rs.lo = rs.hi = 0;
 	rs.err = 0;
+	rs.one_whole = are_records && cands->n == 1;
+	rs.one = false;
 	nsb_saved_init(&rs.keep);
 	if (cands->n && ask_kernel(start, end, cands, pkeys, &rs) != 0) {
 		rs.keep.n = 0;
+		rs.one = false;
 		if (rs.err != ENOMEM)
 			keep_mapped(start, end, cands, &rs.keep);
 	}
+	if (rs.one) {
+		/* The one record, whole in one VMA of its mapping (a failed
+		 * mprotect next to a record): only its protection may have
+		 * changed; where it did not, nothing did (no join either,
+		 * as below). */
+		if (!((cands->r[0].meta ^ (uint32_t)rs.one_prot) & NSB_META_PROT))
+			return;
+		(void)nsb_ranges_set_prot_found(cands->r[0].start, cands->r[0].end,
+						rs.one_prot & NSB_META_PROT, -1);
+		(void)nsb_ranges_join(start);
+		(void)nsb_ranges_join(end);
+		return;
+	}
 	if (only_prot_changed(start, end, cands, &rs.keep, are_records)) {
+		bool changed = false;
+
 		for (size_t i = 0; i < rs.keep.n; i++)
-			if ((rs.keep.r[i].meta ^ cands->r[i].meta) & NSB_META_PROT)
+			if ((rs.keep.r[i].meta ^ cands->r[i].meta) & NSB_META_PROT) {
 				/* Inside a candidate, which is a record:
 				 * no search. */
 				(void)nsb_ranges_set_prot_found(rs.keep.r[i].start, rs.keep.r[i].end,
 								(int)(rs.keep.r[i].meta & NSB_META_PROT), -1);
+				changed = true;
+			}
+		/* The kernel shows what the records say: the table is as it
+		 * was before the call, nothing cut that a join would mend. */
+		if (!changed) {
+			nsb_saved_free(&rs.keep);
+			return;
+		}
 	} else {
 		nsb_ranges_cut(start, end);
 		for (size_t i = 0; i < rs.keep.n; i++)

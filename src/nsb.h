@@ -996,6 +996,10 @@ struct nsb_vma {
  * not be read, else fn's last return value (0 when it never stopped). */
 int nsb_maps_each(uintptr_t lo, uintptr_t hi, bool smaps,
 		  int (*fn)(const struct nsb_vma *vma, void *arg), void *arg);
+/* nsb_maps_each(lo, hi, false, ...) where fn needs no vma->path: a query
+ * leaves it NULL (the kernel does not build the names). */
+int nsb_maps_each_unnamed(uintptr_t lo, uintptr_t hi,
+			  int (*fn)(const struct nsb_vma *vma, void *arg), void *arg);
 /* Test hook: always read the file (true), or query the kernel where it
  * can (false, the default; NSB_TEST_MAPS=read in the environment makes it
  * true at the first call). */

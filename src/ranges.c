@@ -1331,15 +1331,57 @@ span(const struct table *t, uintptr_t start, uintptr_t end, size_t *k)
 	return p;
 }
 
+/* Where nsb_ranges_one() last found a record (in either copy: they hold
+ * the same records in the same places): the first guess of exact_in()
+ * and start_pos(), checked there (the lock is held). */
+static struct pos one_found;
+
+/*
+ * find_pos(t, addr) where that is the record starting at addr, else the
+ * end or a record that does not start there: the search only where the
+ * place nsb_ranges_one() found (any place inside the copy will do: the
+ * records are in order) cannot tell.  A join after a failed mprotect asks
+ * at the two ends of the record that call found (issue 40: two searches
+ * a call less).
+ */
+static inline __attribute__((always_inline)) struct pos
+start_pos(const struct table *t, uintptr_t addr)
+{
+	struct pos h = one_found, none = { t->nc, 0 };
+	const struct slot *s;
+
+	if (h.j >= t->nc || h.i >= t->c->r[h.j].n)
+		return find_pos(t, addr);
+	s = at(t, h);
+	if (s->start == addr)
+		return h;
+	if (s->start < addr) {
+		/* Nothing starts between s and the record above it. */
+		if (h.i > 0) {
+			uintptr_t above = t->c->r[h.j].s[h.i - 1].start;
+
+			if (above == addr) {
+				h.i--;
+				return h;
+			}
+			if (above > addr)
+				return none;
+		} else if (h.j == 0) {
+			return none;	/* s is the highest record */
+		}
+	}
+	return find_pos(t, addr);
+}
+
 /* The two records that meet at addr, the upper at *hi and the lower at
  * *lo, if they are one mapping's contiguous pieces with the same
  * attributes (as the kernel would merge the VMAs). */
-static bool
+static inline __attribute__((always_inline)) bool
 joinable_at(const struct table *t, uintptr_t addr, struct pos *hi, struct pos *lo)
 {
 	const struct slot *u, *l;
 
-	*hi = find_pos(t, addr);
+	*hi = start_pos(t, addr);
 	if (at_end(t, *hi) || at(t, *hi)->start != addr)
 		return false;
 	*lo = next_pos(t, *hi);
@@ -1651,16 +1693,23 @@ update(const struct op *op)
  * a change of whole records), its ENOMEM not the caller's: as
  * nsb_ranges_reserve(2), errno kept.  Where both copies have room
  * already, the check alone (nsb_ranges_reserve()'s first). */
+static __attribute__((noinline, cold)) void
+reserve_whole_slow(void)
+{
+	int err = errno;
+
+	if (nsb_ranges_reserve(2) < 0)
+		errno = err;
+}
+
 static inline void
 reserve_whole(void)
 {
-	int err;
-
+	/* The calls apart: no register of the caller's saved for them on
+	 * the usual way (issue 40). */
 	if (copies[0].roomy >= 2 && copies[1].roomy >= 2)
 		return;
-	err = errno;
-	if (nsb_ranges_reserve(2) < 0)
-		errno = err;
+	reserve_whole_slow();
 }
 
 /* The one record that is exactly [start, end), in copy t. */
@@ -1684,11 +1733,6 @@ same_place(const struct table *t, struct pos p, uintptr_t start)
 {
 	return p.j < t->nc && p.i < t->c->r[p.j].n && at(t, p)->start == start;
 }
-
-/* Where nsb_ranges_one() last found a record (in either copy: they hold
- * the same records in the same places): the first guess of exact_in(),
- * checked there (the lock is held). */
-static struct pos one_found;
 
 /* exact_at(), trying first the place nsb_ranges_one() found: the call
  * that asked it is usually the one making the change. */
@@ -1751,7 +1795,7 @@ cut_exact(uintptr_t start, uintptr_t end)
 
 /* A change of protection of exactly one whole record: 1 done, 0 not
  * that case. */
-static int
+static inline __attribute__((always_inline)) int
 prot_exact(uintptr_t start, uintptr_t end, int prot, int pkey)
 {
 	int inactive = 1 - atomic_load(&active);
@@ -1766,6 +1810,10 @@ prot_exact(uintptr_t start, uintptr_t end, int prot, int pkey)
 	m |= (uint32_t)prot & NSB_META_PROT;
 	if (pkey >= 0)
 		m = (m & ~NSB_META_PKEY_MASK) | NSB_META_MKPKEY(pkey);
+	/* The protection and key it has already (an mprotect that repeats
+	 * one): the copies hold the same records, nothing to change. */
+	if (m == at(in, p)->meta_gen)
+		return 1;
 	atomic_fetch_add(&version, 1);
 	at(in, p)->meta_gen = m;
 	switch_copies();
@@ -1983,14 +2031,22 @@ nsb_ranges_cut_stale(uintptr_t start, uintptr_t end)
 	cut_stale_found(start, end);
 }
 
+static __attribute__((noinline)) int
+join_at(uintptr_t addr)
+{
+	return update(&(struct op){ .kind = OP_JOIN, .r = { .start = addr } });
+}
+
 int
 nsb_ranges_join(uintptr_t addr)
 {
 	struct pos hi, lo;
 
+	/* Inline, the join apart (join_at): the usual answer, no join, is
+	 * a check without a frame for the op (issue 40). */
 	if (!joinable_at(&copies[atomic_load(&active)], addr, &hi, &lo))
 		return 0;
-	return update(&(struct op){ .kind = OP_JOIN, .r = { .start = addr } });
+	return join_at(addr);
 }
 
 int
@@ -2004,13 +2060,13 @@ nsb_ranges_set_prot(uintptr_t start, uintptr_t end, int prot, int pkey)
 	return update(&op);
 }
 
-int
-nsb_ranges_set_prot_found(uintptr_t start, uintptr_t end, int prot, int pkey)
+/* nsb_ranges_set_prot_found() past its short way: the op, whose frame
+ * the short way does not need. */
+static __attribute__((noinline)) int
+set_prot_update(uintptr_t start, uintptr_t end, int prot, int pkey)
 {
 	struct op op;
 
-	if (prot_exact(start, end, prot, pkey))
-		return 0;
 	/* All apply() reads of a change of protection (not the whole op
 	 * zeroed first, see nsb_ranges_insert). */
 	op.kind = OP_PROT;
@@ -2019,6 +2075,55 @@ nsb_ranges_set_prot_found(uintptr_t start, uintptr_t end, int prot, int pkey)
 	op.prot = prot;
 	op.pkey = pkey;
 	return update(&op);
+}
+
+/* prot_exact() where the place nsb_ranges_one() found is the record's in
+ * both copies, both have room and no key is given: the usual mprotect's
+ * change, with no search and no call on its way (issue 40).  1 done, 0
+ * not that case. */
+static inline __attribute__((always_inline)) int
+prot_found_place(uintptr_t start, uintptr_t end, int prot, int pkey)
+{
+	int inactive = 1 - atomic_load(&active);
+	struct table *in = &copies[inactive], *out = &copies[inactive ^ 1];
+	struct pos p = one_found;
+	struct slot *a, *b;
+	uint32_t m;
+
+	if (pkey >= 0 || copies[0].roomy < 2 || copies[1].roomy < 2 ||
+	    !same_place(in, p, start) || !same_place(out, p, start))
+		return 0;
+	a = at(in, p);
+	if (slot_end(a) != end)
+		return 0;
+	/* The same record in the other copy: they hold the same ones. */
+	b = at(out, p);
+	m = (a->meta_gen & ~NSB_META_PROT) | ((uint32_t)prot & NSB_META_PROT);
+	if (m == a->meta_gen)
+		return 1;	/* the protection it has (see prot_exact) */
+	atomic_fetch_add(&version, 1);
+	a->meta_gen = m;
+	switch_copies();
+	b->meta_gen = m;
+	atomic_fetch_add(&version, 1);
+	return 1;
+}
+
+/* The rest of nsb_ranges_set_prot_found(): another place, or a key. */
+static __attribute__((noinline)) int
+set_prot_other(uintptr_t start, uintptr_t end, int prot, int pkey)
+{
+	if (prot_exact(start, end, prot, pkey))
+		return 0;
+	return set_prot_update(start, end, prot, pkey);
+}
+
+int
+nsb_ranges_set_prot_found(uintptr_t start, uintptr_t end, int prot, int pkey)
+{
+	if (prot_found_place(start, end, prot, pkey))
+		return 0;
+	return set_prot_other(start, end, prot, pkey);
 }
 
 int

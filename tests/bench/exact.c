@@ -255,17 +255,16 @@ op_mprotect_ok(struct xctx *c, enum variant v)
 }
 
 /* What the library asks after a failed call (maps.c): the kernel's VMA at
- * or after the record's page, with its name. */
+ * or after the record's page, without its name (the record is a memfd's,
+ * not anonymous memory's: mman.c's resync asks no name for it). */
 static void
 floor_query(struct xctx *c)
 {
-	static char name[4096];
 	struct {
 		uint64_t size, flags, addr, start, end, vflags, psize, off, ino;
 		uint32_t maj, min, name_size, build_id_size;
 		uint64_t name_addr, build_id_addr;
-	} q = { .size = 104, .flags = 0x10, .addr = (uintptr_t)c->p,
-		.name_size = sizeof(name), .name_addr = (uintptr_t)name };
+	} q = { .size = 104, .flags = 0x10, .addr = (uintptr_t)c->p };
 
 	_Static_assert(sizeof(q) == 104, "struct procmap_query");
 	syscall(SYS_ioctl, c->maps, _IOWR('f', 17, q), &q);

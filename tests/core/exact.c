@@ -130,6 +130,16 @@ small_child(void *arg)
 	want[4] = CORE_PROT_RW;
 	check_area(a, 8, want, "mprotect of exactly one record back");
 
+	/* C, read-write already, and the hole: ENOMEM, the kernel shows
+	 * what the record says (the table is left as it is). */
+	NSBT_CHECK(mprotect(a + 4 * ps, 2 * ps, CORE_PROT_RW) == -1 && errno == ENOMEM,
+		   "mprotect over a hole: %s", strerror(errno));
+	check_area(a, 8, want, "failed mprotect over a record and a hole that changed nothing");
+
+	/* Exactly C, to the protection it has: nothing to change. */
+	NSBT_CHECK(mprotect(a + 4 * ps, ps, CORE_PROT_RW) == 0, "mprotect: %s", strerror(errno));
+	check_area(a, 8, want, "mprotect of exactly one record to its own protection");
+
 	/* Exactly C: the short way's cut. */
 	NSBT_CHECK(munmap(a + 4 * ps, ps) == 0, "munmap: %s", strerror(errno));
 	want[4] = -1;
@@ -174,6 +184,36 @@ small_child(void *arg)
 	printf("ok: exact calls on one record and the calls beside them, one chunk\n");
 }
 
+/* One mapping of two pages, its upper page made read-only (two records),
+ * then that page and the free page above it back to read-write: the call
+ * fails with ENOMEM after the kernel changed the page and merged the two
+ * VMAs again, and the records must be one again too (mman.c, resync: the
+ * one record whole in one VMA, joined where the span begins). */
+static void
+join_child(void *arg)
+{
+	char *a = core_free_range(4 * ps);
+	int want[4] = { -1, CORE_PROT_RW, CORE_PROT_RW, -1 };
+	uint64_t n0;
+
+	(void)arg;
+	map_at(a + ps, 2);
+	n0 = core_stats().mappings;
+	NSBT_CHECK(mprotect(a + 2 * ps, ps, PROT_READ) == 0, "mprotect: %s", strerror(errno));
+	want[2] = PROT_READ;
+	check_area(a, 4, want, "mprotect of a record's upper page");
+	NSBT_CHECK(core_stats().mappings == n0 + 1, "the split: %llu records, expected %llu",
+		   (unsigned long long)core_stats().mappings, (unsigned long long)n0 + 1);
+	NSBT_CHECK(mprotect(a + 2 * ps, 2 * ps, CORE_PROT_RW) == -1 && errno == ENOMEM,
+		   "mprotect over a hole: %s", strerror(errno));
+	want[2] = CORE_PROT_RW;
+	check_area(a, 4, want, "failed mprotect that made the two pieces one VMA again");
+	NSBT_CHECK(core_stats().mappings == n0, "after the failed mprotect: %llu records, "
+		   "expected %llu (the pieces not joined)",
+		   (unsigned long long)core_stats().mappings, (unsigned long long)n0);
+	printf("ok: a failed mprotect that makes a split record's pieces one again\n");
+}
+
 /* More records than a chunk holds (128): every record of many chunks.
  * Every other page is a mapping of its own. */
 #define MANY 300
@@ -215,5 +255,6 @@ main(void)
 	ps = nsbt_page();
 	nsbt_expect_exit(nsbt_run(small_child, NULL), 0, "one chunk");
 	nsbt_expect_exit(nsbt_run(many_child, NULL), 0, "many chunks");
+	nsbt_expect_exit(nsbt_run(join_child, NULL), 0, "a join after a failed mprotect");
 	return 0;
 }

@@ -163,6 +163,76 @@ place(char *win, size_t at, size_t pages, int prot, int flags, int fd, off_t off
 	NSBT_CHECK(p != MAP_FAILED, "mmap at page %zu: %s", at, strerror(errno));
 }
 
+/*
+ * nsb_maps_each_unnamed() (issue 40: a failed mprotect next to a record of
+ * a file asks the kernel for no name): the same VMAs as nsb_maps_each(),
+ * no path where it queried.  Then a file whose path is longer than the
+ * kernel builds (PATH_MAX: ENAMETOOLONG, asked again without a name): the
+ * query path must still answer.  Before the fix, that second query passed
+ * a name address with a size of 0, which the kernel refuses (EINVAL), and
+ * the library stopped querying for good (the maps read from then on).
+ * Last: with the fix missing, the query path is gone for what follows.
+ */
+static void
+unnamed(char *win, uintptr_t w0, uintptr_t w1)
+{
+	enum { DEPTH = 24 };
+	char name[201], deep[32];
+	int fds[DEPTH + 1], fd;
+	void *p;
+
+	a.n = b.n = 0;
+	NSBT_CHECK(nsb_maps_each(w0, w1, false, collect, &a) == 0, "maps_each");
+	NSBT_CHECK(nsb_maps_each_unnamed(w0, w1, collect, &b) == 0, "maps_each_unnamed");
+	NSBT_CHECK(a.n == b.n && a.n > 0, "unnamed: %zu VMAs, named %zu", b.n, a.n);
+	for (size_t i = 0; i < a.n; i++) {
+		NSBT_CHECK(a.s[i].v.start == b.s[i].v.start && a.s[i].v.end == b.s[i].v.end &&
+			   a.s[i].v.ino == b.s[i].v.ino && a.s[i].v.prot == b.s[i].v.prot &&
+			   a.s[i].v.anon == b.s[i].v.anon,
+			   "unnamed: VMA %zu differs from the named one", i);
+		NSBT_CHECK(!queried_once() || !b.s[i].has_path,
+			   "unnamed: VMA %zu has a path '%s'", i, b.s[i].path);
+	}
+	printf("ok: the VMAs without their names: the same VMAs\n");
+	if (!queried_once())
+		return;
+	/* DEPTH directories of 200 characters: a path of ~4 900. */
+	memset(name, 'd', 200);
+	name[200] = '\0';
+	fds[0] = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	NSBT_CHECK(fds[0] >= 0, "open %s: %s", dir, strerror(errno));
+	for (int i = 1; i <= DEPTH; i++) {
+		NSBT_CHECK(mkdirat(fds[i - 1], name, 0700) == 0, "mkdirat: %s", strerror(errno));
+		fds[i] = openat(fds[i - 1], name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		NSBT_CHECK(fds[i] >= 0, "openat: %s", strerror(errno));
+	}
+	snprintf(deep, sizeof(deep), "file");
+	fd = openat(fds[DEPTH], deep, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	NSBT_CHECK(fd >= 0 && ftruncate(fd, (off_t)ps) == 0, "the deep file: %s", strerror(errno));
+	p = mmap(win + 40 * ps, ps, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
+	NSBT_CHECK(p != MAP_FAILED, "mmap the deep file: %s", strerror(errno));
+	close(fd);
+	a.n = 0;
+	NSBT_CHECK(nsb_maps_each((uintptr_t)p, (uintptr_t)p + ps, false, collect, &a) == 0,
+		   "maps_each over the deep file");
+	NSBT_CHECK(nsb_maps_last_queried(),
+		   "a VMA whose name is too long for the query: the maps were read instead");
+	NSBT_CHECK(a.n == 1 && a.s[0].v.start == (uintptr_t)p && !a.s[0].has_path,
+		   "the deep file: %zu VMAs", a.n);
+	/* And later queries still query. */
+	a.n = 0;
+	NSBT_CHECK(nsb_maps_each(w0, w0 + 8 * ps, false, collect, &a) == 0 &&
+		   nsb_maps_last_queried(), "after the deep file: the maps were read");
+	munmap(p, ps);
+	unlinkat(fds[DEPTH], deep, 0);
+	for (int i = DEPTH; i >= 1; i--) {
+		close(fds[i]);
+		unlinkat(fds[i - 1], name, AT_REMOVEDIR);
+	}
+	close(fds[0]);
+	printf("ok: a VMA whose name is longer than the query builds: still queried\n");
+}
+
 int
 main(int argc, char **argv)
 {
@@ -388,6 +458,7 @@ main(int argc, char **argv)
 		NSBT_CHECK(waitpid(pid, &status, 0) == pid, "waitpid: %s", strerror(errno));
 		nsbt_expect_exit(status, 0, "the fork child");
 	}
+	unnamed(win, w0, w1);
 	cleanup();
 	printf("ok: PROCMAP_QUERY and /proc/self/maps give the same VMAs\n");
 	return 0;
