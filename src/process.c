@@ -117,12 +117,62 @@ __thread int nsb_my_maps_in_flight __attribute__((tls_model("initial-exec")));
 static __thread sigset_t *outer_mask __attribute__((tls_model("initial-exec")));
 
 /* Set for good when the program may have a handler that is not for its
- * own faults (nsb_process_handler_coming); threads that hold (or wait
- * for) a lock without having blocked signals, in all and in this thread
- * (a handler that interrupted one may install a handler itself). */
+ * own faults (nsb_process_handler_coming). */
 static atomic_bool handlers_possible;
-static atomic_long unmasked;
-static __thread int my_unmasked __attribute__((tls_model("initial-exec")));
+/*
+ * The threads that hold (or wait for) a lock without having blocked
+ * signals: each one's number (nsb_lock_id) in a slot, one slot per lock
+ * it counts (a handler that interrupted one may take the lock itself).
+ * One compare-exchange counts a thread and one lets it go, so that a
+ * handler that interrupts the thread at any instruction knows exactly
+ * which slots are its own thread's: those with its number.  (A shared
+ * count beside a count of the thread's own left a window between the
+ * two updates where the handler took another thread's hold for its own
+ * thread's, and did not wait for it: core-atk-counter.)  A thread that
+ * finds every slot taken takes the lock with the mask.
+ */
+#define UNMASKED_SLOTS 16
+static atomic_int unmasked_by[UNMASKED_SLOTS];
+
+/* Counts this thread (self): false where every slot is taken. */
+static inline bool
+unmasked_claim(int self)
+{
+	for (int i = 0; i < UNMASKED_SLOTS; i++) {
+		int free_slot = 0;
+
+		if (atomic_compare_exchange_strong(&unmasked_by[(self + i) % UNMASKED_SLOTS],
+						   &free_slot, self))
+			return true;
+	}
+	return false;
+}
+
+/* Lets one of this thread's slots go (any: they are alike). */
+static inline void
+unmasked_release(int self)
+{
+	for (int i = 0; i < UNMASKED_SLOTS; i++) {
+		int mine = self;
+
+		if (atomic_compare_exchange_strong(&unmasked_by[(self + i) % UNMASKED_SLOTS],
+						   &mine, 0))
+			return;
+	}
+}
+
+/* Does a thread other than self hold (or wait for) a lock unmasked? */
+static bool
+unmasked_others(int self)
+{
+	for (int i = 0; i < UNMASKED_SLOTS; i++) {
+		int v = atomic_load(&unmasked_by[i]);
+
+		if (v != 0 && v != self)
+			return true;
+	}
+	return false;
+}
 
 /*
  * The locks are words of our own, not pthread mutexes: the word is its
@@ -244,15 +294,16 @@ nsb_lock_quiet(struct nsb_lock *l)
 	 * installs a handler sees us counted and waits, or we see its flag
 	 * (both sequentially consistent). */
 	if (!atomic_load(&handlers_possible) && nsb_disp_installed()) {
-		my_unmasked++;
-		atomic_fetch_add(&unmasked, 1);
-		if (!atomic_load(&handlers_possible)) {
-			word_lock(&l->word);
-			l->masked = false;
-			return;
+		int self = my_id();
+
+		if (unmasked_claim(self)) {
+			if (!atomic_load(&handlers_possible)) {
+				word_lock(&l->word);
+				l->masked = false;
+				return;
+			}
+			unmasked_release(self);
 		}
-		atomic_fetch_sub(&unmasked, 1);
-		my_unmasked--;
 	}
 	nsb_lock(l);
 }
@@ -264,8 +315,7 @@ nsb_unlock(struct nsb_lock *l)
 
 	if (!l->masked) {
 		word_unlock(&l->word);
-		atomic_fetch_sub(&unmasked, 1);
-		my_unmasked--;
+		unmasked_release(nsb_lock_id);
 		return;
 	}
 	if (l->inner) {
@@ -324,7 +374,7 @@ nsb_process_handler_coming(int sig)
 	 * which only the handlers of faults can interrupt.  Not this thread,
 	 * if a handler that interrupted it (waiting for the lock) installs
 	 * this one. */
-	while (atomic_load(&unmasked) > my_unmasked)
+	while (unmasked_others(nsb_lock_id))
 		sched_yield();
 }
 
@@ -715,7 +765,9 @@ reset_child(bool nested)
 	atomic_store(&nsb_table_lock.word, nested ? my_id() : 0);
 	/* Threads that waited for the lock without the mask are not here,
 	 * nor their policy mappings in flight, nor other forks. */
-	atomic_store(&unmasked, my_unmasked);
+	for (int i = 0; i < UNMASKED_SLOTS; i++)
+		if (atomic_load(&unmasked_by[i]) != my_id())
+			atomic_store(&unmasked_by[i], 0);
 	atomic_store(&nsb_maps_in_flight, nsb_my_maps_in_flight);
 	atomic_store(&nsb_forks_waiting, 0);
 	nsb_files_after_fork_child();
