@@ -924,28 +924,11 @@ void nsb_disp_exec_ignore(struct nsb_exec *x);
 void nsb_disp_after_fork_child(void);
 void nsb_process_after_Fork_child(void);	/* process.c */
 void nsb_process_Fork_window(bool open);	/* process.c */
-/* process.c's count of policy mappings between the kernel's mmap and
- * their record (a fork waits for them): inline, every such mapping
- * counts. */
-extern NSB_INTERNAL atomic_int nsb_maps_in_flight, nsb_forks_waiting;
-extern NSB_INTERNAL __thread int nsb_my_maps_in_flight __attribute__((tls_model("initial-exec")));
-static inline bool
-nsb_process_map_begin(void)
-{
-	nsb_my_maps_in_flight++;
-	atomic_fetch_add(&nsb_maps_in_flight, 1);
-	if (atomic_load(&nsb_forks_waiting) == 0)
-		return true;
-	atomic_fetch_sub(&nsb_maps_in_flight, 1);
-	nsb_my_maps_in_flight--;
-	return false;
-}
-static inline void
-nsb_process_map_end(void)
-{
-	atomic_fetch_sub(&nsb_maps_in_flight, 1);
-	nsb_my_maps_in_flight--;
-}
+/* process.c: a policy mapping's kernel mmap comes (false: a fork waits,
+ * make it under the lock), and it is recorded or failed; a fork waits
+ * for those in between. */
+bool nsb_process_map_begin(void);
+void nsb_process_map_end(void);
 void nsb_disp_start(void);	/* the constructor's part: inherited mask, handoff */
 /* Its value is the decimal pid of the process that wrote it: the exec'd
  * program's own (exec keeps the pid), or a spawned child's parent's. */

@@ -109,20 +109,79 @@ static bool fork_locked;
  * that bound is as before the wait: its child may lack that one record.
  */
 #define FORK_WAIT_YIELDS 100000
-/* (nsb_process_map_begin and _end, inline in nsb.h, count them.) */
-atomic_int nsb_maps_in_flight, nsb_forks_waiting;
-__thread int nsb_my_maps_in_flight __attribute__((tls_model("initial-exec")));
+/* Forks waiting for them (nsb_process_map_begin and _end count them in
+ * in_flight_by, below). */
+static atomic_int forks_waiting;
 
 /* The mask this thread had before it took its first lock. */
 static __thread sigset_t *outer_mask __attribute__((tls_model("initial-exec")));
 
 /* Set for good when the program may have a handler that is not for its
- * own faults (nsb_process_handler_coming); threads that hold (or wait
- * for) a lock without having blocked signals, in all and in this thread
- * (a handler that interrupted one may install a handler itself). */
+ * own faults (nsb_process_handler_coming). */
 static atomic_bool handlers_possible;
-static atomic_long unmasked;
-static __thread int my_unmasked __attribute__((tls_model("initial-exec")));
+/*
+ * The threads that hold (or wait for) a lock without having blocked
+ * signals, and the policy mappings in flight (above): each one's thread
+ * number (nsb_lock_id) in a slot, one slot per lock it counts or mapping
+ * it makes (a handler that interrupted one may take the lock, or map,
+ * itself).  One compare-exchange counts and one lets go, so that a
+ * handler that interrupts its thread at any instruction knows exactly
+ * which slots are its own thread's: those with its number.  (A shared
+ * count beside a count of the thread's own left a window between the
+ * two updates where the handler took another thread's count for its own
+ * thread's, and did not wait for it: core-atk-counter, core-atk-forkflight.)
+ * A thread that finds every slot taken takes the lock with the mask, or
+ * makes its mapping under the lock.
+ */
+#define SLOTS 16
+static atomic_int unmasked_by[SLOTS], in_flight_by[SLOTS];
+
+/* Counts this thread (self): false where every slot is taken. */
+static inline bool
+slot_claim(atomic_int *slots, int self)
+{
+	for (int i = 0; i < SLOTS; i++) {
+		int free_slot = 0;
+
+		if (atomic_compare_exchange_strong(&slots[(self + i) % SLOTS], &free_slot, self))
+			return true;
+	}
+	return false;
+}
+
+/* Lets one of this thread's slots go (any: they are alike). */
+static inline void
+slot_release(atomic_int *slots, int self)
+{
+	for (int i = 0; i < SLOTS; i++) {
+		int mine = self;
+
+		if (atomic_compare_exchange_strong(&slots[(self + i) % SLOTS], &mine, 0))
+			return;
+	}
+}
+
+/* Is a thread other than self counted? */
+static bool
+slot_others(atomic_int *slots, int self)
+{
+	for (int i = 0; i < SLOTS; i++) {
+		int v = atomic_load(&slots[i]);
+
+		if (v != 0 && v != self)
+			return true;
+	}
+	return false;
+}
+
+/* A fork child: the other threads are not here. */
+static void
+slot_child(atomic_int *slots, int self)
+{
+	for (int i = 0; i < SLOTS; i++)
+		if (atomic_load(&slots[i]) != self)
+			atomic_store(&slots[i], 0);
+}
 
 /*
  * The locks are words of our own, not pthread mutexes: the word is its
@@ -244,15 +303,16 @@ nsb_lock_quiet(struct nsb_lock *l)
 	 * installs a handler sees us counted and waits, or we see its flag
 	 * (both sequentially consistent). */
 	if (!atomic_load(&handlers_possible) && nsb_disp_installed()) {
-		my_unmasked++;
-		atomic_fetch_add(&unmasked, 1);
-		if (!atomic_load(&handlers_possible)) {
-			word_lock(&l->word);
-			l->masked = false;
-			return;
+		int self = my_id();
+
+		if (slot_claim(unmasked_by, self)) {
+			if (!atomic_load(&handlers_possible)) {
+				word_lock(&l->word);
+				l->masked = false;
+				return;
+			}
+			slot_release(unmasked_by, self);
 		}
-		atomic_fetch_sub(&unmasked, 1);
-		my_unmasked--;
 	}
 	nsb_lock(l);
 }
@@ -264,8 +324,7 @@ nsb_unlock(struct nsb_lock *l)
 
 	if (!l->masked) {
 		word_unlock(&l->word);
-		atomic_fetch_sub(&unmasked, 1);
-		my_unmasked--;
+		slot_release(unmasked_by, nsb_lock_id);
 		return;
 	}
 	if (l->inner) {
@@ -324,7 +383,7 @@ nsb_process_handler_coming(int sig)
 	 * which only the handlers of faults can interrupt.  Not this thread,
 	 * if a handler that interrupted it (waiting for the lock) installs
 	 * this one. */
-	while (atomic_load(&unmasked) > my_unmasked)
+	while (slot_others(unmasked_by, nsb_lock_id))
 		sched_yield();
 }
 
@@ -660,6 +719,28 @@ nsb_vfork_refused(void)
 #define FORK_NESTED 2
 #define fork_nested (forking == FORK_NESTED)
 
+/* A policy mapping's kernel mmap comes (mman.c): false where a fork
+ * waits, or every slot is taken; then it is made under the lock. */
+bool
+nsb_process_map_begin(void)
+{
+	int self = my_id();
+
+	if (!slot_claim(in_flight_by, self))
+		return false;
+	if (atomic_load(&forks_waiting) == 0)
+		return true;
+	slot_release(in_flight_by, self);
+	return false;
+}
+
+/* ... and is recorded, or failed. */
+void
+nsb_process_map_end(void)
+{
+	slot_release(in_flight_by, nsb_lock_id);
+}
+
 static void
 before_fork(void)
 {
@@ -670,8 +751,8 @@ before_fork(void)
 	fork_locked = !__libc_single_threaded || atomic_load(&nsb_exact);
 	if (!fork_locked)
 		return;
-	atomic_fetch_add(&nsb_forks_waiting, 1);
-	for (int i = 0; i < FORK_WAIT_YIELDS && atomic_load(&nsb_maps_in_flight) > nsb_my_maps_in_flight; i++)
+	atomic_fetch_add(&forks_waiting, 1);
+	for (int i = 0; i < FORK_WAIT_YIELDS && slot_others(in_flight_by, nsb_lock_id); i++)
 		sched_yield();
 	if (!fork_nested)
 		nsb_lock(&nsb_table_lock);
@@ -687,7 +768,7 @@ after_fork_parent(void)
 		nsb_unlock(&nsb_timers_lock);
 		if (!fork_nested)
 			nsb_unlock(&nsb_table_lock);
-		atomic_fetch_sub(&nsb_forks_waiting, 1);
+		atomic_fetch_sub(&forks_waiting, 1);
 	}
 	forking = false;
 }
@@ -715,9 +796,9 @@ reset_child(bool nested)
 	atomic_store(&nsb_table_lock.word, nested ? my_id() : 0);
 	/* Threads that waited for the lock without the mask are not here,
 	 * nor their policy mappings in flight, nor other forks. */
-	atomic_store(&unmasked, my_unmasked);
-	atomic_store(&nsb_maps_in_flight, nsb_my_maps_in_flight);
-	atomic_store(&nsb_forks_waiting, 0);
+	slot_child(unmasked_by, my_id());
+	slot_child(in_flight_by, my_id());
+	atomic_store(&forks_waiting, 0);
 	nsb_files_after_fork_child();
 	nsb_ranges_after_fork_child(nested);
 	nsb_rescue_after_fork_child();
