@@ -217,5 +217,9 @@ nsb_config_read(void)
 		const char *t = getenv("NSB_TEST_SECCOMP");
 
 		nsb_config.test_filtered = t && strcmp(t, "filtered") == 0;
+		/* And the decision of a kernel without unique mount IDs
+		 * (before 6.8: statx's STATX_MNT_ID only). */
+		t = getenv("NSB_TEST_MNT_ID");
+		nsb_config.test_plain_mnt_id = t && strcmp(t, "plain") == 0;
 	}
 }

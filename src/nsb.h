@@ -315,6 +315,7 @@ struct nsb_config {
 	bool secure;		/* AT_SECURE: no variable read, nothing printed */
 	bool fill_set;		/* NOSIGBUS_FILL was given (not empty) */
 	bool test_filtered;	/* NSB_TEST_SECCOMP=filtered: as under a filter */
+	bool test_plain_mnt_id;	/* NSB_TEST_MNT_ID=plain: as before Linux 6.8 */
 };
 
 /* Read by the constructor; read-only afterwards (defaults before it). */

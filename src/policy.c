@@ -34,7 +34,13 @@
  *    limit: a file there needs nothing more.  Its ID comes from a memfd
  *    of our own, made once, when the program first maps a memory-backed
  *    file; other mounts cost an fstatfs.  (Before Linux 3.17, fstatfs and
- *    fstat.)
+ *    fstat.)  A file just received is asked through the O_PATH
+ *    descriptor the library keeps, as with unique IDs: F_GET_SEALS
+ *    answers no O_PATH descriptor, so there the mount alone tells
+ *    (path_decide): a received memfd costs one statx, not F_GET_SEALS
+ *    and a statx of the program's descriptor and, at its close, an
+ *    open_tree and an fstat to check it (NSB_TEST_MNT_ID=plain runs this
+ *    way on any kernel).
  *  - Every protected file's faults are checked against its size at
  *    fault time (SPEC §5), a memfd's too (userfaultfd in SIGBUS mode, a
  *    swap read error and hugetlbfs fault inside the size): nothing here
@@ -144,11 +150,15 @@ memfd_mount(uint64_t *id)
 		int fd = memfd_create("nosigbus-probe", MFD_CLOEXEC);
 
 		if (fd >= 0) {
-			if (statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID_UNIQUE, &sx) == 0) {
+			/* (NSB_TEST_MNT_ID=plain: as a kernel without unique IDs.) */
+			if (!nsb_config.test_plain_mnt_id &&
+			    statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID_UNIQUE, &sx) == 0) {
 				probe.mnt_mask = sx.stx_mask & STATX_MNT_ID_UNIQUE;
-				if (!probe.mnt_mask &&
-				    statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, &sx) == 0)
-					probe.mnt_mask = sx.stx_mask & STATX_MNT_ID;
+				probe.memfd_mnt = sx.stx_mnt_id;
+			}
+			if (!probe.mnt_mask &&
+			    statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, &sx) == 0) {
+				probe.mnt_mask = sx.stx_mask & STATX_MNT_ID;
 				probe.memfd_mnt = sx.stx_mnt_id;
 			}
 			close(fd);
@@ -224,6 +234,40 @@ mount_of(int fd, const struct statx *sx, long *type, long *bsize)
 
 /* Does statx give unique mount IDs here?  0 not known yet, 1 yes, 2 no. */
 static _Atomic int unique_ids;
+
+/*
+ * Without unique mount IDs (before Linux 6.8), a file just received,
+ * asked through its O_PATH descriptor pfd (decide()): F_GET_SEALS, the
+ * older way's first question, answers no O_PATH descriptor, but the
+ * mount does - the memfds' by its ID (their mount is never unmounted:
+ * its ID is nobody else's), any other by fstatfs of pfd.  So the
+ * decision is asked of the descriptor the library keeps, as with unique
+ * IDs: a received memfd costs its statx alone, and the program's close
+ * nothing (two calls fewer a pool than through the program's
+ * descriptor: F_GET_SEALS at the mmap, and open_tree's check at the
+ * close).  False: ask the program's descriptor the older way, with *err
+ * the statx's errno (0: it answered, short).
+ */
+static __attribute__((noinline)) bool
+path_decide(int pfd, struct statx *sx, long *type, long *bsize, bool *memfd, int *err)
+{
+	uint64_t memfd_mnt;
+	unsigned mask = memfd_mount(&memfd_mnt);
+
+	*err = 0;
+	if (statx(pfd, "", AT_EMPTY_PATH, STATX_BASIC_STATS | mask | STATX_BTIME, sx) != 0) {
+		*err = errno;
+		return false;
+	}
+	if ((sx->stx_mask & STATX_BASIC_STATS) != STATX_BASIC_STATS)
+		return false;
+	*memfd = mask && (sx->stx_mask & mask) && sx->stx_mnt_id == memfd_mnt;
+	if (*memfd) {
+		*type = TMPFS_MAGIC;
+		return true;
+	}
+	return mount_of(pfd, sx, type, bsize);
+}
 
 
 /* Only the fields a decision's st is read for (st_dev, st_ino, st_mode:
@@ -354,14 +398,16 @@ decide(int prot, int flags, int fd, struct nsb_decision *d)
 		long type = 0, bsize = 0;
 		unsigned mask = 0;	/* no mount needed: not memory-backed */
 		uint64_t memfd_mnt = 0;
-		bool memfd = false, maybe_received, by_mount;
+		bool memfd = false, maybe_received, by_mount, by_path = false;
 
 		/* statx first, where the mount tells the file system (see the
 		 * top); else F_GET_SEALS first.  A file just received is
 		 * asked through an O_PATH descriptor of it, which the library
-		 * then keeps (files.c): the program closes its own at once. */
-		by_mount = atomic_load_explicit(&unique_ids, memory_order_relaxed) != 2;
-		if (by_mount && nsb_config.errors != NSB_ERRORS_ZERO && nsb_received_hint_take(fd))
+		 * then keeps (files.c): the program closes its own at once;
+		 * without unique mount IDs too (path_decide). */
+		by_mount = atomic_load_explicit(&unique_ids, memory_order_relaxed) != 2 &&
+			   !nsb_config.test_plain_mnt_id;
+		if (nsb_config.errors != NSB_ERRORS_ZERO && nsb_received_hint_take(fd))
 			d->pfd = nsb_files_path_descriptor(fd);
 		if (by_mount &&
 		    statx(d->pfd >= 0 ? d->pfd : fd, "", AT_EMPTY_PATH,
@@ -378,12 +424,20 @@ decide(int prot, int flags, int fd, struct nsb_decision *d)
 			atomic_store_explicit(&unique_ids, 2, memory_order_relaxed);
 			by_mount = false;
 		}
-		if (!by_mount)
-			nsb_policy_drop(d);	/* the older way: the program's */
 		if (by_mount && mount_of(d->pfd >= 0 ? d->pfd : fd, &sx, &type, &bsize)) {
 			d->memfs = type == TMPFS_MAGIC || type == HUGETLBFS_MAGIC;
+		} else if (!by_mount && d->pfd >= 0 &&
+			   path_decide(d->pfd, &sx, &type, &bsize, &memfd, &err)) {
+			by_path = true;
+			d->memfs = type == TMPFS_MAGIC || type == HUGETLBFS_MAGIC;
 		} else {
+			if (!by_mount && d->pfd >= 0 && err && foreign(flags, err, fd, d)) {
+				nsb_policy_drop(d);
+				received = true;
+				goto decided;
+			}
 			by_mount = false;
+			nsb_policy_drop(d);	/* the older way: the program's */
 			seals = fcntl(fd, F_GET_SEALS);
 			err = errno;
 			if (seals < 0 && err != EINVAL)
@@ -396,8 +450,8 @@ decide(int prot, int flags, int fd, struct nsb_decision *d)
 		maybe_received = nsb_received_any() || nsb_received_foreign_any();
 		if (!flagged && nsb_config.policy == NSB_POLICY_SHM && !d->memfs && !maybe_received)
 			return;
-		if (by_mount) {
-			/* statx said it all */
+		if (by_mount || by_path) {
+			/* statx said it all (and the mount) */
 		} else {
 			if (d->memfs)
 				mask = memfd_mount(&memfd_mnt);
@@ -424,7 +478,7 @@ decide(int prot, int flags, int fd, struct nsb_decision *d)
 			return;
 		stat_of(&sx, &d->st);
 		d->has_file = true;
-		if (!by_mount && d->memfs && !memfd && !mount_of(fd, &sx, &type, &bsize)) {
+		if (!by_mount && !by_path && d->memfs && !memfd && !mount_of(fd, &sx, &type, &bsize)) {
 			if (!flagged)
 				return;
 			type = 0;

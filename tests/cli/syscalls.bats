@@ -50,6 +50,68 @@ last_cycle() {
 	[ "$extra" -le 8 ] || fail "$extra calls more than without the library: $cycle"
 }
 
+# The calls of the last pool cycle in the strace log $1 by kind, one a
+# line, sorted: the name, and for fcntl its command ("fcntl F_GETFL").
+cycle_kinds() {
+	local LC_ALL=C
+	awk '/^getppid\(/ { n++; next } { print n "\t" $0 }' "$1" |
+		awk -F '\t' -v last="$(grep -c '^getppid(' "$1")" '$1 == last - 1 { print $2 }' |
+		sed -E -e 's/^fcntl\([^,]*, (F_[A-Z_]+).*/fcntl \1/' -e 's/^([a-z0-9_]+)\(.*/\1/' | sort
+}
+
+# The same cycle, pinned by kind: each call the library adds answers one
+# question no other call answers (doc/performance.md, "A received pool's
+# eight calls"), so what it adds must stay within exactly these, each at
+# most this often - a duplicate re-added (a second statx of the program's
+# descriptor at mmap, an F_GET_SEALS, a getpid), or any call of a new
+# kind, fails here even where the total stays at eight:
+#   statx            at recvmsg, the identity of what arrived; at mmap,
+#                    the decision on the O_PATH descriptor
+#   open_tree        the O_PATH descriptor of the file the number names
+#   fcntl F_DUPFD_CLOEXEC, close   kept at a number from the top, the
+#                    one open_tree gave closed
+#   fcntl F_GETFL, fstat, close    at munmap, still its own, let go
+# The same eight as on a kernel without unique mount IDs (before Linux
+# 6.8, NSB_TEST_MNT_ID=plain), where the decision was asked of the
+# program's descriptor (F_GET_SEALS, a second statx of it) and the
+# descriptor kept at its close (open_tree, fstat, F_DUPFD_CLOEXEC,
+# close): ten calls.  And every kind is one the man page names under
+# Sandboxes (SPEC §12: a filter that kills on a call not listed there
+# must not meet it).
+@test "a received pool's calls are the listed ones, none of them twice more" {
+	local log=$BATS_TEST_TMPDIR/strace.log bare=$BATS_TEST_TMPDIR/bare.log added allowed extra
+	local sandboxes kind mnt unique LC_ALL=C
+	command -v strace >/dev/null || skip "strace is not installed (Debian: apt install strace)"
+	strace -qq -o /dev/null true 2>/dev/null ||
+		skip "strace cannot trace here (ptrace not permitted)"
+	run -0 "$POOL" 1
+	unique=$output
+	run -0 strace -qq -o "$bare" "$POOL" 4
+	assert_equal "$(cycle_kinds "$bare" | tr '\n' ' ')" "close mmap munmap recvmsg "
+	allowed=$(printf '%s\n' statx statx open_tree "fcntl F_DUPFD_CLOEXEC" close \
+		"fcntl F_GETFL" fstat close | sort)
+	sandboxes=$(awk '/^\.SS Sandboxes/ { on = 1; next } on && /^\.SS / { exit } on' \
+		"$NSB_SOURCE_ROOT/man/libnosigbus.7.in")
+	for mnt in "" plain; do
+		# Without unique mount IDs, what this kernel gives is tested
+		# only with plain (the empty value asks the kernel).
+		if [ -z "$mnt" ] && [ "$unique" != "unique-mount-ids yes" ]; then
+			continue
+		fi
+		NSB_TEST_MNT_ID=$mnt run -0 strace -qq -o "$log" -E LD_PRELOAD="$NSB_PRELOAD" \
+			"$POOL" 4
+		# What the library adds: the cycle less the program's own four.
+		added=$(comm -23 <(cycle_kinds "$log") <(cycle_kinds "$bare"))
+		extra=$(comm -23 <(printf '%s\n' "$added") <(printf '%s\n' "$allowed"))
+		[ -z "$extra" ] ||
+			fail "NSB_TEST_MNT_ID=$mnt: calls beyond the pool's floor: $(tr '\n' ' ' <<<"$extra")(added: $(tr '\n' ' ' <<<"$added"))"
+		for kind in $(cut -d' ' -f1 <<<"$added" | sort -u); do
+			grep -qE "^\.BR? $kind( |\$)" <<<"$sandboxes" ||
+				fail "$kind is not among the calls libnosigbus(7) lists under Sandboxes"
+		done
+	done
+}
+
 # A process whose only handlers are for its own faults (SIGSEGV and SIGBUS,
 # as Rust's std installs) takes the table lock without blocking signals:
 # a protected memfd's mmap+munmap makes no rt_sigprocmask, as in a process
