@@ -230,8 +230,23 @@ will_load(const struct target *t, char *const envp[])
 struct handoff {
 	struct nsb_exec x;
 	char **copy;		/* the environment passed, when it changed */
+	bool mapped;		/* copy is a mapping of its own, for env_free */
+	size_t room;		/* bytes the caller's stack must give copy */
 	char var[sizeof(NSB_HANDOFF_VAR) + 24];
 };
+
+/*
+ * In a vfork child the copy is on the stack (the caller's frame, by
+ * alloca in WITH_PROGRAM_SIGBUS): its memory is the parent's, and a
+ * mapping made for an exec that succeeds was never unmapped, a page or
+ * more left in the parent for ever per child (core-vforkexecleak).  The
+ * stack is the parent's too, below its frames: the child's use of it
+ * costs the parent nothing once it resumes.  Past ROOM_MAX bytes (an
+ * environment of some 2 000 variables) the new program gets SIG_IGN from
+ * the kernel instead, as one that does not load the library: in a vfork
+ * child no other thread shares the actions.
+ */
+#define ROOM_MAX 16384
 
 /*
  * The copy of the environment is anonymous memory of its own, not
@@ -240,35 +255,62 @@ struct handoff {
  * 38, exec_handler_malloc).  Its size is kept in the word before it.
  */
 static void
-env_free(char **copy)
+env_unmap(char **copy)
 {
 	if (copy)
 		nsb_sys_munmap(copy - 1, (size_t)(uintptr_t)copy[-1]);
 }
 
-/* envp with our variable (and none other of that name), or NULL. */
-static char **
-with_handoff(struct handoff *h, char *const envp[])
+static void
+env_free(struct handoff *h)
 {
-	char **block, **copy;
-	size_t count = 0, n = 0, bytes;
+	if (h->mapped)
+		env_unmap(h->copy);
+}
+
+/* The number of variables in envp, or false if a pointer is bad.  Read
+ * with care: a bad pointer must give the C library's EFAULT, not a crash
+ * in here.  (Linux reads a NULL envp as an empty one.) */
+static bool
+env_count(char *const envp[], size_t *count)
+{
 	char *s;
 
-	snprintf(h->var, sizeof(h->var), NSB_HANDOFF_VAR "=%ld", (long)nsb_getpid());
-	/* Read with care: a bad pointer must give the C library's EFAULT,
-	 * not a crash in here.  (Linux reads a NULL envp as an empty one.) */
-	for (; envp; count++) {
-		if (!nsb_read_word(&envp[count], &s))
-			return NULL;	/* it fails anyway */
+	for (*count = 0; envp; (*count)++) {
+		if (!nsb_read_word(&envp[*count], &s))
+			return false;
 		if (!s)
 			break;
 	}
-	bytes = (count + 3) * sizeof(char *);
-	block = nsb_sys_mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (block == MAP_FAILED)
-		return NULL;	/* told neither way */
-	block[0] = (char *)(uintptr_t)bytes;
-	copy = block + 1;
+	return true;
+}
+
+/* envp with our variable (and none other of that name), or NULL: in
+ * room (h->room bytes) when given, else in a mapping of its own. */
+static char **
+with_handoff(struct handoff *h, char *const envp[], char **room)
+{
+	char **block, **copy;
+	size_t count, n = 0, bytes;
+	char *s;
+
+	snprintf(h->var, sizeof(h->var), NSB_HANDOFF_VAR "=%ld", (long)nsb_getpid());
+	if (!env_count(envp, &count))
+		return NULL;	/* it fails anyway */
+	if (room) {
+		if ((count + 2) * sizeof(char *) > h->room)
+			return NULL;	/* grew since: told neither way */
+		copy = room;
+	} else {
+		bytes = (count + 3) * sizeof(char *);
+		block = nsb_sys_mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+				     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (block == MAP_FAILED)
+			return NULL;	/* told neither way */
+		block[0] = (char *)(uintptr_t)bytes;
+		copy = block + 1;
+		h->mapped = true;
+	}
 	for (size_t i = 0; i < count; i++) {
 		if (!nsb_read_word(&envp[i], &s) || !s)
 			break;
@@ -306,12 +348,31 @@ prepare(struct handoff *h, const struct target *t, const posix_spawnattr_t *attr
 
 	nsb_disp_before_exec(&h->x);
 	h->copy = NULL;
+	h->mapped = false;
+	h->room = 0;
 	if (h->x.ignored && !spawn_resets_sigbus(attr)) {
-		if (will_load(t, envp))
-			h->copy = with_handoff(h, envp);
+		size_t count;
+
+		if (!will_load(t, envp))
+			nsb_disp_exec_ignore(&h->x);
+		else if (!nsb_in_vfork_child())
+			h->copy = with_handoff(h, envp, NULL);
+		else if (env_count(envp, &count) && (count + 2) * sizeof(char *) <= ROOM_MAX)
+			h->room = (count + 2) * sizeof(char *);	/* the caller gives it */
 		else
 			nsb_disp_exec_ignore(&h->x);
 	}
+	errno = err;
+	return h->copy ? h->copy : envp;
+}
+
+/* The copy in the room the caller's stack gave (a vfork child). */
+static char *const *
+prepare_room(struct handoff *h, char *const envp[], char **room)
+{
+	int err = errno;
+
+	h->copy = with_handoff(h, envp, room);
 	errno = err;
 	return h->copy ? h->copy : envp;
 }
@@ -323,16 +384,21 @@ finish(struct handoff *h)
 	int err = errno;
 
 	nsb_disp_after_exec(&h->x);
-	env_free(h->copy);
+	env_free(h);
 	errno = err;
 }
 
 /* Runs `call` (which passes env) with the program's SIGBUS state handed
- * over, the environment prepared from envp; its result and errno. */
+ * over, the environment prepared from envp; its result and errno.  The
+ * room of a vfork child's copy is in the frame of the function that uses
+ * this, which makes the call. */
 #define WITH_PROGRAM_SIGBUS(target, attr, envp, call)			\
 	({								\
 		struct handoff h_;					\
 		char *const *env = prepare(&h_, (target), (attr), (envp)); \
+		if (h_.room)						\
+			env = prepare_room(&h_, (envp),			\
+					   __builtin_alloca(h_.room));	\
 		int ret_ = (call);					\
 									\
 		finish(&h_);						\
@@ -535,8 +601,9 @@ swap_begin(struct env_swap *w)
 
 	nsb_disp_before_exec(&w->h.x);
 	w->h.copy = NULL;
+	w->h.mapped = false;
 	if (w->h.x.ignored && env && will_load(PATH_TARGET("/bin/sh"), env) &&
-	    (w->h.copy = with_handoff(&w->h, env))) {
+	    (w->h.copy = with_handoff(&w->h, env, NULL))) {
 		w->saved = env;
 		__atomic_store_n(&environ, w->h.copy, __ATOMIC_RELEASE);
 	}
@@ -556,9 +623,9 @@ swap_end(struct env_swap *w)
 		__atomic_compare_exchange_n(&environ, &expected, w->saved, false,
 					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 		if (expected == ours && !nsb_other_threads())
-			env_free(ours);
+			env_unmap(ours);
 		else
-			env_free(__atomic_exchange_n(&retired_env, ours, __ATOMIC_ACQ_REL));
+			env_unmap(__atomic_exchange_n(&retired_env, ours, __ATOMIC_ACQ_REL));
 	}
 	errno = err;
 }

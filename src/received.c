@@ -138,13 +138,29 @@ atomic_uint nsb_received_hints;	/* ever given: 0, nothing to look at (tested inl
  * Unlike the hints above this is the only evidence the policy has (it
  * cannot ask the file), so a mapping does not take it: it stays until
  * the program closes or replaces the number through a call the library
- * sees, or FOREIGN newer ones push it out.  A number closed behind the
+ * sees, or a newer one takes its place.  A number closed behind the
  * library's back and reused for a file of the program's own that cannot
  * be described either would be taken for the peer's (libnosigbus(7),
  * BUGS).
+ *
+ * Kept by number, FOREIGN_WAYS to a set of numbers (number modulo
+ * FOREIGN_SETS), in a page of the arena mapped when the first such
+ * descriptor arrives: a new one takes a free entry of its set, else that
+ * of the oldest arrival.  Numbers are given lowest first, so the batch of
+ * one message (libwayland's: up to 28) spreads over the sets, and a
+ * descriptor still open is put out only by FOREIGN_WAYS newer ones of its
+ * set, all open at once: some FOREIGN_SETS * FOREIGN_WAYS descriptors.
+ * (This was a ring of the last 8: a peer that sent 9 in one message had
+ * the first one's mapping unprotected, and killed the compositor with its
+ * fault; core-foreignmany.)  Until the page can be had (the arena is
+ * busy, in a handler that interrupted its holder), a ring of
+ * FOREIGN_SPARE in .bss keeps them; both are looked at.
  */
-#define FOREIGN 8
-static atomic_uint_least64_t foreign_fd[FOREIGN];
+#define FOREIGN_WAYS 4
+#define FOREIGN_SETS 128
+#define FOREIGN_SPARE 8
+static _Atomic(atomic_uint_least64_t *) foreign_table_p;
+static atomic_uint_least64_t foreign_spare[FOREIGN_SPARE];
 static atomic_uint foreign_next;
 static atomic_uint foreign_arrivals;
 atomic_uint nsb_received_foreign_given;	/* 0: nothing to look at (tested inline, nsb.h) */
@@ -174,10 +190,16 @@ nsb_received_hint_find(int fd)
 	return false;
 }
 
+static void foreign_drop(unsigned first, unsigned last);
+
 /* [signal-safe] */
 void
 nsb_received_hint_drop(unsigned first, unsigned last)
 {
+	/* Foreign numbers too when no hint was ever given (only files no
+	 * stat describes arrived): they were kept past their close. */
+	if (nsb_received_foreign_any())
+		foreign_drop(first, last);
 	if (!atomic_load_explicit(&nsb_received_hints, memory_order_relaxed))
 		return;
 	for (int i = 0; i < HINTS; i++) {
@@ -186,14 +208,85 @@ nsb_received_hint_drop(unsigned first, unsigned last)
 		if (v >= 0 && (unsigned)v >= first && (unsigned)v <= last)
 			atomic_compare_exchange_strong(&hint_fd[i], &(int){ v + 1 }, 0);
 	}
-	if (!nsb_received_foreign_any())
-		return;
-	for (int i = 0; i < FOREIGN; i++) {
-		uint64_t v = atomic_load_explicit(&foreign_fd[i], memory_order_relaxed);
-		unsigned n = (uint32_t)v;
+}
 
-		if (n && n - 1 >= first && n - 1 <= last)
-			atomic_compare_exchange_strong(&foreign_fd[i], &v, 0);
+/* [signal-safe] The table of foreign numbers, or NULL. */
+static atomic_uint_least64_t *
+foreign_table(void)
+{
+	return atomic_load_explicit(&foreign_table_p, memory_order_acquire);
+}
+
+/* [signal-safe] The table, mapped the first time; NULL if it cannot be
+ * (table_ready's rule: the arena's lock is only tried). */
+static atomic_uint_least64_t *
+foreign_table_ready(void)
+{
+	atomic_uint_least64_t *t = foreign_table(), *none = NULL;
+
+	if (t)
+		return t;
+	t = nsb_memory_try(sizeof(*t) * FOREIGN_SETS * FOREIGN_WAYS);
+	if (!t)
+		return NULL;
+	if (!atomic_compare_exchange_strong(&foreign_table_p, &none, t))
+		return none;	/* another thread's is there (ours stays unused) */
+	return t;
+}
+
+/* [signal-safe] The entries fd may be kept in: its set of the table
+ * (when there is one) in sets[0], and the spare ring; how many lists. */
+static int
+foreign_lists(int fd, atomic_uint_least64_t *lists[2], unsigned count[2])
+{
+	atomic_uint_least64_t *t = foreign_table();
+	int n = 0;
+
+	if (t) {
+		lists[n] = t + ((unsigned)fd % FOREIGN_SETS) * FOREIGN_WAYS;
+		count[n++] = FOREIGN_WAYS;
+	}
+	lists[n] = foreign_spare;
+	count[n++] = FOREIGN_SPARE;
+	return n;
+}
+
+/* [signal-safe] Forgets every entry of a number in [first, last]. */
+static void
+foreign_drop(unsigned first, unsigned last)
+{
+	atomic_uint_least64_t *t = foreign_table();
+	struct {
+		atomic_uint_least64_t *e;
+		unsigned n;
+	} span[2] = { { foreign_spare, FOREIGN_SPARE }, { NULL, 0 } };
+
+	/* The table: all of it for a wide range (close_range), else the sets
+	 * of the numbers in it. */
+	if (t && last - first >= FOREIGN_SETS - 1)
+		span[1] = (typeof(span[1])){ t, FOREIGN_SETS * FOREIGN_WAYS };
+	for (int k = 0; k < 2; k++) {
+		for (unsigned i = 0; i < span[k].n; i++) {
+			uint64_t v = atomic_load_explicit(&span[k].e[i], memory_order_relaxed);
+			unsigned n = (uint32_t)v;
+
+			if (n && n - 1 >= first && n - 1 <= last)
+				atomic_compare_exchange_strong(&span[k].e[i], &v, 0);
+		}
+	}
+	if (!t || last - first >= FOREIGN_SETS - 1)
+		return;
+	for (unsigned fd = first;; fd++) {
+		atomic_uint_least64_t *set = t + (fd % FOREIGN_SETS) * FOREIGN_WAYS;
+
+		for (unsigned i = 0; i < FOREIGN_WAYS; i++) {
+			uint64_t v = atomic_load_explicit(&set[i], memory_order_relaxed);
+
+			if (v && (uint32_t)v == fd + 1)
+				atomic_compare_exchange_strong(&set[i], &v, 0);
+		}
+		if (fd == last)
+			break;
 	}
 }
 
@@ -202,12 +295,7 @@ nsb_received_hint_drop(unsigned first, unsigned last)
 static void
 foreign_forget(int fd)
 {
-	for (int i = 0; i < FOREIGN; i++) {
-		uint64_t v = atomic_load_explicit(&foreign_fd[i], memory_order_relaxed);
-
-		if (v && (uint32_t)v == (uint32_t)(fd + 1))
-			atomic_compare_exchange_strong(&foreign_fd[i], &v, 0);
-	}
+	foreign_drop((unsigned)fd, (unsigned)fd);
 }
 
 /* [signal-safe] Keeps fd as a foreign descriptor; its arrival number. */
@@ -215,27 +303,64 @@ static uint32_t
 foreign_give(int fd)
 {
 	uint32_t arrival = atomic_fetch_add(&foreign_arrivals, 1) + 1;
+	atomic_uint_least64_t *list;
+	unsigned count;
 
 	if (!arrival)	/* wrapped: 0 is "free" */
 		arrival = atomic_fetch_add(&foreign_arrivals, 1) + 1;
-	atomic_store_explicit(&foreign_fd[atomic_fetch_add(&foreign_next, 1) % FOREIGN],
-			      ((uint64_t)arrival << 32) | (uint32_t)(fd + 1), memory_order_relaxed);
+	if ((list = foreign_table_ready())) {
+		list += ((unsigned)fd % FOREIGN_SETS) * FOREIGN_WAYS;
+		count = FOREIGN_WAYS;
+	} else {
+		/* The spare ring: its next entry, as the ring always was. */
+		list = &foreign_spare[atomic_fetch_add(&foreign_next, 1) % FOREIGN_SPARE];
+		count = 1;
+	}
+	/* A free entry, else the oldest arrival's (the lowest, counted back
+	 * from this one across a wrap); another thread's write meanwhile
+	 * makes it look again. */
+	for (int tries = 0; tries < 8; tries++) {
+		unsigned pick = 0;
+		uint32_t age = 0;
+		uint64_t v;
+
+		for (unsigned i = 0; i < count; i++) {
+			uint32_t a;
+
+			v = atomic_load_explicit(&list[i], memory_order_relaxed);
+			a = v ? arrival - (uint32_t)(v >> 32) : UINT32_MAX;
+			if (a > age || i == 0) {
+				age = a;
+				pick = i;
+			}
+		}
+		v = atomic_load_explicit(&list[pick], memory_order_relaxed);
+		if (atomic_compare_exchange_strong(&list[pick], &v,
+						   ((uint64_t)arrival << 32) | (uint32_t)(fd + 1)))
+			break;
+	}
 	atomic_store_explicit(&nsb_received_foreign_given, 1, memory_order_relaxed);
 	return arrival;
 }
 
-
 bool
 nsb_received_foreign(int fd, uint32_t *arrival)
 {
+	atomic_uint_least64_t *lists[2];
+	unsigned count[2];
+	int n;
+
 	if (fd < 0 || !nsb_received_foreign_any())
 		return false;
-	for (int i = 0; i < FOREIGN; i++) {
-		uint64_t v = atomic_load_explicit(&foreign_fd[i], memory_order_relaxed);
+	n = foreign_lists(fd, lists, count);
+	for (int k = 0; k < n; k++) {
+		for (unsigned i = 0; i < count[k]; i++) {
+			uint64_t v = atomic_load_explicit(&lists[k][i], memory_order_relaxed);
 
-		if (v && (uint32_t)v == (uint32_t)(fd + 1)) {
-			*arrival = (uint32_t)(v >> 32);
-			return true;
+			if (v && (uint32_t)v == (uint32_t)(fd + 1)) {
+				*arrival = (uint32_t)(v >> 32);
+				return true;
+			}
 		}
 	}
 	return false;

@@ -55,9 +55,11 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -70,7 +72,11 @@
 #endif
 
 void nsb_filter_coming(void);
-void nsb_seccomp_coming(long nr, long a, long b, long c);
+struct nsb_coming {
+	long done;	/* the call was made here: its raw result in ret */
+	long ret;
+};
+struct nsb_coming nsb_seccomp_coming(long nr, long a, long b, long c, long d, long e);
 long nsb_syscall_failed(long ret);
 
 /* 0: not asked yet; 1: no filter; 2: a filter is (or may be) in force. */
@@ -269,7 +275,10 @@ nsb_sandbox_unchecked(void)
  * glibc's; only a seccomp install first calls nsb_seccomp_coming(), and a
  * clone, clone3, fork or vfork too (nsb_process_clone_coming: the child
  * runs no fork handler, and may share our memory), with the arguments
- * saved around it.  A failure goes to nsb_syscall_failed (errno).
+ * saved around it.  A clone that copies the process onto the same stack
+ * is made by that function instead (copy_clone below), which answers
+ * whether it did (rax / x0) and the raw result (rdx / x1).  A failure
+ * goes to nsb_syscall_failed (errno).
  */
 #define NSB_STR2(x) #x
 #define NSB_STR(x) NSB_STR2(x)
@@ -316,6 +325,9 @@ __asm__(".text\n"
 	"	call nsb_seccomp_coming\n"
 	"	addq $8, %rsp\n"
 	".cfi_adjust_cfa_offset -8\n"
+	"	testq %rax, %rax\n"	/* made there (a copy clone): rdx */
+	".cfi_remember_state\n"
+	"	jnz 7f\n"
 	"	popq %r9\n"
 	".cfi_adjust_cfa_offset -8\n"
 	"	popq %r8\n"
@@ -341,6 +353,14 @@ __asm__(".text\n"
 	"	ret\n"
 	"3:	movq %rax, %rdi\n"
 	"	jmp nsb_syscall_failed\n"
+	"7:\n"
+	".cfi_restore_state\n"
+	"	addq $48, %rsp\n"
+	".cfi_adjust_cfa_offset -48\n"
+	"	movq %rdx, %rax\n"
+	"	cmpq $-4095, %rax\n"
+	"	jae 3b\n"
+	"	ret\n"
 	".cfi_endproc\n"
 	".size syscall, .-syscall\n");
 #elif defined(__aarch64__)
@@ -376,6 +396,8 @@ __asm__(".text\n"
 	"	stp x4, x5, [sp, #48]\n"
 	"	str x6, [sp, #64]\n"
 	"	bl nsb_seccomp_coming\n"
+	".cfi_remember_state\n"
+	"	cbnz x0, 7f\n"	/* made there (a copy clone): x1 */
 	"	ldp x0, x1, [sp, #16]\n"
 	"	ldp x2, x3, [sp, #32]\n"
 	"	ldp x4, x5, [sp, #48]\n"
@@ -396,9 +418,94 @@ __asm__(".text\n"
 	"	b.cs 3f\n"
 	"	ret\n"
 	"3:	b nsb_syscall_failed\n"
+	"7:\n"
+	".cfi_restore_state\n"
+	"	mov x0, x1\n"
+	"	ldp x29, x30, [sp], #80\n"
+	".cfi_def_cfa_offset 0\n"
+	".cfi_restore 29\n"
+	".cfi_restore 30\n"
+	"	cmn x0, #4095\n"
+	"	b.cs 3b\n"
+	"	ret\n"
 	".cfi_endproc\n"
 	".size syscall, .-syscall\n");
 #endif
+
+/* [signal-safe] The system call nr with 5 arguments, made here: a clone
+ * that copies the process continues in the child on this stack, as the
+ * C library's fork does (its arch_fork). */
+static long
+raw_clone_call(long nr, long a, long b, long c, long d, long e)
+{
+#if defined(__x86_64__)
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	long ret;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
+			 : "rcx", "r11", "memory");
+	return ret;
+#elif defined(__aarch64__)
+	register long x8 __asm__("x8") = nr;
+	register long x0 __asm__("x0") = a;
+	register long x1 __asm__("x1") = b;
+	register long x2 __asm__("x2") = c;
+	register long x3 __asm__("x3") = d;
+	register long x4 __asm__("x4") = e;
+
+	__asm__ volatile("svc #0"
+			 : "+r"(x0)
+			 : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4)
+			 : "memory");
+	return x0;
+#else
+	(void)nr; (void)a; (void)b; (void)c; (void)d; (void)e;
+	return -ENOSYS;
+#endif
+}
+
+/*
+ * [signal-safe] Is syscall(nr, a, b, ...) a clone that copies the process
+ * onto the same stack (fork, or clone and clone3 without CLONE_VM,
+ * CLONE_VFORK or a stack)?  Its child runs no fork handler: the
+ * library's locks and counts are copied as they were, held by threads
+ * the child does not have (its first protected mapping waited for ever
+ * on the table lock of a thread mapping at the clone: core-rawclone).
+ * Such a call is made here, and its child gets fork's reset, as _Fork's
+ * does (threads.c).  A clone3 whose arguments cannot be read is left to
+ * the kernel (EFAULT).
+ */
+static bool
+copy_clone(long nr, long a, long b)
+{
+	unsigned long flags, stack;
+
+#ifdef SYS_fork
+	if (nr == SYS_fork)
+		return true;
+#endif
+	if (nr == SYS_clone) {
+		flags = (unsigned long)a;
+		stack = (unsigned long)b;
+	} else if (nr == SYS_clone3) {
+		const struct {
+			uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack;
+		} *args = (const void *)a;
+		uint64_t f, st;
+
+		if ((unsigned long)b < sizeof(*args) || !nsb_read_word(&args->flags, &f) ||
+		    !nsb_read_word(&args->stack, &st))
+			return false;
+		flags = (unsigned long)f;
+		stack = (unsigned long)st;
+	} else {
+		return false;
+	}
+	return !(flags & (CLONE_VM | CLONE_VFORK)) && !stack;
+}
 
 /*
  * [signal-safe] syscall(nr, a, b, c, ...) is about to be made, for nr
@@ -411,20 +518,32 @@ __asm__(".text\n"
  * (seccomp_api_get), and a process that probes and never installs keeps
  * its protection.  Kernel: do_seccomp() and prctl_set_seccomp().
  */
-__attribute__((used)) void
-nsb_seccomp_coming(long nr, long a, long b, long c)
+__attribute__((used)) struct nsb_coming
+nsb_seccomp_coming(long nr, long a, long b, long c, long d, long e)
 {
+	struct nsb_coming r = { 0, 0 };
+
 	if (nr != SYS_seccomp && nr != SYS_prctl) {
 		nsb_process_clone_coming();
-		return;
+		if (copy_clone(nr, a, b)) {
+			nsb_process_Fork_window(true);
+			r.ret = raw_clone_call(nr, a, b, c, d, e);
+			if (r.ret == 0)
+				nsb_process_after_Fork_child();
+			else
+				nsb_process_Fork_window(false);
+			r.done = 1;
+		}
+		return r;
 	}
 	if (nr == SYS_seccomp) {
 		if (a == SECCOMP_SET_MODE_STRICT ? b != 0 || c != 0 : c == 0)
-			return;	/* EINVAL; EFAULT */
+			return r;	/* EINVAL; EFAULT */
 	} else if (b == SECCOMP_MODE_FILTER ? c == 0 : b != SECCOMP_MODE_STRICT) {
-		return;	/* EFAULT; EINVAL */
+		return r;	/* EFAULT; EINVAL */
 	}
 	nsb_filter_coming();
+	return r;
 }
 
 /* [signal-safe] The error path of syscall() above: errno, and -1. */
@@ -449,6 +568,6 @@ prctl(int option, ...)
 	d = va_arg(ap, unsigned long);
 	va_end(ap);
 	if (option == PR_SET_SECCOMP)
-		nsb_seccomp_coming(SYS_prctl, option, (long)a, (long)b);
+		(void)nsb_seccomp_coming(SYS_prctl, option, (long)a, (long)b, 0, 0);
 	return (int)raw_syscall(SYS_prctl, option, (long)a, (long)b, (long)c, (long)d, 0);
 }
