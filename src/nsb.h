@@ -709,6 +709,9 @@ void nsb_ranges_after_fork_child(bool nested);
 extern NSB_INTERNAL __thread uint8_t nsb_my_readers[2] __attribute__((tls_model("initial-exec")));
 void nsb_ranges_vfork_readers(const uint8_t before[2]);
 void nsb_ranges_after_vfork_death(void);
+/* Its recount of the records naming an account, a file (from 0). */
+void nsb_account_refs_clear(struct nsb_account *a);
+void nsb_files_refs_clear(uint32_t file);
 /* [signal-safe] Nested calls (ranges.c): is this call of the program's
  * made from a handler that interrupted this thread while it held the
  * table lock?  Then it goes to the kernel, after nsb_ranges_note() of the

@@ -684,7 +684,9 @@ __asm__(".text\n"
  * lock, adopted as if this thread had just taken it, with every signal
  * blocked (rt_sigprocmask, twice: the one system call of the recovery
  * besides the resync's); under it the table is made whole
- * (nsb_ranges_after_vfork_death) and every record made the kernel's again
+ * (nsb_ranges_after_vfork_death: its copies alike again, the counts of
+ * the files and accounts its records name made from them) and every
+ * record made the kernel's again
  * as the lock is let go (ranges.c's settle: /proc/self/maps read where it
  * may be, else mincore, as for a nested call's notes).
  */

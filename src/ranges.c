@@ -2326,6 +2326,30 @@ rebuild(struct table *t, const struct table *src)
 	return true;
 }
 
+/* The counts of the accounts and files that t's records name, made
+ * again from the records: the child may have died between a change of
+ * the table and its counts (cut_exact, insert_plain: "the counts last"),
+ * one too many (a file's descriptor, an account kept for good) or one too
+ * few (an account released while a record still names it).  Those no
+ * record names keep their count; released at 0 as ever. */
+static void
+recount(const struct table *t)
+{
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t j = 0; j < t->nc; j++)
+			for (size_t i = 0; i < t->c->r[j].n; i++) {
+				const struct slot *s = &t->c->r[j].s[i];
+
+				if (pass == 0) {
+					nsb_files_refs_clear(slot_file(s));
+					nsb_account_refs_clear(s->acct);
+				} else {
+					nsb_files_ref(slot_file(s), 1);
+					nsb_account_ref(s->acct, 1);
+				}
+			}
+}
+
 /*
  * Table lock held, taken back from a vfork child that died holding it
  * (process.c): the table made whole, and every record marked for the
@@ -2356,6 +2380,7 @@ nsb_ranges_after_vfork_death(void)
 		atomic_fetch_add(&version, 1);
 	}
 	atomic_store(&live_count, copies[atomic_load(&active)].n);
+	recount(&copies[atomic_load(&active)]);
 	nsb_ranges_flux_end();
 	for (int i = 0; notes && i < NOTES; i++) {
 		int busy = NOTE_BUSY;
