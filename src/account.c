@@ -272,6 +272,16 @@ nsb_account_ref(struct nsb_account *a, int delta)
 	}
 }
 
+/* The table's recount after a vfork child died between a record and its
+ * count (ranges.c, nsb_ranges_after_vfork_death): the count of an
+ * account that records name is made again from them, from 0. */
+void
+nsb_account_refs_clear(struct nsb_account *a)
+{
+	if (a)
+		a->refs = 0;
+}
+
 /* The accounts on the release list (nsb_account_release_unused): apart,
  * so that the usual unlock, with none, does not pay this loop's set-up. */
 void

@@ -856,6 +856,14 @@ nsb_files_ref(uint32_t file, int delta)
 	}
 }
 
+/* As nsb_account_refs_clear (account.c), for a file's entry. */
+void
+nsb_files_refs_clear(uint32_t file)
+{
+	if (file)
+		files[file].refs = 0;
+}
+
 /* The entries on the release list (nsb_files_release_unused).  Apart,
  * so that the usual unlock, with none, does not pay this loop's set-up
  * (six registers saved and restored, ~20 instructions). */

@@ -704,6 +704,15 @@ void nsb_ranges_fail_next_alloc(void);	/* test hook */
 void nsb_ranges_test_no_alloc(bool on);	/* test hook: no memory at all */
 void nsb_ranges_test_chunk(size_t n);	/* test hook: records per chunk */
 void nsb_ranges_after_fork_child(bool nested);
+/* The parent of a vfork child that died (process.c): the tickets the
+ * child left on this thread's TLS given back; the table, whose lock the
+ * child left, made whole and marked for a resync from the kernel. */
+extern NSB_INTERNAL __thread uint8_t nsb_my_readers[2] __attribute__((tls_model("initial-exec")));
+void nsb_ranges_vfork_readers(const uint8_t before[2]);
+void nsb_ranges_after_vfork_death(void);
+/* Its recount of the records naming an account, a file (from 0). */
+void nsb_account_refs_clear(struct nsb_account *a);
+void nsb_files_refs_clear(uint32_t file);
 /* [signal-safe] Nested calls (ranges.c): is this call of the program's
  * made from a handler that interrupted this thread while it held the
  * table lock?  Then it goes to the kernel, after nsb_ranges_note() of the
@@ -815,6 +824,9 @@ uint64_t nsb_dev_of(unsigned major, unsigned minor);
 
 void nsb_rescue_handler(int sig, siginfo_t *si, void *uc); /* [signal-safe] */
 void nsb_rescue_after_fork_child(void);
+/* The parent of a vfork child that died: the rescue slots and claims it
+ * left (process.c). */
+void nsb_rescue_vfork_left(void);
 int nsb_rescue_prepare(void);	/* its memory, before the handler is installed */
 void nsb_rescue_arm(void);	/* at the first protected record: its settings */
 /* What a VMA made anew over a record's page must be given again (a rescue's

@@ -174,6 +174,18 @@ slot_others(atomic_int *slots, int self)
 	return false;
 }
 
+/* How many slots hold self (a vfork child's, on its parent's thread
+ * number, are counted with the parent's: process.c's vfork recovery). */
+static int
+slot_count(atomic_int *slots, int self)
+{
+	int n = 0;
+
+	for (int i = 0; i < SLOTS; i++)
+		n += self != 0 && atomic_load_explicit(&slots[i], memory_order_relaxed) == self;
+	return n;
+}
+
 /* A fork child: the other threads are not here. */
 static void
 slot_child(atomic_int *slots, int self)
@@ -559,6 +571,8 @@ NSB_EXPORT __typeof__(clone) __clone __attribute__((alias("clone"), copy(clone))
 #define VFORK_FLAGS (CLONE_VM | CLONE_VFORK | SIGCHLD)
 #define VFORK_TID_FLAGS (VFORK_FLAGS | CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID)
 void nsb_vfork_refused(void);
+void nsb_vfork_coming(void);
+void nsb_vfork_back(void);
 long nsb_syscall_failed(long ret);
 #if defined(__x86_64__)
 __asm__(".text\n"
@@ -570,6 +584,11 @@ __asm__(".text\n"
 	"vfork:\n"
 	"__vfork:\n"
 	".cfi_startproc\n"
+	"	subq $8, %rsp\n"	/* 16-byte aligned at the call */
+	".cfi_adjust_cfa_offset 8\n"
+	"	call nsb_vfork_coming\n"
+	"	addq $8, %rsp\n"
+	".cfi_adjust_cfa_offset -8\n"
 	"	movq nsb_vfork_tid@gottpoff(%rip), %r10\n"
 	"	addq %fs:0, %r10\n"	/* &nsb_vfork_tid: clone's child_tid */
 	"	cmpl $0, (%r10)\n"
@@ -593,6 +612,11 @@ __asm__(".text\n"
 	"	movl $0, (%r10)\n"
 	"	cmpq $-4095, %rax\n"
 	"	jae 3f\n"
+	"7:	pushq %rax\n"	/* the parent: what its child left */
+	".cfi_adjust_cfa_offset 8\n"
+	"	call nsb_vfork_back\n"
+	"	popq %rax\n"
+	".cfi_adjust_cfa_offset -8\n"
 	"1:	ret\n"
 	/* As glibc's: with a shadow stack (shared with the parent), the
 	 * child goes back without popping it. */
@@ -623,6 +647,8 @@ __asm__(".text\n"
 	".cfi_rel_offset %rip, 0\n"
 	"	cmpq $-4095, %rax\n"
 	"	jae 5f\n"
+	"	testq %rax, %rax\n"
+	"	jne 7b\n"
 	"	ret\n"
 	"5:	movq %rax, %rdi\n"
 	"	jmp nsb_syscall_failed\n"
@@ -641,6 +667,16 @@ __asm__(".text\n"
 	"__vfork:\n"
 	".cfi_startproc\n"
 	"	hint 34\n"	/* bti c */
+	"	stp x29, x30, [sp, #-16]!\n"
+	".cfi_def_cfa_offset 16\n"
+	".cfi_offset 29, -16\n"
+	".cfi_offset 30, -8\n"
+	"	mov x29, sp\n"
+	"	bl nsb_vfork_coming\n"
+	"	ldp x29, x30, [sp], #16\n"
+	".cfi_def_cfa_offset 0\n"
+	".cfi_restore 29\n"
+	".cfi_restore 30\n"
 	"	mrs x9, tpidr_el0\n"
 	"	adrp x10, :gottprel:nsb_vfork_tid\n"
 	"	ldr x10, [x10, #:gottprel_lo12:nsb_vfork_tid]\n"
@@ -661,6 +697,13 @@ __asm__(".text\n"
 	"	str wzr, [x4]\n"
 	"	cmn x0, #4095\n"
 	"	b.cs 3f\n"
+	"7:	stp x0, x30, [sp, #-16]!\n"	/* the parent: what its child left */
+	".cfi_def_cfa_offset 16\n"
+	".cfi_offset 30, -8\n"
+	"	bl nsb_vfork_back\n"
+	"	ldp x0, x30, [sp], #16\n"
+	".cfi_def_cfa_offset 0\n"
+	".cfi_restore 30\n"
 	"1:	ret\n"
 	"3:	cmn x0, #" NSB_STR(EPERM) "\n"
 	"	b.eq 4f\n"
@@ -685,12 +728,152 @@ __asm__(".text\n"
 	"	svc #0\n"
 	"	cmn x0, #4095\n"
 	"	b.cs 5f\n"
+	"	cbnz x0, 7b\n"
 	"	ret\n"
 	"5:	b nsb_syscall_failed\n"
 	".cfi_endproc\n"
 	".size vfork, .-vfork\n"
 	".size __vfork, .-__vfork\n");
 #endif
+
+/*
+ * A vfork child that dies - killed, or by a seccomp filter of its own -
+ * while inside a call of the library's leaves behind, on the memory and
+ * the TLS it shares with its parent's thread, what it had taken there:
+ * a lock (whose word holds this thread's number: every later call of the
+ * parent's would be taken for a nested one, ranges.c, and its mappings go
+ * unrecorded; another thread would wait for it for good), the table half
+ * changed, a span in flux, a reader's ticket, a rescue's slot and claims,
+ * counts of holders without the mask and of policy mappings in flight.
+ * What this thread held as it called vfork is noted here
+ * (nsb_vfork_coming, from the assembly above); once its child has exec'd
+ * or gone, the parent compares (nsb_vfork_back): a few loads of its own
+ * TLS and of the lock words, no system call.  Only where they differ -
+ * the child died holding something - does it take back what was left:
+ * the counts, the locks (the dispositions' and the timers' holders change
+ * nothing a vfork child could leave half done: let go), and the table
+ * lock, adopted as if this thread had just taken it, with every signal
+ * blocked (rt_sigprocmask, twice: the one system call of the recovery
+ * besides the resync's); under it the table is made whole
+ * (nsb_ranges_after_vfork_death: its copies alike again, the counts of
+ * the files and accounts its records name made from them) and every
+ * record made the kernel's again
+ * as the lock is let go (ranges.c's settle: /proc/self/maps read where it
+ * may be, else mincore, as for a nested call's notes).
+ */
+struct vfork_held {
+	sigset_t *outer;	/* outer_mask */
+	int unmasked;		/* slots of unmasked_by with our number */
+	int maps;		/* ... of in_flight_by */
+	uint8_t locks;		/* VFORK_TABLE... held */
+	uint8_t readers[2];	/* nsb_my_readers */
+};
+static __thread struct vfork_held vfork_held __attribute__((tls_model("initial-exec")));
+#define VFORK_TABLE	1
+#define VFORK_DISP	2
+#define VFORK_TIMERS	4
+
+static inline uint8_t
+locks_mine(void)
+{
+	return (nsb_lock_mine(&nsb_table_lock) ? VFORK_TABLE : 0) |
+	       (nsb_lock_mine(&nsb_disp_lock) ? VFORK_DISP : 0) |
+	       (nsb_lock_mine(&nsb_timers_lock) ? VFORK_TIMERS : 0);
+}
+
+/* Before the clone (vfork's assembly).  In a vfork child, whose own vfork
+ * is plain, nothing: the snapshot is its parent's. */
+__attribute__((used)) void
+nsb_vfork_coming(void)
+{
+	if (nsb_vfork_tid)
+		return;
+	vfork_held.outer = outer_mask;
+	vfork_held.unmasked = slot_count(unmasked_by, nsb_lock_id);
+	vfork_held.maps = slot_count(in_flight_by, nsb_lock_id);
+	vfork_held.locks = locks_mine();
+	vfork_held.readers[0] = nsb_my_readers[0];
+	vfork_held.readers[1] = nsb_my_readers[1];
+}
+
+/* A lock word the dead child left holding this thread's number: free,
+ * and whoever sleeps on it woken. */
+static void
+let_go(struct nsb_lock *l)
+{
+	word_unlock(&l->word);
+}
+
+/* The table lock the dead child left: this thread's now, as nsb_lock()
+ * would have made it (the fields the child wrote are its own: its mask
+ * was its own task's). */
+static void
+adopt(struct nsb_lock *l)
+{
+	sigset_t all, old;
+
+	if (outer_mask) {
+		l->masked = true;
+		l->inner = true;
+		return;
+	}
+	sigfillset(&all);
+	nsb_sys_sigmask(SIG_BLOCK, &all, &old);
+	memcpy(&l->saved, &old, sizeof(struct nsb_kset));
+	l->masked = true;
+	l->inner = false;
+	outer_mask = &l->saved;
+}
+
+static __attribute__((noinline, cold)) void
+vfork_recover(uint8_t left)
+{
+	const struct vfork_held *h = &vfork_held;
+
+	/* Counts first: the child's holders without the mask, its policy
+	 * mappings in flight, its tickets (which a writer would wait for). */
+	for (int n = slot_count(unmasked_by, nsb_lock_id); n > h->unmasked; n--)
+		slot_release(unmasked_by, nsb_lock_id);
+	for (int n = slot_count(in_flight_by, nsb_lock_id); n > h->maps; n--)
+		slot_release(in_flight_by, nsb_lock_id);
+	outer_mask = h->outer;
+	nsb_ranges_vfork_readers(h->readers);
+	if (left & VFORK_TIMERS)
+		let_go(&nsb_timers_lock);
+	if (left & VFORK_DISP)
+		let_go(&nsb_disp_lock);
+	if (left & VFORK_TABLE) {
+		adopt(&nsb_table_lock);
+		nsb_ranges_after_vfork_death();
+		nsb_ranges_unlock();	/* settles: the records made the kernel's */
+	}
+	/* A rescue's slot and claims: once the table is whole (give_back
+	 * reads it). */
+	nsb_rescue_vfork_left();
+}
+
+/* The parent, once its vfork child has exec'd or gone (vfork's assembly;
+ * errno is the caller's). */
+__attribute__((used)) void
+nsb_vfork_back(void)
+{
+	const struct vfork_held *h = &vfork_held;
+	uint8_t left;
+
+	if (nsb_vfork_tid)
+		return;
+	left = locks_mine() & ~h->locks;
+	if (__builtin_expect(left == 0 && slot_count(unmasked_by, nsb_lock_id) == h->unmasked &&
+				     slot_count(in_flight_by, nsb_lock_id) == h->maps &&
+				     outer_mask == h->outer && nsb_my_readers[0] == h->readers[0] &&
+				     nsb_my_readers[1] == h->readers[1],
+			     1))
+		return;
+	int err = errno;
+
+	vfork_recover(left);
+	errno = err;
+}
 
 /* The clone that marks a vfork child was refused: exact mode, then the
  * vfork system call. */

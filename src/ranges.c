@@ -515,12 +515,20 @@ put_slot(struct table *t, struct run *r, size_t i, const struct slot *s)
 
 /* ---- reader side ------------------------------------------------------- */
 
+/* The tickets this thread holds, by side: a vfork child runs on its
+ * parent's TLS, and one that dies in a rescue leaves its ticket counted
+ * here, for the parent to give back (nsb_ranges_vfork_readers).  A
+ * handler that interrupts the increment has given its own back before
+ * it returns. */
+__thread uint8_t nsb_my_readers[2] __attribute__((tls_model("initial-exec")));
+
 /* [signal-safe] */
 static int
 reader_enter(void)
 {
 	int side = atomic_load(&reader_side);
 
+	nsb_my_readers[side]++;
 	atomic_fetch_add(&readers[side], 1);
 	return side;
 }
@@ -530,6 +538,7 @@ void
 nsb_ranges_leave(int ticket)
 {
 	atomic_fetch_sub(&readers[ticket], 1);
+	nsb_my_readers[ticket]--;
 }
 
 /* [signal-safe] */
@@ -2368,4 +2377,121 @@ nsb_ranges_after_fork_child(bool nested)
 	 * ours.  A nested fork's are its interrupted call's to settle. */
 	if (!nested && notes_pending())
 		settle();
+}
+
+/* The parent of a vfork child that died: the tickets the child took on
+ * this thread's TLS and never gave back (before: the counts as the
+ * parent called vfork). */
+void
+nsb_ranges_vfork_readers(const uint8_t before[2])
+{
+	for (int k = 0; k < 2; k++) {
+		if (nsb_my_readers[k] == before[k])
+			continue;
+		atomic_fetch_sub(&readers[k], (long)(uint8_t)(nsb_my_readers[k] - before[k]));
+		nsb_my_readers[k] = before[k];
+	}
+}
+
+/* The copy t made anew as a chunk-for-chunk copy of src, in chunks of
+ * its own memory: what it had is given up, whatever state a dead writer
+ * left its chunks, their array and its spare list in (a chunk may be
+ * named twice by an array whose memmove was cut short).  False: no
+ * memory, t empty. */
+static bool
+rebuild(struct table *t, const struct table *src)
+{
+	size_t cap = src->c ? src->c->cap : 0;
+	struct runs *c;
+
+	t->spare = NULL;
+	t->nspare = 0;
+	t->nc = t->n = 0;
+	t->roomy = 0;
+	t->reshapes++;
+	if (src->nc == 0)
+		return true;
+	c = nsb_memory(sizeof(*c) + cap * sizeof(c->r[0]));
+	if (!c)
+		return false;
+	c->cap = cap;
+	for (size_t j = 0; j < src->nc; j++) {
+		struct slot *s = chunk_make(t);
+
+		if (!s)
+			return false;
+		memcpy(s, src->c->r[j].s, src->c->r[j].n * sizeof(*s));
+		c->r[j].s = s;
+		c->r[j].n = src->c->r[j].n;
+	}
+	atomic_thread_fence(memory_order_release);
+	t->c = c;
+	t->nc = src->nc;
+	t->n = src->n;
+	return true;
+}
+
+/* The counts of the accounts and files that t's records name, made
+ * again from the records: the child may have died between a change of
+ * the table and its counts (cut_exact, insert_plain: "the counts last"),
+ * one too many (a file's descriptor, an account kept for good) or one too
+ * few (an account released while a record still names it).  Those no
+ * record names keep their count; released at 0 as ever. */
+static void
+recount(const struct table *t)
+{
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t j = 0; j < t->nc; j++)
+			for (size_t i = 0; i < t->c->r[j].n; i++) {
+				const struct slot *s = &t->c->r[j].s[i];
+
+				if (pass == 0) {
+					nsb_files_refs_clear(slot_file(s));
+					nsb_account_refs_clear(s->acct);
+				} else {
+					nsb_files_ref(slot_file(s), 1);
+					nsb_account_ref(s->acct, 1);
+				}
+			}
+}
+
+/*
+ * Table lock held, taken back from a vfork child that died holding it
+ * (process.c): the table made whole, and every record marked for the
+ * resync from the kernel that the unlock makes (settle()): the child may
+ * have died after its system call and before its records, or anywhere
+ * between.  Readers only ever use the active copy, which a writer never
+ * changes (it changes the inactive one, switches, drains, and changes
+ * the other): with the version odd, the inactive one may be half
+ * changed, and is made again from the active one.  A span the child put
+ * in flux is no longer; a note it was writing (its calls were nested only
+ * if this thread held the lock already) is of unknown span.
+ */
+void
+nsb_ranges_after_vfork_death(void)
+{
+	int act = atomic_load(&active);
+
+	if (atomic_load(&version) & 1) {
+		if (!rebuild(&copies[1 - act], &copies[act])) {
+			/* No memory for a copy: no record kept rather than
+			 * two copies that differ (SPEC §12: lost). */
+			(void)rebuild(&copies[1 - act], &copies[1 - act]);
+			atomic_store(&live_count, 0);
+			switch_copies();
+			(void)rebuild(&copies[act], &copies[1 - act]);
+			nsb_ranges_lost();
+		}
+		atomic_fetch_add(&version, 1);
+	}
+	atomic_store(&live_count, copies[atomic_load(&active)].n);
+	recount(&copies[atomic_load(&active)]);
+	nsb_ranges_flux_end();
+	for (int i = 0; notes && i < NOTES; i++) {
+		int busy = NOTE_BUSY;
+
+		if (atomic_compare_exchange_strong(&notes[i].state, &busy, NOTE_FREE))
+			atomic_fetch_sub(&notes_used, 1);
+	}
+	atomic_store(&notes_all, true);
 }

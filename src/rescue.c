@@ -62,9 +62,20 @@ enum verdict { NOT_OURS, RESCUED, AGAIN };
 #define BUSY_SLOTS 64
 
 struct busy {
-	atomic_uintptr_t acct;	/* 0: free */
+	atomic_uintptr_t owner;	/* 0: free; else its thread's (busy_tag) */
+	atomic_uintptr_t acct;	/* 0 or 1: being taken */
 	atomic_uintptr_t start, end;
 };
+
+/* [signal-safe] The owner a slot of this thread's names: the address of
+ * a word of its TLS, no system call.  A vfork child runs on its parent's
+ * TLS: the slots it leaves when it dies in a rescue name its parent's
+ * thread, which gives them back (nsb_rescue_vfork_left). */
+static inline uintptr_t
+busy_tag(void)
+{
+	return (uintptr_t)&nsb_lock_id;
+}
 
 /* Made when the handler is installed (a process that never installs it
  * pays nothing for it at start-up), from memory.c. */
@@ -323,8 +334,9 @@ busy_enter(const struct nsb_account *acct, uintptr_t start, uintptr_t end)
 		struct busy *b = &busy[(first + i) % BUSY_SLOTS];
 		uintptr_t seen = 0;
 
-		if (atomic_load(&b->acct) == 0 &&
-		    atomic_compare_exchange_strong(&b->acct, &seen, (uintptr_t)1)) {
+		if (atomic_load(&b->owner) == 0 &&
+		    atomic_compare_exchange_strong(&b->owner, &seen, busy_tag())) {
+			atomic_store(&b->acct, (uintptr_t)1);
 			atomic_store(&b->start, start);
 			atomic_store(&b->end, end);
 			atomic_store(&b->acct, (uintptr_t)acct);
@@ -342,9 +354,9 @@ busy_other(const struct nsb_account *acct, uintptr_t addr, int mine)
 	for (int i = 0; i < BUSY_SLOTS; i++) {
 		uintptr_t a = atomic_load(&busy[i].acct);
 
-		if (i == mine || (a != (uintptr_t)acct && a != 1))
+		if (i == mine || !atomic_load(&busy[i].owner) || (a != (uintptr_t)acct && a > 1))
 			continue;
-		if (a == 1 || (atomic_load(&busy[i].start) <= addr && addr < atomic_load(&busy[i].end)))
+		if (a <= 1 || (atomic_load(&busy[i].start) <= addr && addr < atomic_load(&busy[i].end)))
 			return true;
 	}
 	return false;
@@ -355,6 +367,7 @@ static void
 busy_leave(int slot)
 {
 	atomic_store(&busy[slot].acct, 0);
+	atomic_store(&busy[slot].owner, 0);
 }
 
 /* A rescue that was under way in another thread at the fork. */
@@ -406,6 +419,33 @@ nsb_rescue_after_fork_child(void)
 					 atomic_load(&busy[i].end) };
 
 		atomic_store(&busy[i].acct, 0);
+		atomic_store(&busy[i].owner, 0);
+		if (l.acct > 1 && l.start < l.end)
+			(void)nsb_maps_each(l.start, l.end, false, give_back, &l);
+	}
+}
+
+/*
+ * The parent of a vfork child that died (process.c): the slots of the
+ * rescues it was making on this thread's TLS are let go, and the units
+ * it claimed given back where their page is still the file's, as for a
+ * fork child (give_back: one read of the maps a slot; where the maps
+ * cannot be read, under a filter, the claim stays, and a fault on that
+ * unit goes to the program).  The thread itself holds none as it calls
+ * vfork: a rescue runs with every signal blocked, and calls nothing that
+ * makes a process.  A handler-free scan of 64 slots, only after a death.
+ */
+void
+nsb_rescue_vfork_left(void)
+{
+	for (int i = 0; busy && i < BUSY_SLOTS; i++) {
+		if (atomic_load(&busy[i].owner) != busy_tag())
+			continue;
+		struct lost_rescue l = { atomic_load(&busy[i].acct), atomic_load(&busy[i].start),
+					 atomic_load(&busy[i].end) };
+
+		atomic_store(&busy[i].acct, 0);
+		atomic_store(&busy[i].owner, 0);
 		if (l.acct > 1 && l.start < l.end)
 			(void)nsb_maps_each(l.start, l.end, false, give_back, &l);
 	}
