@@ -470,7 +470,7 @@ raw_clone_call(long nr, long a, long b, long c, long d, long e)
 /*
  * [signal-safe] Is syscall(nr, a, b, ...) a clone that copies the process
  * onto the same stack (fork, or clone and clone3 without CLONE_VM,
- * CLONE_VFORK or a stack)?  Its child runs no fork handler: the
+ * CLONE_VFORK, CLONE_SETTLS or a stack)?  Its child runs no fork handler: the
  * library's locks and counts are copied as they were, held by threads
  * the child does not have (its first protected mapping waited for ever
  * on the table lock of a thread mapping at the clone: core-rawclone).
@@ -504,7 +504,10 @@ copy_clone(long nr, long a, long b)
 	} else {
 		return false;
 	}
-	return !(flags & (CLONE_VM | CLONE_VFORK)) && !stack;
+	/* A new TLS (CLONE_SETTLS): the child is the program's business
+	 * from its first instruction; the reset would write the library's
+	 * thread variables into that memory. */
+	return !(flags & (CLONE_VM | CLONE_VFORK | CLONE_SETTLS)) && !stack;
 }
 
 /*
