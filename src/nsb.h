@@ -924,6 +924,7 @@ void nsb_disp_exec_ignore(struct nsb_exec *x);
 void nsb_disp_after_fork_child(void);
 void nsb_process_after_Fork_child(void);	/* process.c */
 void nsb_process_Fork_window(bool open);	/* process.c */
+void nsb_process_copy_clone(int phase);	/* process.c: 0 before, 1 parent, 2 child */
 /* process.c's count of policy mappings between the kernel's mmap and
  * their record (a fork waits for them): inline, every such mapping
  * counts. */

@@ -474,8 +474,11 @@ raw_clone_call(long nr, long a, long b, long c, long d, long e)
  * library's locks and counts are copied as they were, held by threads
  * the child does not have (its first protected mapping waited for ever
  * on the table lock of a thread mapping at the clone: core-rawclone).
- * Such a call is made here, and its child gets fork's reset, as _Fork's
- * does (threads.c).  A clone3 whose arguments cannot be read is left to
+ * Such a call is made here, between fork's own handlers (process.c:
+ * the locks taken as for fork; the child's reset).  (_Fork's model, the
+ * child's reset without the locks, left the child a table another
+ * thread was changing: core-rawclone's children died of SIGSEGV now and
+ * then.)  A clone3 whose arguments cannot be read is left to
  * the kernel (EFAULT).
  */
 static bool
@@ -529,12 +532,9 @@ nsb_seccomp_coming(long nr, long a, long b, long c, long d, long e)
 	if (nr != SYS_seccomp && nr != SYS_prctl) {
 		nsb_process_clone_coming();
 		if (copy_clone(nr, a, b)) {
-			nsb_process_Fork_window(true);
+			nsb_process_copy_clone(0);
 			r.ret = raw_clone_call(nr, a, b, c, d, e);
-			if (r.ret == 0)
-				nsb_process_after_Fork_child();
-			else
-				nsb_process_Fork_window(false);
+			nsb_process_copy_clone(r.ret == 0 ? 2 : 1);
 			r.done = 1;
 		}
 		return r;
