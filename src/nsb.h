@@ -942,6 +942,7 @@ void nsb_process_Fork_window(bool open);	/* process.c */
  * for those in between. */
 bool nsb_process_map_begin(void);
 void nsb_process_map_end(void);
+void nsb_process_copy_clone(int phase);	/* process.c: 0 before, 1 parent, 2 child */
 void nsb_disp_start(void);	/* the constructor's part: inherited mask, handoff */
 /* Its value is the decimal pid of the process that wrote it: the exec'd
  * program's own (exec keeps the pid), or a spawned child's parent's. */

@@ -1007,6 +1007,20 @@ nsb_process_Fork_window(bool open)
 	forking = open;
 }
 
+/* A clone that copies the process, made by syscall() (sandbox.c): fork's
+ * own handlers around it, the locks taken as for fork, so that the child
+ * never has a table another thread was changing. */
+void
+nsb_process_copy_clone(int phase)
+{
+	if (phase == 0)
+		before_fork();
+	else if (phase == 1)
+		after_fork_parent();
+	else
+		after_fork_child();
+}
+
 /* The child of _Fork, which runs no atfork handler (threads.c). */
 void
 nsb_process_after_Fork_child(void)

@@ -470,12 +470,15 @@ raw_clone_call(long nr, long a, long b, long c, long d, long e)
 /*
  * [signal-safe] Is syscall(nr, a, b, ...) a clone that copies the process
  * onto the same stack (fork, or clone and clone3 without CLONE_VM,
- * CLONE_VFORK or a stack)?  Its child runs no fork handler: the
+ * CLONE_VFORK, CLONE_SETTLS or a stack)?  Its child runs no fork handler: the
  * library's locks and counts are copied as they were, held by threads
  * the child does not have (its first protected mapping waited for ever
  * on the table lock of a thread mapping at the clone: core-rawclone).
- * Such a call is made here, and its child gets fork's reset, as _Fork's
- * does (threads.c).  A clone3 whose arguments cannot be read is left to
+ * Such a call is made here, between fork's own handlers (process.c:
+ * the locks taken as for fork; the child's reset).  (_Fork's model, the
+ * child's reset without the locks, left the child a table another
+ * thread was changing: core-rawclone's children died of SIGSEGV now and
+ * then.)  A clone3 whose arguments cannot be read is left to
  * the kernel (EFAULT).
  */
 static bool
@@ -504,7 +507,10 @@ copy_clone(long nr, long a, long b)
 	} else {
 		return false;
 	}
-	return !(flags & (CLONE_VM | CLONE_VFORK)) && !stack;
+	/* A new TLS (CLONE_SETTLS): the child is the program's business
+	 * from its first instruction; the reset would write the library's
+	 * thread variables into that memory. */
+	return !(flags & (CLONE_VM | CLONE_VFORK | CLONE_SETTLS)) && !stack;
 }
 
 /*
@@ -526,12 +532,9 @@ nsb_seccomp_coming(long nr, long a, long b, long c, long d, long e)
 	if (nr != SYS_seccomp && nr != SYS_prctl) {
 		nsb_process_clone_coming();
 		if (copy_clone(nr, a, b)) {
-			nsb_process_Fork_window(true);
+			nsb_process_copy_clone(0);
 			r.ret = raw_clone_call(nr, a, b, c, d, e);
-			if (r.ret == 0)
-				nsb_process_after_Fork_child();
-			else
-				nsb_process_Fork_window(false);
+			nsb_process_copy_clone(r.ret == 0 ? 2 : 1);
 			r.done = 1;
 		}
 		return r;

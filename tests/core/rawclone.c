@@ -13,8 +13,8 @@
  * not there; child 1 of 100 hung), and its fork() spun FORK_WAIT_YIELDS
  * sched_yield()s for a map in flight of such a thread (25 to 40 seconds
  * on a loaded machine).  Without the library the same child ends at once.
- * Now sandbox.c makes such a clone itself and its child gets fork's
- * reset, as _Fork's does.
+ * Now sandbox.c makes such a clone itself, between the library's fork
+ * handlers (process.c: the locks taken as for fork, the child's reset).
  *
  * The test: a thread maps and unmaps a shared memfd (protected by
  * default) in a loop while the main thread makes ROUNDS children, in turn
