@@ -41,6 +41,7 @@
 #define EXIT_PAST 3		/* k is past A's wait for the lock */
 #define EXIT_MASKED 4		/* the lock blocked signals: not this path */
 
+#if defined(__x86_64__)
 static size_t ps;
 static int zfd;
 static atomic_int released, parked;
@@ -48,7 +49,6 @@ static atomic_bool stepping, b_done;
 static long steps, target;
 static volatile sig_atomic_t installed, yields;
 
-#if defined(__x86_64__)
 #define TF 0x100
 
 static void

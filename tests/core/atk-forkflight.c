@@ -40,6 +40,7 @@
 #define STEP_LIMIT 20000	/* far past the call's way to the kernel */
 #define EXIT_PAST 3		/* k is past A's own kernel mmap */
 
+#if defined(__x86_64__)
 static size_t ps;
 static int zfd;
 static char *bmap;		/* B's mapping, made by its SIGSYS handler */
@@ -48,7 +49,6 @@ static atomic_bool stepping, b_done, b_go;
 static long steps, target;
 static volatile sig_atomic_t forked, yields;
 
-#if defined(__x86_64__)
 #define TF 0x100
 
 static void

@@ -50,7 +50,9 @@ static const char *mode;
 #define NATIVE_ARCH 0
 #endif
 
-static long
+/* Not inlined: in a function that calls vfork, gcc takes the register
+ * variables for clobbered (-Wclobbered on aarch64). */
+static __attribute__((noinline)) long
 raw_seccomp_listener(struct sock_fprog *prog)
 {
 #if defined(__x86_64__)
