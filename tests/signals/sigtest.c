@@ -6139,7 +6139,14 @@ eintr_window(const char *kind)
 		bool eintr;
 
 		atomic_store(&window_state, 2 * i + 1);
-		eintr = window_wait(kind, ep);
+		/* A wait that timed out before the sender saw it asleep (a
+		 * sender held off the CPU for 300 ms on a loaded machine) is
+		 * made again: the sender waits for a sleeper, and this thread
+		 * would spin for its send for ever (both runs, with and
+		 * without the library, hung that way). */
+		do
+			eintr = window_wait(kind, ep);
+		while (!eintr && atomic_load(&window_state) == 2 * i + 1);
 		/* The sender is done with this round before the next begins. */
 		while (atomic_load(&window_state) != 2 * i + 2)
 			;
