@@ -476,7 +476,11 @@ raw_clone_call(long nr, long a, long b, long c, long d, long e)
  * on the table lock of a thread mapping at the clone: core-rawclone).
  * Such a call is made here, and its child gets fork's reset, as _Fork's
  * does (threads.c).  A clone3 whose arguments cannot be read is left to
- * the kernel (EFAULT).
+ * the kernel (EFAULT).  So is one with CLONE_SETTLS: its child runs on a
+ * thread pointer of the program's, where the reset's thread-local
+ * variables are not the library's (it wrote over the program's memory
+ * about that pointer: core-atk2-settls); such a child keeps the copied
+ * locks, as before.
  */
 static bool
 copy_clone(long nr, long a, long b)
@@ -504,7 +508,7 @@ copy_clone(long nr, long a, long b)
 	} else {
 		return false;
 	}
-	return !(flags & (CLONE_VM | CLONE_VFORK)) && !stack;
+	return !(flags & (CLONE_VM | CLONE_VFORK | CLONE_SETTLS)) && !stack;
 }
 
 /*
