@@ -74,7 +74,7 @@ body(void *arg)
 
 	(void)arg;
 	memset(block, PATTERN, sizeof(block));
-	memcpy(tp, &tp, sizeof(tp));
+	*(unsigned char **)(void *)tp = tp;	/* aligned: the middle of an aligned block */
 	fflush(NULL);
 #if defined(__x86_64__)
 	/* clone(flags, stack, parent_tid, child_tid, tls) */
