@@ -718,15 +718,10 @@ void nsb_files_refs_clear(uint32_t file);
  * made from a handler that interrupted this thread while it held the
  * table lock?  Then it goes to the kernel, after nsb_ranges_note() of the
  * span whose records it may make stale. */
-extern __thread pid_t nsb_vfork_tid __attribute__((tls_model("initial-exec"), visibility("hidden")));
-bool nsb_process_vfork_gone(void);
 static inline bool
 nsb_ranges_nested(void)
 {
-	/* (Not where a handler of a vfork parent's finds the lock its dead
-	 * child left: process.c, nsb_process_vfork_gone.) */
-	return nsb_lock_mine(&nsb_table_lock) &&
-	       !(__builtin_expect(nsb_vfork_tid != 0, 0) && nsb_process_vfork_gone());
+	return nsb_lock_mine(&nsb_table_lock);
 }
 void nsb_ranges_note(uintptr_t start, uintptr_t end);
 int nsb_ranges_prepare(void);	/* with the handler: 0, or -1 (ENOMEM) */

@@ -875,32 +875,6 @@ nsb_vfork_back(void)
 	errno = err;
 }
 
-/*
- * [signal-safe] A handler of this thread's finds the table lock holding
- * its number with a vfork child marked (nsb_vfork_tid): is that child
- * gone?  A vfork parent runs no handler while it waits (the kernel's wait
- * is killable only), but the signal its child's end queues (SIGCHLD) is
- * delivered as the clone returns: before vfork's assembly clears the mark
- * and calls nsb_vfork_back().  Where the child died holding the lock, the
- * handler's calls were taken for nested ones: a mapping its SIGCHLD
- * handler made went unrecorded and unprotected (core-atk2-vforkchld).  A
- * tid that is not the child's says this is the parent: the mark cleared,
- * and what the child left taken back now (the assembly's own call then
- * finds nothing).  One gettid, only with the lock this thread's and a
- * child marked.
- */
-bool
-nsb_process_vfork_gone(void)
-{
-	pid_t child = nsb_vfork_tid;
-
-	if (!child || (pid_t)syscall(SYS_gettid) == child)
-		return false;
-	nsb_vfork_tid = 0;
-	nsb_vfork_back();
-	return !nsb_lock_mine(&nsb_table_lock);
-}
-
 /* The clone that marks a vfork child was refused: exact mode, then the
  * vfork system call. */
 __attribute__((used)) void

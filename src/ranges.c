@@ -536,6 +536,7 @@ __thread uint8_t nsb_my_readers[2] __attribute__((tls_model("initial-exec")));
  * plus 2 * (slot + 1) for a slot's.
  */
 #define VFORK_TICKETS 4
+extern __thread pid_t nsb_vfork_tid __attribute__((tls_model("initial-exec"), visibility("hidden")));
 static atomic_uintptr_t vfork_tickets[2][VFORK_TICKETS];
 
 /* [signal-safe] */
