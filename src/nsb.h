@@ -709,6 +709,7 @@ void nsb_ranges_after_fork_child(bool nested);
  * child left, made whole and marked for a resync from the kernel. */
 extern NSB_INTERNAL __thread uint8_t nsb_my_readers[2] __attribute__((tls_model("initial-exec")));
 void nsb_ranges_vfork_readers(const uint8_t before[2]);
+bool nsb_ranges_vfork_tickets(void);
 void nsb_ranges_after_vfork_death(void);
 /* Its recount of the records naming an account, a file (from 0). */
 void nsb_account_refs_clear(struct nsb_account *a);

@@ -866,7 +866,7 @@ nsb_vfork_back(void)
 	if (__builtin_expect(left == 0 && slot_count(unmasked_by, nsb_lock_id) == h->unmasked &&
 				     slot_count(in_flight_by, nsb_lock_id) == h->maps &&
 				     outer_mask == h->outer && nsb_my_readers[0] == h->readers[0] &&
-				     nsb_my_readers[1] == h->readers[1],
+				     nsb_my_readers[1] == h->readers[1] && !nsb_ranges_vfork_tickets(),
 			     1))
 		return;
 	int err = errno;

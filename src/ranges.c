@@ -522,12 +522,38 @@ put_slot(struct table *t, struct run *r, size_t i, const struct slot *s)
  * it returns. */
 __thread uint8_t nsb_my_readers[2] __attribute__((tls_model("initial-exec")));
 
+/*
+ * A marked vfork child's tickets (nsb_vfork_tid set: its parent waits in
+ * vfork's assembly) are not counted that way: between the shared count
+ * and the TLS one, two instructions apart, a child killed there left the
+ * parent taking away a ticket never counted, or giving one back twice
+ * (readers[side] at -1: its next change of the table waited for good,
+ * core-atk2-vforkticket).  Such a ticket is one slot of its side holding
+ * the thread's key (the address of its nsb_my_readers, the parent's and
+ * the child's alike), taken and let go by one instruction each: whatever
+ * instruction the child dies at, the parent finds exactly what it left.
+ * A writer waits for the slots as for the count.  Ticket numbers: side,
+ * plus 2 * (slot + 1) for a slot's.
+ */
+#define VFORK_TICKETS 4
+extern __thread pid_t nsb_vfork_tid __attribute__((tls_model("initial-exec"), visibility("hidden")));
+static atomic_uintptr_t vfork_tickets[2][VFORK_TICKETS];
+
 /* [signal-safe] */
 static int
 reader_enter(void)
 {
 	int side = atomic_load(&reader_side);
 
+	if (__builtin_expect(nsb_vfork_tid != 0, 0)) {
+		for (int i = 0; i < VFORK_TICKETS; i++) {
+			uintptr_t none = 0;
+
+			if (atomic_compare_exchange_strong(&vfork_tickets[side][i], &none,
+							   (uintptr_t)nsb_my_readers))
+				return side + 2 * (i + 1);
+		}
+	}
 	nsb_my_readers[side]++;
 	atomic_fetch_add(&readers[side], 1);
 	return side;
@@ -537,8 +563,34 @@ reader_enter(void)
 void
 nsb_ranges_leave(int ticket)
 {
+	if (__builtin_expect(ticket >= 2, 0)) {
+		atomic_store(&vfork_tickets[ticket & 1][ticket / 2 - 1], 0);
+		return;
+	}
 	atomic_fetch_sub(&readers[ticket], 1);
 	nsb_my_readers[ticket]--;
+}
+
+/* Does a vfork child's slot on this side hold a ticket? */
+static bool
+vfork_tickets_held(int side)
+{
+	for (int i = 0; i < VFORK_TICKETS; i++)
+		if (atomic_load(&vfork_tickets[side][i]))
+			return true;
+	return false;
+}
+
+/* The slots this thread's (dead) vfork child left: any? */
+bool
+nsb_ranges_vfork_tickets(void)
+{
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < VFORK_TICKETS; i++)
+			if (atomic_load_explicit(&vfork_tickets[k][i], memory_order_relaxed) ==
+			    (uintptr_t)nsb_my_readers)
+				return true;
+	return false;
 }
 
 /* [signal-safe] */
@@ -564,7 +616,7 @@ nsb_ranges_enter(uintptr_t addr, struct nsb_range *out, int *ticket)
 	size_t i;
 	int side;
 
-	side = reader_enter();
+	side = reader_enter();	/* (a ticket: side, or a vfork child's slot) */
 	/* After registering: a writer that set the flux before we did
 	 * waits for us; one that sets it later finds us gone or sees us.
 	 * (Before the count: a call may have cut every record for now.) */
@@ -846,9 +898,9 @@ nsb_ranges_bytes(void)
 /* ---- writer side ------------------------------------------------------- */
 
 static __attribute__((noinline)) void
-wait_for_readers(atomic_long *counter)
+wait_for_readers(int side)
 {
-	while (atomic_load(counter) != 0)
+	while (atomic_load(&readers[side]) != 0 || vfork_tickets_held(side))
 		sched_yield();
 }
 
@@ -860,11 +912,11 @@ drain_readers(void)
 {
 	int side = atomic_load(&reader_side);
 
-	if (atomic_load(&readers[1 - side]) != 0)
-		wait_for_readers(&readers[1 - side]);
+	if (atomic_load(&readers[1 - side]) != 0 || vfork_tickets_held(1 - side))
+		wait_for_readers(1 - side);
 	atomic_store(&reader_side, 1 - side);
-	if (atomic_load(&readers[side]) != 0)
-		wait_for_readers(&readers[side]);
+	if (atomic_load(&readers[side]) != 0 || vfork_tickets_held(side))
+		wait_for_readers(side);
 }
 
 /* Makes the inactive copy active; on return nobody reads the other one. */
@@ -2335,6 +2387,9 @@ nsb_ranges_after_fork_child(bool nested)
 
 	atomic_store(&readers[0], 0);
 	atomic_store(&readers[1], 0);
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < VFORK_TICKETS; i++)
+			atomic_store(&vfork_tickets[k][i], 0);
 	/* A note a thread that is not here was writing: its span is not
 	 * known, so no record is trusted until the next holder cuts them. */
 	for (int i = 0; notes && i < NOTES; i++) {
@@ -2391,6 +2446,11 @@ nsb_ranges_vfork_readers(const uint8_t before[2])
 		atomic_fetch_sub(&readers[k], (long)(uint8_t)(nsb_my_readers[k] - before[k]));
 		nsb_my_readers[k] = before[k];
 	}
+	/* The slots: the parent takes none (nsb_vfork_tid is 0 in it). */
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < VFORK_TICKETS; i++)
+			if (atomic_load(&vfork_tickets[k][i]) == (uintptr_t)nsb_my_readers)
+				atomic_store(&vfork_tickets[k][i], 0);
 }
 
 /* The copy t made anew as a chunk-for-chunk copy of src, in chunks of

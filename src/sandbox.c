@@ -479,7 +479,9 @@ raw_clone_call(long nr, long a, long b, long c, long d, long e)
  * child's reset without the locks, left the child a table another
  * thread was changing: core-rawclone's children died of SIGSEGV now and
  * then.)  A clone3 whose arguments cannot be read is left to
- * the kernel (EFAULT).
+ * the kernel (EFAULT).  So is one with CLONE_SETTLS (core-atk2-settls:
+ * the reset wrote over the program's memory about its thread pointer);
+ * such a child keeps the copied locks, as before.
  */
 static bool
 copy_clone(long nr, long a, long b)
