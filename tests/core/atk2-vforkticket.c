@@ -275,6 +275,9 @@ main(void)
 #endif
 	core_require_library();
 	status = core_run_watched(body, NULL, 900, NULL, "vfork child killed in a ticket", err, sizeof(err));
+	/* The body's skip (no nm, the arm64 machine's root): said there. */
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
+		return 77;
 	nsbt_expect_exit(status, 0, "vfork children killed taking and giving back a ticket");
 	core_expect_quiet(err, "vfork child killed in a ticket");
 	printf("ok\n");
