@@ -101,7 +101,7 @@ main(int argc, char **argv)
 	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	NSBT_CHECK(n > 0, "readlink /proc/self/exe: %s", strerror(errno));
 	self[n] = '\0';
-	status = core_run_watched(body, NULL, 120, NULL, "vfork-then-exec", err, sizeof(err));
+	status = core_run_watched(body, NULL, nsbt_scaled(150), NULL, "vfork-then-exec", err, sizeof(err));
 	nsbt_expect_exit(status, 0, "vfork-then-exec with SIGBUS ignored");
 	core_expect_quiet(err, "vfork-then-exec");
 	printf("ok\n");
