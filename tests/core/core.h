@@ -24,6 +24,33 @@
 
 #define CORE_PROT_RW (PROT_READ | PROT_WRITE)
 
+/* One case of a test: run in a child by core_run_cases(). */
+struct core_case {
+	const char *name;
+	void (*fn)(void *);
+};
+
+/* Runs each of n cases in a child (nsbt_run); a failed one is said on
+ * stderr.  A case that exits 77 (its reason said) is skipped when skips,
+ * failed when not.  The test's exit: 1 if any failed. */
+static inline int
+core_run_cases(const struct core_case *cases, size_t n, bool skips)
+{
+	int failed = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int status = nsbt_run(cases[i].fn, NULL);
+
+		if (skips && WIFEXITED(status) && WEXITSTATUS(status) == 77)
+			continue;
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+			fprintf(stderr, "FAIL: %s: %s\n", cases[i].name, nsbt_status_str(status));
+			failed++;
+		}
+	}
+	return failed ? 1 : 0;
+}
+
 /* Naps (1 ms at a time) until another thread sets *flag. */
 static inline void
 core_nap_until(atomic_bool *flag)
