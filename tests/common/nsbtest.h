@@ -29,6 +29,18 @@
 
 #include "nosigbus.h"
 
+/* A function the compiler must keep out of line (a handler tells a
+ * faulting PC lies in it: tests/signals).  GCC's noipa also keeps the caller from
+ * assuming anything about it; other compilers have noinline only. */
+#ifdef __has_attribute
+#if __has_attribute(noipa)
+#define NSBT_OUT_OF_LINE __attribute__((noinline, noipa))
+#endif
+#endif
+#ifndef NSBT_OUT_OF_LINE
+#define NSBT_OUT_OF_LINE __attribute__((noinline))
+#endif
+
 /* Run by nsbt_fail() and nsbt_skip() before they exit: what a test set up
  * outside itself (mounts, temporary directories, children). */
 static void (*nsbt_on_exit)(void);

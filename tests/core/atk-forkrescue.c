@@ -50,35 +50,6 @@ static const char *mode;
 #define NATIVE_ARCH 0
 #endif
 
-/* Not inlined: in a function that calls vfork, gcc takes the register
- * variables for clobbered (-Wclobbered on aarch64). */
-static __attribute__((noinline)) long
-raw_seccomp_listener(struct sock_fprog *prog)
-{
-#if defined(__x86_64__)
-	long ret;
-	register long a2 __asm__("rdx") = (long)prog;
-
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "0"((long)SYS_seccomp), "D"((long)SECCOMP_SET_MODE_FILTER),
-			   "S"((long)SECCOMP_FILTER_FLAG_NEW_LISTENER), "r"(a2)
-			 : "rcx", "r11", "memory");
-	return ret;
-#elif defined(__aarch64__)
-	register long x8 __asm__("x8") = SYS_seccomp;
-	register long x0 __asm__("x0") = SECCOMP_SET_MODE_FILTER;
-	register long x1 __asm__("x1") = SECCOMP_FILTER_FLAG_NEW_LISTENER;
-	register long x2 __asm__("x2") = (long)prog;
-
-	__asm__ volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory");
-	return x0;
-#else
-	(void)prog;
-	return -ENOSYS;
-#endif
-}
-
 static void
 respond(unsigned long long id)
 {
@@ -214,18 +185,14 @@ scenario(void *arg)
 		nsbt_fail("the first rescue reads non-zero");
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
 		nsbt_skip("no_new_privs: %s", strerror(errno));
-	ret = raw_seccomp_listener(&fp);
+	ret = core_raw_seccomp(&fp, SECCOMP_FILTER_FLAG_NEW_LISTENER);
 	if (ret < 0)
 		nsbt_skip("a seccomp filter with a listener: %s", strerror((int)-ret));
 	lfd = (int)ret;
 	if (pthread_create(&s, NULL, supervisor, NULL) != 0 ||
 	    pthread_create(&r, NULL, rescuer, NULL) != 0)
 		nsbt_fail("pthread_create");
-	while (!atomic_load(&held)) {
-		struct timespec nap = { 0, 1000 * 1000 };
-
-		nanosleep(&nap, NULL);
-	}
+	core_nap_until(&held);
 	/* The rescue is held in its mmap, its page claimed. */
 	if (strcmp(mode, "fork") == 0) {
 		pid_t v;

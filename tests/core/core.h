@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -23,13 +24,52 @@
 
 #define CORE_PROT_RW (PROT_READ | PROT_WRITE)
 
+/* One case of a test: run in a child by core_run_cases(). */
+struct core_case {
+	const char *name;
+	void (*fn)(void *);
+};
+
+/* Runs each of n cases in a child (nsbt_run); a failed one is said on
+ * stderr.  A case that exits 77 (its reason said) is skipped when skips,
+ * failed when not.  The test's exit: 1 if any failed. */
+static inline int
+core_run_cases(const struct core_case *cases, size_t n, bool skips)
+{
+	int failed = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int status = nsbt_run(cases[i].fn, NULL);
+
+		if (skips && WIFEXITED(status) && WEXITSTATUS(status) == 77)
+			continue;
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+			fprintf(stderr, "FAIL: %s: %s\n", cases[i].name, nsbt_status_str(status));
+			failed++;
+		}
+	}
+	return failed ? 1 : 0;
+}
+
+/* Naps (1 ms at a time) until another thread sets *flag. */
+static inline void
+core_nap_until(atomic_bool *flag)
+{
+	while (!atomic_load(flag)) {
+		struct timespec nap = { 0, 1000 * 1000 };
+
+		nanosleep(&nap, NULL);
+	}
+}
+
 /* Installs a seccomp filter with the system call itself, behind the
- * library's back (its prctl and seccomp wrappers would see it): the
- * kernel's return, 0 or -errno; -1 on other architectures.  Not inlined:
+ * library's back (its prctl and seccomp wrappers would see it), with
+ * flags (SECCOMP_FILTER_FLAG_*): the kernel's return, 0 (or the
+ * listener's descriptor) or -errno; -ENOSYS on other architectures.  Not inlined:
  * in a function that calls vfork (vforkdeath.c), gcc's -Wclobbered takes
  * the register variables for ones vfork may clobber (aarch64). */
 static __attribute__((noinline, unused)) long
-core_raw_seccomp(struct sock_fprog *prog)
+core_raw_seccomp(struct sock_fprog *prog, unsigned long flags)
 {
 #if defined(__x86_64__)
 	long ret;
@@ -37,20 +77,22 @@ core_raw_seccomp(struct sock_fprog *prog)
 
 	__asm__ volatile("syscall"
 			 : "=a"(ret)
-			 : "0"((long)SYS_seccomp), "D"((long)SECCOMP_SET_MODE_FILTER), "S"(0L), "r"(a2)
+			 : "0"((long)SYS_seccomp), "D"((long)SECCOMP_SET_MODE_FILTER),
+			   "S"((long)flags), "r"(a2)
 			 : "rcx", "r11", "memory");
 	return ret;
 #elif defined(__aarch64__)
 	register long x8 __asm__("x8") = SYS_seccomp;
 	register long x0 __asm__("x0") = SECCOMP_SET_MODE_FILTER;
-	register long x1 __asm__("x1") = 0;
+	register long x1 __asm__("x1") = (long)flags;
 	register long x2 __asm__("x2") = (long)prog;
 
 	__asm__ volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory");
 	return x0;
 #else
 	(void)prog;
-	return -1;
+	(void)flags;
+	return -ENOSYS;
 #endif
 }
 

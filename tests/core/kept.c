@@ -295,10 +295,7 @@ dup2_self_child(void *arg)
 int
 main(int argc, char **argv)
 {
-	static const struct {
-		const char *name;
-		void (*fn)(void *);
-	} cases[] = {
+	static const struct core_case cases[] = {
 		{ "close_range with CLOSE_RANGE_UNSHARE", unshare_child },
 		{ "a vfork child's dup2", vfork_child },
 		{ "freopen", freopen_child },
@@ -309,18 +306,9 @@ main(int argc, char **argv)
 		{ "kept_number_reused_closed", reused_kept_child },
 		{ "watched_number_reused_pinned", reused_watched_child },
 	};
-	int failed = 0;
 
 	ps = nsbt_page();
 	core_require_library();
 	core_setenv_reexec(argv, "NOSIGBUS_POLICY", "shm");
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		int status = nsbt_run(cases[i].fn, NULL);
-
-		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-			fprintf(stderr, "FAIL: %s: %s\n", cases[i].name, nsbt_status_str(status));
-			failed++;
-		}
-	}
-	return failed ? 1 : 0;
+	return core_run_cases(cases, sizeof(cases) / sizeof(cases[0]), false);
 }

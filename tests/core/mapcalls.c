@@ -833,10 +833,7 @@ writable_child(void *arg)
 static void
 readonly_shared_child(void *arg)
 {
-	static const struct {
-		const char *name;
-		void (*fn)(void *);
-	} cases[] = {
+	static const struct core_case cases[] = {
 		{ "all rescued", ro_all_rescued_child },
 		{ "some rescued", ro_some_rescued_child },
 		{ "grown by mremap", ro_grown_child },
@@ -867,10 +864,7 @@ readonly_shared_child(void *arg)
 int
 main(int argc, char **argv)
 {
-	static const struct {
-		const char *name;
-		void (*fn)(void *);
-	} cases[] = {
+	static const struct core_case cases[] = {
 		{ "remap_file_pages_offset", remap_file_pages_child },
 		{ "shmat_remap_stale_record", shmat_child },
 		{ "raw_munmap_stale_record", raw_munmap_child },
@@ -882,21 +876,10 @@ main(int argc, char **argv)
 		{ "MADV_DONTNEED, msync, mincore", page_calls_child },
 		{ "mprotect_readonly_shared", readonly_shared_child },
 	};
-	int failed = 0;
 
 	(void)argc;
 	(void)argv;
 	ps = nsbt_page();
 	core_require_library();
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		int status = nsbt_run(cases[i].fn, NULL);
-
-		if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
-			continue;
-		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-			fprintf(stderr, "FAIL: %s: %s\n", cases[i].name, nsbt_status_str(status));
-			failed++;
-		}
-	}
-	return failed ? 1 : 0;
+	return core_run_cases(cases, sizeof(cases) / sizeof(cases[0]), true);
 }

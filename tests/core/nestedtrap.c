@@ -249,7 +249,7 @@ trap_with(struct sock_fprog *prog)
 	sigemptyset(&sa.sa_mask);
 	NSBT_CHECK(sigaction(SIGSYS, &sa, NULL) == 0, "sigaction: %s", strerror(errno));
 	NSBT_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "prctl: %s", strerror(errno));
-	if (core_raw_seccomp(prog) != 0)
+	if (core_raw_seccomp(prog, 0) != 0)
 		nsbt_skip("no seccomp filter could be installed (%s)", strerror(errno));
 }
 

@@ -152,7 +152,7 @@ child(enum point at, char *a, char *big, char *t, int fd)
 	}
 	/* Raw: the library's prctl and seccomp are not for a vfork child's
 	 * own filter. */
-	if (syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || core_raw_seccomp(&prog) != 0)
+	if (syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || core_raw_seccomp(&prog, 0) != 0)
 		_exit(77);
 	switch (at) {
 	case BEFORE_LOCK:

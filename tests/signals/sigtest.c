@@ -61,17 +61,6 @@
 
 #include "nsbtest.h"
 
-/* GCC's noipa also keeps the caller from assuming anything about it;
- * other compilers have noinline only. */
-#ifdef __has_attribute
-#if __has_attribute(noipa)
-#define NSBT_OUT_OF_LINE __attribute__((noinline, noipa))
-#endif
-#endif
-#ifndef NSBT_OUT_OF_LINE
-#define NSBT_OUT_OF_LINE __attribute__((noinline))
-#endif
-
 #ifdef NO_LIBRARY
 /* Without the library the flag must not reach the kernel at all. */
 #define TEST_FLAG 0

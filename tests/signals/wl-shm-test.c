@@ -34,17 +34,6 @@
 
 #include "nsbtest.h"
 
-/* GCC's noipa also keeps the caller from assuming anything about it;
- * other compilers have noinline only. */
-#ifdef __has_attribute
-#if __has_attribute(noipa)
-#define NSBT_OUT_OF_LINE __attribute__((noinline, noipa))
-#endif
-#endif
-#ifndef NSBT_OUT_OF_LINE
-#define NSBT_OUT_OF_LINE __attribute__((noinline))
-#endif
-
 #define KNOWN_RESTORER 0x04000000
 
 static size_t pg;
