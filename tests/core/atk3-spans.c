@@ -654,8 +654,8 @@ main(int argc, char **argv)
 	if (!hs)
 		printf("no hugetlbfs: the window has no huge pages\n");
 	{
-		unsigned seeds = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 0) : 4;
-		unsigned steps = argc > 3 ? (unsigned)strtoul(argv[3], NULL, 0) : 40;
+		unsigned seeds = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 0) : 2;
+		unsigned steps = argc > 3 ? (unsigned)strtoul(argv[3], NULL, 0) : 30;
 		unsigned first = argc > 4 ? (unsigned)strtoul(argv[4], NULL, 0) : 1;
 
 		for (unsigned i = first; i < first + seeds; i++) {
