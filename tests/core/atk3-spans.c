@@ -222,7 +222,7 @@ probe_fn(void *arg)
 static char history[64][160];
 static unsigned nhist;
 
-static void
+static void __attribute__((format(printf, 1, 2)))
 say(const char *fmt, ...)
 {
 	va_list ap;
@@ -235,7 +235,7 @@ say(const char *fmt, ...)
 	nhist++;
 }
 
-static void __attribute__((noreturn))
+static void __attribute__((noreturn, format(printf, 1, 2)))
 fail_with_history(const char *fmt, ...)
 {
 	va_list ap;
