@@ -1355,14 +1355,29 @@ fork_advice(int advice, uint32_t *set, uint32_t *clear)
 	}
 }
 
-/* The first VMA that MADV_WIPEONFORK refuses (a file's, or shared). */
-static int
-refuses_wipe(const struct nsb_vma *vma, void *arg)
-{
-	uintptr_t *at = arg;
+/* The first VMA of [start, end) that the advice stops at: one of
+ * hugetlbfs whose flags it would change (the kernel splits no VMA the
+ * advice leaves as it is) and that start or end would split inside a
+ * huge page (EINVAL), and for MADV_WIPEONFORK, a file's or a shared one. */
+struct refusal {
+	uintptr_t start, end, at;
+	uint32_t set, clear;
+	bool wipe;
+};
 
-	if (!vma->anon || vma->shared || vma->zero_file) {
-		*at = vma->start;
+static int
+refuses_advice(const struct nsb_vma *vma, void *arg)
+{
+	struct refusal *rf = arg;
+	size_t unit = vma->page_size;
+	uint32_t has = vma->kept | (vma->dontfork ? NSB_META_DONTFORK : 0) |
+		       (vma->wipeonfork ? NSB_META_WIPEONFORK : 0);
+	bool split = unit > nsb_config.page_size && ((rf->set & ~has) || (rf->clear & has)) &&
+		     ((vma->start < rf->start && (rf->start & (unit - 1))) ||
+		      (vma->end > rf->end && (rf->end & (unit - 1))));
+
+	if (split || (rf->wipe && (!vma->anon || vma->shared || vma->zero_file))) {
+		rf->at = vma->start > rf->start ? vma->start : rf->start;
 		return 1;
 	}
 	return 0;
@@ -1370,8 +1385,8 @@ refuses_wipe(const struct nsb_vma *vma, void *arg)
 
 /* After the advice over [start, end): the kernel applies it to every VMA
  * there and reports a hole with ENOMEM; another error stops it at the
- * first VMA that refuses (for MADV_WIPEONFORK, a file's or a shared one),
- * the VMAs below it changed. */
+ * first VMA that refuses (refuses_advice), the VMAs below it changed.
+ * Where the maps cannot be read, the records stay as they were. */
 static void
 follow_advice(uintptr_t start, uintptr_t end, int advice, int ret, int err)
 {
@@ -1380,12 +1395,11 @@ follow_advice(uintptr_t start, uintptr_t end, int advice, int ret, int err)
 	if (!fork_advice(advice, &set, &clear))
 		return;
 	if (ret < 0 && err != ENOMEM) {
-		uintptr_t at = start;
+		struct refusal rf = { start, end, start, set, clear, advice == MADV_WIPEONFORK };
 
-		if (advice != MADV_WIPEONFORK ||
-		    nsb_maps_each(start, end, false, refuses_wipe, &at) != 1)
+		if (nsb_maps_each(start, end, true, refuses_advice, &rf) != 1)
 			return;
-		end = at > start ? at : start;
+		end = rf.at;
 	}
 	if (start < end)
 		(void)nsb_ranges_set_flags(start, end, set, clear);
@@ -2169,8 +2183,11 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 		dest_end = dest + new_len_r;
 	nsb_saved_free(&from);
 	nsb_saved_init(&from);
+	/* The destination's records over its rounded length, which may
+	 * reach records that the asked length did not (covers_dest): a
+	 * failed move puts them back from this list (resync_failed_move). */
 	if (nsb_ranges_collect(old, old_end, &from) < 0 ||
-	    (covers_dest && nsb_ranges_collect(dest, dest_end, &over) < 0))
+	    ((flags & MREMAP_FIXED) && nsb_ranges_collect(dest, dest_end, &over) < 0))
 		goto nomem;
 	/* Where memory allows: the call is not refused for it. */
 	if (nsb_ranges_reserve(2 * from.n + 6) < 0)

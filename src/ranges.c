@@ -360,6 +360,12 @@ struct note {
 static struct note *notes;
 static atomic_int notes_used;	/* slots not free */
 static atomic_bool notes_all;
+/* log2 of the largest page size a record has had (0: none larger than
+ * the system's): a nested call's span is noted in whole units of it, as
+ * the kernel rounds a hugetlbfs mremap's or MAP_FIXED's length to whole
+ * huge pages, past the span asked (whose records the handler could not
+ * look up: the interrupted call may be changing them). */
+static atomic_uint big_shift;
 
 /* [signal-safe] A note is there to trust no record by, or to settle. */
 static inline bool
@@ -374,8 +380,16 @@ notes_pending(void)
 void
 nsb_ranges_note(uintptr_t start, uintptr_t end)
 {
+	unsigned shift = atomic_load_explicit(&big_shift, memory_order_relaxed);
+
 	if (end <= start)
 		return;
+	if (shift) {
+		uintptr_t unit = (uintptr_t)1 << shift;
+
+		start &= ~(unit - 1);
+		end = end > UINTPTR_MAX - unit ? UINTPTR_MAX & ~(unit - 1) : (end + unit - 1) & ~(unit - 1);
+	}
 	if (!notes) {
 		atomic_store(&notes_all, true);
 		return;
@@ -2016,6 +2030,9 @@ nsb_ranges_insert(const struct nsb_range *r)
 	/* More than a slot holds (at least MAX_PAGES + 1 pages). */
 	if (__builtin_expect((r->end - r->start) >> page_shift() > MAX_PAGES, 0))
 		return insert_split(r);
+	if (__builtin_expect(NSB_META_SHIFT(r->meta) > page_shift(), 0) &&
+	    NSB_META_SHIFT(r->meta) > atomic_load_explicit(&big_shift, memory_order_relaxed))
+		atomic_store(&big_shift, NSB_META_SHIFT(r->meta));
 	/* The usual record: packed straight into the slot insert_plain()
 	 * takes, the op made only where it cannot (issue 40). */
 	pack(r, &op.s);

@@ -195,7 +195,8 @@ nsb_rescue_zero_file(uint64_t dev, uint64_t ino)
  * at or above top - 32 (the man page's "Descriptors"): with a soft
  * RLIMIT_NOFILE below 64, or every number there taken, none is made (-1:
  * asked again by a later fill), the fill is anonymous, and the program's
- * next open still gets the number it would get without the library. */
+ * next open still gets the number it would get without the library.  Nor
+ * under a soft RLIMIT_FSIZE below its size (the ftruncate's SIGXFSZ). */
 __attribute__((noinline)) static int
 zero_file_make(uint64_t *dev, uint64_t *ino)
 {
@@ -205,6 +206,13 @@ zero_file_make(uint64_t *dev, uint64_t *ino)
 	int fd, high;
 
 	if (syscall(SYS_getrlimit, RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < 64)
+		return -1;
+	/* A size past the soft RLIMIT_FSIZE: the kernel refuses the
+	 * ftruncate (EFBIG) and sends the process SIGXFSZ, whose default
+	 * action kills it.  None made then (-1: a raised limit lets a later
+	 * fill make it). */
+	if (syscall(SYS_getrlimit, RLIMIT_FSIZE, &rl) != 0 ||
+	    (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < ZERO_FILE_SIZE))
 		return -1;
 	fd = (int)syscall(SYS_memfd_create, "nosigbus-zero",
 			  MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);

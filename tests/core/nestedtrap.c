@@ -56,6 +56,11 @@
  *       dies of SIGBUS).  Failed before the fix: an empty table sent the
  *       nested munmap straight to the kernel without its note, and the
  *       interrupted call recorded a mapping that was gone.
+ *   hugemove  the untouched mapping is two huge pages of hugetlbfs; the
+ *       handler moves the first elsewhere with an mremap of one small
+ *       page's length (MREMAP_FIXED), which the kernel rounds to the huge
+ *       page.  Once the interrupted call is over, no record is left in
+ *       the first huge page's place, and the second is still protected.
  *   emptyprot  the same, the handler making the mapping read-only with
  *       mprotect: a rescue there must give a read-only page (a write
  *       dies of SIGSEGV).  Failed before the fix: the write went through.
@@ -80,6 +85,8 @@ static atomic_int phase;	/* forkafter: 1 the log write trapped, 2 forked */
 static atomic_int waiter_tid;	/* install: the thread that waits for the lock */
 static atomic_bool waiter_go;
 static volatile int unprotect_ret, unprotect_errno;
+static size_t hs;		/* hugemove: the huge page size */
+static char *huge_dest;		/* hugemove: where the handler moves huge page 0 */
 
 static void
 on_usr1(int sig)
@@ -202,6 +209,11 @@ on_sys(int sig, siginfo_t *si, void *ctx)
 		for (int i = 0; i < 70; i++)
 			if (mprotect(untouched, 2 * ps, i & 1 ? PROT_READ : CORE_PROT_RW) != 0)
 				nested_failed = 1;
+	} else if (strcmp(mode, "hugemove") == 0) {
+		/* One small page's length: the kernel moves the whole huge
+		 * page (it rounds both lengths to it). */
+		if (mremap(untouched, ps, ps, MREMAP_MAYMOVE | MREMAP_FIXED, huge_dest) != huge_dest)
+			nested_failed = 1;
 	} else if (strcmp(mode, "unprotect") == 0) {
 		int saved = errno;
 
@@ -406,7 +418,25 @@ scenario(void *arg)
 	NSBT_CHECK(zfd >= 0, "memfd_create: %s", strerror(errno));
 	first = core_map(NULL, ps, CORE_PROT_RW, MAP_SHARED | MAP_NOSIGBUS, zfd, 0);
 	NSBT_CHECK(first[0] == 0, "a rescued page reads non-zero");
-	untouched = core_map(NULL, 2 * ps, CORE_PROT_RW, MAP_SHARED | MAP_NOSIGBUS, zfd, 0);
+	if (strcmp(mode, "hugemove") == 0) {
+		int hfd = memfd_create("nestedtrap-huge", MFD_CLOEXEC | MFD_HUGETLB);
+		char *r;
+
+		hs = nsbt_huge_page_size();
+		if (!hs || hfd < 0)
+			nsbt_skip("no hugetlbfs here (memfd_create(MFD_HUGETLB): %s)", strerror(errno));
+		r = core_free_range(5 * hs);
+		untouched = (char *)(((uintptr_t)r + hs - 1) & ~(uintptr_t)(hs - 1));
+		huge_dest = untouched + 3 * hs;
+		/* Every page past the end of the file: no huge page is ever
+		 * allocated (MAP_NORESERVE). */
+		core_map(untouched, 2 * hs, CORE_PROT_RW,
+			 MAP_SHARED | MAP_NORESERVE | MAP_FIXED | MAP_NOSIGBUS, hfd, 0);
+		core_truncate(hfd, 0);
+		close(hfd);
+	} else {
+		untouched = core_map(NULL, 2 * ps, CORE_PROT_RW, MAP_SHARED | MAP_NOSIGBUS, zfd, 0);
+	}
 	/* Its own file: its munmap lets the library's descriptor go. */
 	fd = memfd_create("nestedtrap-last", MFD_CLOEXEC);
 	NSBT_CHECK(fd >= 0, "memfd_create: %s", strerror(errno));
@@ -457,6 +487,17 @@ scenario(void *arg)
 	if (strcmp(mode, "unprotect") == 0)
 		NSBT_CHECK(unprotect_errno == EAGAIN, "a nested nosigbus_unprotect() failed with %s, "
 			   "not EAGAIN", strerror(unprotect_errno));
+	if (strcmp(mode, "hugemove") == 0) {
+		/* Huge page 0 went whole: no record is left anywhere in it;
+		 * huge page 1 is still protected. */
+		core_expect_no_record(untouched + ps, "the rest of huge page 0, moved away by a "
+				      "nested mremap of one small page's length");
+		core_expect_no_record(untouched + hs - ps, "the last small page of huge page 0");
+		nsbt_expect_exit(core_touch_quiet(untouched + hs + 5, false, "huge page 1"), 0,
+				 "a read of huge page 1, left in place (rescued)");
+		printf("ok: %s\n", mode);
+		return;
+	}
 	/* Once the call is over, a rescue trusts the records again. */
 	NSBT_CHECK(untouched[0] == 0 && untouched[ps] == 0, "a rescued page reads non-zero");
 	if (strcmp(mode, "fork") == 0) {
@@ -484,9 +525,10 @@ main(int argc, char **argv)
 	if (argc < 2 || (strcmp(argv[1], "late") != 0 && strcmp(argv[1], "overflow") != 0 &&
 			 strcmp(argv[1], "fork") != 0 && strcmp(argv[1], "forkafter") != 0 &&
 			 strcmp(argv[1], "install") != 0 && strcmp(argv[1], "unprotect") != 0 &&
-			 strcmp(argv[1], "emptymap") != 0 && strcmp(argv[1], "emptyprot") != 0))
+			 strcmp(argv[1], "emptymap") != 0 && strcmp(argv[1], "emptyprot") != 0 &&
+			 strcmp(argv[1], "hugemove") != 0))
 		nsbt_fail("usage: core-nestedtrap late|overflow|fork|unprotect|install|forkafter|"
-			  "emptymap|emptyprot");
+			  "emptymap|emptyprot|hugemove");
 	if (strcmp(argv[1], "forkafter") == 0 && !getenv("NOSIGBUS_LOG")) {
 		static const char *const log[] = { "NOSIGBUS_LOG=1", NULL };
 

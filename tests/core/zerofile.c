@@ -25,6 +25,10 @@
  *     rescue.c's nsb_rescue_regrown makes it anonymous: not reached here);
  *   - page, off (NSB_TEST_ZERO_FILE=off): no zero file is made, reads
  *     fault once a page;
+ *   - fsize: under a soft RLIMIT_FSIZE below the zero file's size (8 MiB
+ *     here) a read-first fill reads zeros and makes no zero file (its
+ *     ftruncate sent the process SIGXFSZ, which killed it); with the limit
+ *     raised, the next one makes it;
  *   - lowlimit, fullhigh: with a soft RLIMIT_NOFILE below 64 (16 here), or
  *     with every number from top - 32 up to the limit taken (64 here), a
  *     read-first fill reads zeros and leaves the lowest free number free:
@@ -358,6 +362,34 @@ tight_fill(rlim_t limit, int taken_from, const char *what)
 }
 
 static void
+fsize_limit(void)
+{
+	struct rlimit rl, saved;
+	unsigned sum;
+	char *p;
+
+	NSBT_CHECK(getrlimit(RLIMIT_FSIZE, &saved) == 0, "getrlimit: %s", strerror(errno));
+	rl = saved;
+	rl.rlim_cur = (rlim_t)8 << 20;
+	NSBT_CHECK(setrlimit(RLIMIT_FSIZE, &rl) == 0, "setrlimit: %s", strerror(errno));
+	p = emptied(N, MAP_SHARED);
+	(void)pass(p, 16, false, &sum);
+	NSBT_CHECK(sum == 0, "RLIMIT_FSIZE 8 MiB: a read-first fill read non-zero bytes");
+	if (zero_fd() >= 0)
+		nsbt_fail("RLIMIT_FSIZE 8 MiB: the zero file (%d) was made past the limit", zero_fd());
+	munmap(p, N * nsbt_page());
+	NSBT_CHECK(setrlimit(RLIMIT_FSIZE, &saved) == 0, "setrlimit: %s", strerror(errno));
+	p = emptied(N, MAP_SHARED);
+	(void)pass(p, 16, false, &sum);
+	NSBT_CHECK(sum == 0, "limit raised: a read-first fill read non-zero bytes");
+	if (zero_fd() < 0)
+		nsbt_fail("limit raised: the next read-first fill made no zero file");
+	munmap(p, N * nsbt_page());
+	printf("ok: under a soft RLIMIT_FSIZE below the zero file's size a read-first fill reads "
+	       "zeros without it (no SIGXFSZ); the limit raised, the next fill makes it\n");
+}
+
+static void
 low_limit(void)
 {
 	tight_fill(16, 16, "soft RLIMIT_NOFILE 16");
@@ -429,6 +461,7 @@ main(int argc, char **argv)
 		{ "grown", grown, range },	 { "page", page_fill, page },
 		{ "off", off, zoff },
 		{ "lowlimit", low_limit, range }, { "fullhigh", full_high, range },
+		{ "fsize", fsize_limit, range },
 	};
 	size_t n = sizeof(scenarios) / sizeof(scenarios[0]);
 
