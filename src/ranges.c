@@ -942,6 +942,27 @@ nsb_ranges_flux(uintptr_t s1, uintptr_t e1, uintptr_t s2, uintptr_t e2)
 	drain_readers();
 }
 
+/*
+ * Does the first span in flux hold [start, end)?  Then, the table lock
+ * held, no handler reads a record there, and a record's meta (not its
+ * place or bounds) may change in both copies at once, the active one
+ * too: every handler that registered before nsb_ranges_flux() set the
+ * span has left (it drained them), and every later one finds its address
+ * in flux (in_flux, after registering) and leaves before reading the
+ * table, unless its address lies outside the span: then its search reads
+ * other records' bounds, and the record's own only to find the address
+ * is not in it (the bounds do not change).  Optimistic readers see the
+ * version odd or changed.  Only the writer stores the flux: its own
+ * stores, read back relaxed.
+ */
+static inline bool
+flux_covers(uintptr_t start, uintptr_t end)
+{
+	uintptr_t e = atomic_load_explicit(&flux[1], memory_order_relaxed);
+
+	return e != 0 && end <= e && start >= atomic_load_explicit(&flux[0], memory_order_relaxed);
+}
+
 void
 nsb_ranges_flux_end(void)
 {
@@ -2164,7 +2185,11 @@ prot_found_place(uintptr_t start, uintptr_t end, int prot, int pkey)
 		return 1;	/* the protection it has (see prot_exact) */
 	atomic_fetch_add(&version, 1);
 	a->meta_gen = m;
-	switch_copies();
+	/* Inside the span this call put in flux (do_mprotect, resync): no
+	 * handler reads the record's meta (flux_covers), so the active
+	 * copy changes in place too, with no switch and no wait. */
+	if (!flux_covers(start, end))
+		switch_copies();
 	b->meta_gen = m;
 	atomic_fetch_add(&version, 1);
 	return 1;
