@@ -1845,6 +1845,41 @@ cut_one(struct table *t, struct pos p)
 	t->n--;
 }
 
+/*
+ * The cut of the record at p where it is the last (lowest) of both
+ * copies' one chunk, which keeps others, and lies in the span in flux
+ * (munmap): one count less in each copy at once, no switch and no wait
+ * for readers (flux_covers: no handler reads that record but for its
+ * bounds, to find its address is not in it).  A handler that read the
+ * count before it and one that reads it after find the same answer for
+ * an address outside the span: none below the record (the end, or the
+ * record, whose bounds do not hold the address), the same record above
+ * it.  The slot keeps its contents until an insert there, which changes
+ * the inactive copy first and drains the readers before the other
+ * (insert_plain, update).  The new mapping of a pair, the lowest
+ * (top-down), is usually that record.  Under the version's odd count
+ * (cut_exact).  true done, false not that case.
+ */
+static inline __attribute__((always_inline)) bool
+cut_tail(struct table *in, struct table *out, struct pos p, uintptr_t start, uintptr_t end)
+{
+	struct run *a, *b;
+
+	if (in->nc != 1 || out->nc != 1 || p.j != 0)
+		return false;
+	a = &in->c->r[0];
+	b = &out->c->r[0];
+	if (a->n < 2 || p.i + 1 != a->n || b->n != a->n || b->s[p.i].start != start ||
+	    slot_end(&b->s[p.i]) != end || !flux_covers(start, end))
+		return false;
+	a->n--;
+	in->n--;
+	b->n--;
+	out->n--;
+	atomic_store(&live_count, in->n);
+	return true;
+}
+
 /* A cut of exactly one whole record: 1 done, 0 not that case.  Inlined
  * into its one caller (one frame for both). */
 static inline __attribute__((always_inline)) int
@@ -1862,11 +1897,14 @@ cut_exact(uintptr_t start, uintptr_t end)
 	file = slot_file(at(in, p));
 	acct = at(in, p)->acct;
 	atomic_fetch_add(&version, 1);
+	if (cut_tail(in, out, p, start, end))
+		goto counted;
 	cut_one(in, p);
 	atomic_store(&live_count, in->n);
 	switch_copies();
 	if (same_place(out, p, start) || exact_at(out, start, end, &p))
 		cut_one(out, p);
+counted:
 	atomic_fetch_add(&version, 1);
 	/* The counts last: the writer's alone (nothing reads them before
 	 * the unlock), and nothing else is live across these calls. */
