@@ -1936,7 +1936,8 @@ prot_exact(uintptr_t start, uintptr_t end, int prot, int pkey)
 		return 1;
 	atomic_fetch_add(&version, 1);
 	at(in, p)->meta_gen = m;
-	switch_copies();
+	if (!flux_covers(start, end))	/* see prot_found_place */
+		switch_copies();
 	if (same_place(out, p, start) || exact_at(out, start, end, &p))
 		at(out, p)->meta_gen = m;
 	atomic_fetch_add(&version, 1);
