@@ -956,6 +956,27 @@ nsb_ranges_flux(uintptr_t s1, uintptr_t e1, uintptr_t s2, uintptr_t e2)
 	drain_readers();
 }
 
+/*
+ * Does the first span in flux hold [start, end)?  Then, the table lock
+ * held, no handler reads a record there, and a record's meta (not its
+ * place or bounds) may change in both copies at once, the active one
+ * too: every handler that registered before nsb_ranges_flux() set the
+ * span has left (it drained them), and every later one finds its address
+ * in flux (in_flux, after registering) and leaves before reading the
+ * table, unless its address lies outside the span: then its search reads
+ * other records' bounds, and the record's own only to find the address
+ * is not in it (the bounds do not change).  Optimistic readers see the
+ * version odd or changed.  Only the writer stores the flux: its own
+ * stores, read back relaxed.
+ */
+static inline bool
+flux_covers(uintptr_t start, uintptr_t end)
+{
+	uintptr_t e = atomic_load_explicit(&flux[1], memory_order_relaxed);
+
+	return e != 0 && end <= e && start >= atomic_load_explicit(&flux[0], memory_order_relaxed);
+}
+
 void
 nsb_ranges_flux_end(void)
 {
@@ -1838,6 +1859,41 @@ cut_one(struct table *t, struct pos p)
 	t->n--;
 }
 
+/*
+ * The cut of the record at p where it is the last (lowest) of both
+ * copies' one chunk, which keeps others, and lies in the span in flux
+ * (munmap): one count less in each copy at once, no switch and no wait
+ * for readers (flux_covers: no handler reads that record but for its
+ * bounds, to find its address is not in it).  A handler that read the
+ * count before it and one that reads it after find the same answer for
+ * an address outside the span: none below the record (the end, or the
+ * record, whose bounds do not hold the address), the same record above
+ * it.  The slot keeps its contents until an insert there, which changes
+ * the inactive copy first and drains the readers before the other
+ * (insert_plain, update).  The new mapping of a pair, the lowest
+ * (top-down), is usually that record.  Under the version's odd count
+ * (cut_exact).  true done, false not that case.
+ */
+static inline __attribute__((always_inline)) bool
+cut_tail(struct table *in, struct table *out, struct pos p, uintptr_t start, uintptr_t end)
+{
+	struct run *a, *b;
+
+	if (in->nc != 1 || out->nc != 1 || p.j != 0)
+		return false;
+	a = &in->c->r[0];
+	b = &out->c->r[0];
+	if (a->n < 2 || p.i + 1 != a->n || b->n != a->n || b->s[p.i].start != start ||
+	    slot_end(&b->s[p.i]) != end || !flux_covers(start, end))
+		return false;
+	a->n--;
+	in->n--;
+	b->n--;
+	out->n--;
+	atomic_store(&live_count, in->n);
+	return true;
+}
+
 /* A cut of exactly one whole record: 1 done, 0 not that case.  Inlined
  * into its one caller (one frame for both). */
 static inline __attribute__((always_inline)) int
@@ -1855,11 +1911,14 @@ cut_exact(uintptr_t start, uintptr_t end)
 	file = slot_file(at(in, p));
 	acct = at(in, p)->acct;
 	atomic_fetch_add(&version, 1);
+	if (cut_tail(in, out, p, start, end))
+		goto counted;
 	cut_one(in, p);
 	atomic_store(&live_count, in->n);
 	switch_copies();
 	if (same_place(out, p, start) || exact_at(out, start, end, &p))
 		cut_one(out, p);
+counted:
 	atomic_fetch_add(&version, 1);
 	/* The counts last: the writer's alone (nothing reads them before
 	 * the unlock), and nothing else is live across these calls. */
@@ -1891,7 +1950,8 @@ prot_exact(uintptr_t start, uintptr_t end, int prot, int pkey)
 		return 1;
 	atomic_fetch_add(&version, 1);
 	at(in, p)->meta_gen = m;
-	switch_copies();
+	if (!flux_covers(start, end))	/* see prot_found_place */
+		switch_copies();
 	if (same_place(out, p, start) || exact_at(out, start, end, &p))
 		at(out, p)->meta_gen = m;
 	atomic_fetch_add(&version, 1);
@@ -2181,7 +2241,11 @@ prot_found_place(uintptr_t start, uintptr_t end, int prot, int pkey)
 		return 1;	/* the protection it has (see prot_exact) */
 	atomic_fetch_add(&version, 1);
 	a->meta_gen = m;
-	switch_copies();
+	/* Inside the span this call put in flux (do_mprotect, resync): no
+	 * handler reads the record's meta (flux_covers), so the active
+	 * copy changes in place too, with no switch and no wait. */
+	if (!flux_covers(start, end))
+		switch_copies();
 	b->meta_gen = m;
 	atomic_fetch_add(&version, 1);
 	return 1;
