@@ -466,6 +466,16 @@ nsb_slots_others(atomic_uintptr_t *s, unsigned n, uintptr_t key)
 	}
 	return false;
 }
+/* Is any slot held?  (Every load made: one branch.) */
+static inline __attribute__((always_inline)) bool
+nsb_slots_any(atomic_uintptr_t *s, unsigned n)
+{
+	uintptr_t any = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		any |= atomic_load(&s[i]);
+	return any != 0;
+}
 /* How many slots hold key (0: none). */
 unsigned nsb_slots_count(atomic_uintptr_t *s, unsigned n, uintptr_t key);
 /* Every slot that holds key let go (a dead vfork child's: process.c);

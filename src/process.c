@@ -144,18 +144,21 @@ static atomic_bool handlers_possible;
  * is let go. */
 __thread unsigned nsb_holds __attribute__((tls_model("initial-exec"), visibility("hidden")));
 
-/* Counts this thread (self): false where every slot is taken. */
+/* Counts this thread (self): false where every slot is taken.  The
+ * slot of its number first, inline. */
 static inline bool
 slot_claim(atomic_uintptr_t *slots, int self)
 {
-	return nsb_slots_claim(slots, SLOTS, (uintptr_t)self, (unsigned)self) >= 0;
+	return nsb_slot_claim_at(slots, (unsigned)self % SLOTS, (uintptr_t)self) ||
+	       nsb_slots_claim(slots, SLOTS, (uintptr_t)self, (unsigned)self) >= 0;
 }
 
 /* Lets one of this thread's slots go (any: they are alike). */
 static inline void
 slot_release(atomic_uintptr_t *slots, int self)
 {
-	(void)nsb_slots_release(slots, SLOTS, (uintptr_t)self, (unsigned)self);
+	if (!nsb_slot_release_at(slots, (unsigned)self % SLOTS, (uintptr_t)self))
+		(void)nsb_slots_release(slots, SLOTS, (uintptr_t)self, (unsigned)self);
 }
 
 /* Is a thread other than self counted? */

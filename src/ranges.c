@@ -573,10 +573,10 @@ nsb_ranges_leave(int ticket)
 }
 
 /* Does a vfork child's slot on this side hold a ticket? */
-static bool
+static inline bool
 vfork_tickets_held(int side)
 {
-	return nsb_slots_others(vfork_tickets(side), VFORK_TICKETS, 0);
+	return nsb_slots_any(vfork_tickets(side), VFORK_TICKETS);
 }
 
 /* The slots this thread's (dead) vfork child left: any? */
