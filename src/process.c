@@ -87,6 +87,12 @@ static _Atomic pid_t cached_pid;
  * execs or exits; 0 otherwise. */
 __thread pid_t nsb_vfork_tid __attribute__((tls_model("initial-exec"), visibility("hidden")));
 static __thread pid_t cached_tid __attribute__((tls_model("initial-exec")));
+/* Set from this thread's vfork (nsb_vfork_coming) until it returns
+ * (nsb_vfork_back): what runs on this TLS meanwhile is the vfork child,
+ * marked or not (exact mode's is the plain vfork system call, whose
+ * child nsb_vfork_tid does not tell), or a handler of the parent's as
+ * vfork returns.  Its reader tickets are slots (ranges.c). */
+__thread uint8_t nsb_vforking __attribute__((tls_model("initial-exec"), visibility("hidden")));
 /* Between our fork handlers, in the forking thread: the caches are the
  * parent's, and this may already be the child. */
 static __thread uint8_t forking __attribute__((tls_model("initial-exec")));
@@ -782,6 +788,7 @@ nsb_vfork_coming(void)
 {
 	if (nsb_vfork_tid)
 		return;
+	nsb_vforking = 1;
 	vfork_held.holds = nsb_holds;
 	vfork_held.outer = outer_mask;
 	if (__builtin_expect(nsb_holds == 0, 1)) {
@@ -866,6 +873,7 @@ nsb_vfork_back(void)
 
 	if (nsb_vfork_tid)
 		return;
+	nsb_vforking = 0;
 	/* The usual case: the child took nothing it did not give back. */
 	if (__builtin_expect(nsb_holds == h->holds && h->holds == 0, 1))
 		return;

@@ -523,12 +523,13 @@ put_slot(struct table *t, struct run *r, size_t i, const struct slot *s)
 __thread uint8_t nsb_my_readers[2] __attribute__((tls_model("initial-exec")));
 
 /*
- * A marked vfork child's tickets (nsb_vfork_tid set: its parent waits in
- * vfork's assembly) are not counted that way: between the shared count
+ * A vfork child's tickets (nsb_vfork_tid set where the child is marked,
+ * nsb_vforking where it is exact mode's plain vfork, process.c: its
+ * parent waits in vfork's assembly) are not counted that way: between the shared count
  * and the TLS one, two instructions apart, a child killed there left the
  * parent taking away a ticket never counted, or giving one back twice
  * (readers[side] at -1: its next change of the table waited for good,
- * core-atk2-vforkticket).  Such a ticket is one slot of its side holding
+ * core-atk2-vforkticket, core-atk2-vforkticket-exact).  Such a ticket is one slot of its side holding
  * the thread's key (the address of its nsb_my_readers, the parent's and
  * the child's alike), taken and let go by one instruction each (the
  * library's slots, nsb.h): whatever instruction the child dies at, the
@@ -538,6 +539,7 @@ __thread uint8_t nsb_my_readers[2] __attribute__((tls_model("initial-exec")));
  */
 #define VFORK_TICKETS NSB_TICKET_SLOTS
 extern __thread pid_t nsb_vfork_tid __attribute__((tls_model("initial-exec"), visibility("hidden")));
+extern __thread uint8_t nsb_vforking __attribute__((tls_model("initial-exec"), visibility("hidden")));
 #define vfork_tickets(side) (nsb_slot_words + NSB_SLOTS_TICKETS + (side) * VFORK_TICKETS)
 
 /* [signal-safe] */
@@ -546,7 +548,7 @@ reader_enter(void)
 {
 	int side = atomic_load(&reader_side);
 
-	if (__builtin_expect(nsb_vfork_tid != 0, 0)) {
+	if (__builtin_expect(nsb_vfork_tid != 0 || nsb_vforking, 0)) {
 		int i = nsb_slots_claim(vfork_tickets(side), VFORK_TICKETS,
 					(uintptr_t)nsb_my_readers, 0);
 
