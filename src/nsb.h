@@ -385,6 +385,116 @@ nsb_init(void)
 /* ---- process.c: the library's locks, and what fork does to its state -- */
 
 /*
+ * [signal-safe] Slots: a set of n words (n a power of two), each 0 (free)
+ * or the key of whoever holds it - a thread's number (process.c's holders
+ * without the mask and policy mappings in flight), a thread's reader key
+ * (ranges.c's vfork tickets).  A claim is one compare-exchange and a
+ * release one compare-exchange or one store, so that whatever instruction
+ * a thread (or a vfork child on its memory) stops or dies at, what it
+ * holds is exactly the slots with its key: a handler that interrupts it
+ * knows its own, and the parent of a dead vfork child finds what the
+ * child left (process.c).  A claim that finds every slot taken fails
+ * (-1): the caller's fallback is its way without slots.  Before each
+ * claim (and after each release) this thread's nsb_holds is counted up
+ * (down), as for its locks and reader tickets: a vfork child that leaves
+ * nothing behind leaves it as it was (process.c).
+ */
+extern NSB_INTERNAL __thread unsigned nsb_holds __attribute__((tls_model("initial-exec")));
+
+static inline void
+nsb_holds_up(void)
+{
+	nsb_holds++;
+	/* The count is up before the claim (this thread's, or its vfork
+	 * child's, which shares the memory): never after it. */
+	atomic_signal_fence(memory_order_seq_cst);
+}
+
+static inline void
+nsb_holds_down(void)
+{
+	atomic_signal_fence(memory_order_seq_cst);
+	nsb_holds--;
+}
+
+/* The slot of key in s[n] from first on, taken; -1: every one is. */
+int nsb_slots_claim(atomic_uintptr_t *s, unsigned n, uintptr_t key, unsigned first);
+/* One slot holding key let go (they are alike); false: none holds it. */
+bool nsb_slots_release(atomic_uintptr_t *s, unsigned n, uintptr_t key, unsigned first);
+
+/* Inline first tries of both, on slot `at` alone. */
+static inline bool
+nsb_slot_claim_at(atomic_uintptr_t *s, unsigned at, uintptr_t key)
+{
+	uintptr_t none = 0;
+
+	nsb_holds_up();
+	if (__builtin_expect(atomic_compare_exchange_strong(&s[at], &none, key), 1))
+		return true;
+	nsb_holds_down();
+	return false;
+}
+
+static inline bool
+nsb_slot_release_at(atomic_uintptr_t *s, unsigned at, uintptr_t key)
+{
+	if (__builtin_expect(atomic_compare_exchange_strong(&s[at], &key, 0), 1)) {
+		nsb_holds_down();
+		return true;
+	}
+	return false;
+}
+
+/* Slot i, known to be the caller's (its claim's return), let go. */
+static inline void
+nsb_slot_free(atomic_uintptr_t *s, int i)
+{
+	atomic_store(&s[i], 0);
+	nsb_holds_down();
+}
+
+/* Does a slot hold a key other than key (0: any key)?  Inline: a
+ * writer of the table asks it of the vfork tickets as it drains. */
+static inline bool
+nsb_slots_others(atomic_uintptr_t *s, unsigned n, uintptr_t key)
+{
+	for (unsigned i = 0; i < n; i++) {
+		uintptr_t v = atomic_load(&s[i]);
+
+		if (v != 0 && v != key)
+			return true;
+	}
+	return false;
+}
+/* Is any slot held?  (Every load made: one branch.) */
+static inline __attribute__((always_inline)) bool
+nsb_slots_any(atomic_uintptr_t *s, unsigned n)
+{
+	uintptr_t any = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		any |= atomic_load(&s[i]);
+	return any != 0;
+}
+/* How many slots hold key (0: none). */
+unsigned nsb_slots_count(atomic_uintptr_t *s, unsigned n, uintptr_t key);
+/* Every slot that holds key let go (a dead vfork child's: process.c);
+ * this thread's count is the caller's to set. */
+void nsb_slots_drop(atomic_uintptr_t *s, unsigned n, uintptr_t key, unsigned keep);
+/* A fork child: every slot but key's let go (their threads are gone). */
+void nsb_slots_keep_only(atomic_uintptr_t *s, unsigned n, uintptr_t key);
+/* The slots, in one array (slots.c: one piece of .bss, whose alignment
+ * is paid once): process.c's two sets of NSB_SLOTS, then ranges.c's two
+ * sides of vfork tickets (NSB_TICKET_SLOTS each). */
+#define NSB_SLOTS 16
+#define NSB_TICKET_SLOTS 4
+#define NSB_SLOTS_UNMASKED 0
+#define NSB_SLOTS_IN_FLIGHT NSB_SLOTS
+#define NSB_SLOTS_TICKETS (2 * NSB_SLOTS)
+#define NSB_SLOT_WORDS (2 * NSB_SLOTS + 2 * NSB_TICKET_SLOTS)
+extern NSB_INTERNAL atomic_uintptr_t nsb_slot_words[NSB_SLOT_WORDS];
+
+/*
  * No handler of the program's that could stop its thread ever runs in a
  * thread that holds a lock of the library's, so the program can never
  * stop a holder with one of its own handlers (nobody waits for a thread
@@ -940,9 +1050,37 @@ void nsb_process_after_Fork_child(void);	/* process.c */
 void nsb_process_Fork_window(bool open);	/* process.c */
 /* process.c: a policy mapping's kernel mmap comes (false: a fork waits,
  * make it under the lock), and it is recorded or failed; a fork waits
- * for those in between. */
-bool nsb_process_map_begin(void);
-void nsb_process_map_end(void);
+ * for those in between.  Each mapping in flight is its thread's number
+ * in a slot of nsb_in_flight_by: the slot of the number first, inline
+ * (one compare-exchange each way), the others out of line. */
+#define nsb_in_flight_by (nsb_slot_words + NSB_SLOTS_IN_FLIGHT)
+extern NSB_INTERNAL atomic_int nsb_forks_waiting;
+bool nsb_process_map_begin_slow(void);
+void nsb_process_map_end_slow(void);
+
+static inline bool
+nsb_process_map_begin(void)
+{
+	unsigned self = (unsigned)nsb_lock_id;
+
+	if (__builtin_expect(self != 0, 1) &&
+	    nsb_slot_claim_at(nsb_in_flight_by, self % NSB_SLOTS, self)) {
+		if (__builtin_expect(atomic_load(&nsb_forks_waiting) == 0, 1))
+			return true;
+		nsb_slot_free(nsb_in_flight_by, (int)(self % NSB_SLOTS));
+		return false;
+	}
+	return nsb_process_map_begin_slow();
+}
+
+static inline void
+nsb_process_map_end(void)
+{
+	unsigned self = (unsigned)nsb_lock_id;
+
+	if (!nsb_slot_release_at(nsb_in_flight_by, self % NSB_SLOTS, self))
+		nsb_process_map_end_slow();
+}
 void nsb_process_copy_clone(int phase);	/* process.c: 0 before, 1 parent, 2 child */
 void nsb_disp_start(void);	/* the constructor's part: inherited mask, handoff */
 /* Its value is the decimal pid of the process that wrote it: the exec'd

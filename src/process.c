@@ -87,6 +87,12 @@ static _Atomic pid_t cached_pid;
  * execs or exits; 0 otherwise. */
 __thread pid_t nsb_vfork_tid __attribute__((tls_model("initial-exec"), visibility("hidden")));
 static __thread pid_t cached_tid __attribute__((tls_model("initial-exec")));
+/* Set from this thread's vfork (nsb_vfork_coming) until it returns
+ * (nsb_vfork_back): what runs on this TLS meanwhile is the vfork child,
+ * marked or not (exact mode's is the plain vfork system call, whose
+ * child nsb_vfork_tid does not tell), or a handler of the parent's as
+ * vfork returns.  Its reader tickets are slots (ranges.c). */
+__thread uint8_t nsb_vforking __attribute__((tls_model("initial-exec"), visibility("hidden")));
 /* Between our fork handlers, in the forking thread: the caches are the
  * parent's, and this may already be the child. */
 static __thread uint8_t forking __attribute__((tls_model("initial-exec")));
@@ -110,8 +116,8 @@ static bool fork_locked;
  */
 #define FORK_WAIT_YIELDS 100000
 /* Forks waiting for them (nsb_process_map_begin and _end count them in
- * in_flight_by, below). */
-static atomic_int forks_waiting;
+ * in_flight_by, below; read inline, nsb.h). */
+atomic_int nsb_forks_waiting __attribute__((visibility("hidden")));
 
 /* The mask this thread had before it took its first lock. */
 static __thread sigset_t *outer_mask __attribute__((tls_model("initial-exec")));
@@ -122,77 +128,58 @@ static atomic_bool handlers_possible;
 /*
  * The threads that hold (or wait for) a lock without having blocked
  * signals, and the policy mappings in flight (above): each one's thread
- * number (nsb_lock_id) in a slot, one slot per lock it counts or mapping
- * it makes (a handler that interrupted one may take the lock, or map,
- * itself).  One compare-exchange counts and one lets go, so that a
- * handler that interrupts its thread at any instruction knows exactly
- * which slots are its own thread's: those with its number.  (A shared
- * count beside a count of the thread's own left a window between the
- * two updates where the handler took another thread's count for its own
- * thread's, and did not wait for it: core-atk-counter, core-atk-forkflight.)
- * A thread that finds every slot taken takes the lock with the mask, or
- * makes its mapping under the lock.
+ * number (nsb_lock_id) in a slot (nsb.h, slots.c), one slot per lock it
+ * counts or mapping it makes (a handler that interrupted one may take the
+ * lock, or map, itself).  One compare-exchange counts and one lets go, so
+ * that a handler that interrupts its thread at any instruction knows
+ * exactly which slots are its own thread's: those with its number.  (A
+ * shared count beside a count of the thread's own left a window between
+ * the two updates where the handler took another thread's count for its
+ * own thread's, and did not wait for it: core-atk-counter,
+ * core-atk-forkflight.)  A thread tries the slot of its number first.  A
+ * thread that finds every slot taken takes the lock with the mask, or
+ * makes its mapping under the lock (unit-slots).
  */
-#define SLOTS 16
-static atomic_int unmasked_by[SLOTS], in_flight_by[SLOTS];
+#define SLOTS NSB_SLOTS
+#define unmasked_by (nsb_slot_words + NSB_SLOTS_UNMASKED)
+/* (Read inline by nsb_process_map_begin and _end, nsb.h.) */
+#define in_flight_by nsb_in_flight_by
 
-/* Counts this thread (self): false where every slot is taken. */
+/* This thread's locks, slots and reader tickets, plus those it is
+ * taking (nsb.h): counted up before each is taken and down after each
+ * is let go. */
+__thread unsigned nsb_holds __attribute__((tls_model("initial-exec"), visibility("hidden")));
+
+/* Counts this thread (self): false where every slot is taken.  The
+ * slot of its number first, inline. */
 static inline bool
-slot_claim(atomic_int *slots, int self)
+slot_claim(atomic_uintptr_t *slots, int self)
 {
-	for (int i = 0; i < SLOTS; i++) {
-		int free_slot = 0;
-
-		if (atomic_compare_exchange_strong(&slots[(self + i) % SLOTS], &free_slot, self))
-			return true;
-	}
-	return false;
+	return nsb_slot_claim_at(slots, (unsigned)self % SLOTS, (uintptr_t)self) ||
+	       nsb_slots_claim(slots, SLOTS, (uintptr_t)self, (unsigned)self) >= 0;
 }
 
 /* Lets one of this thread's slots go (any: they are alike). */
 static inline void
-slot_release(atomic_int *slots, int self)
+slot_release(atomic_uintptr_t *slots, int self)
 {
-	for (int i = 0; i < SLOTS; i++) {
-		int mine = self;
-
-		if (atomic_compare_exchange_strong(&slots[(self + i) % SLOTS], &mine, 0))
-			return;
-	}
+	if (!nsb_slot_release_at(slots, (unsigned)self % SLOTS, (uintptr_t)self))
+		(void)nsb_slots_release(slots, SLOTS, (uintptr_t)self, (unsigned)self);
 }
 
 /* Is a thread other than self counted? */
 static bool
-slot_others(atomic_int *slots, int self)
+slot_others(atomic_uintptr_t *slots, int self)
 {
-	for (int i = 0; i < SLOTS; i++) {
-		int v = atomic_load(&slots[i]);
-
-		if (v != 0 && v != self)
-			return true;
-	}
-	return false;
+	return nsb_slots_others(slots, SLOTS, (uintptr_t)self);
 }
 
 /* How many slots hold self (a vfork child's, on its parent's thread
  * number, are counted with the parent's: process.c's vfork recovery). */
 static int
-slot_count(atomic_int *slots, int self)
+slot_count(atomic_uintptr_t *slots, int self)
 {
-	int n = 0;
-
-	for (int i = 0; i < SLOTS; i++)
-		n += self != 0 && atomic_load_explicit(&slots[i], memory_order_relaxed) == self;
-	return n;
-}
-
-/* A fork child: the other threads are not here. */
-static void
-slot_child(atomic_int *slots, int self)
-{
-	for (int i = 0; i < SLOTS; i++)
-		if (atomic_load(&slots[i]) != self)
-			atomic_store(&slots[i], 0);
+	return (int)nsb_slots_count(slots, SLOTS, (uintptr_t)self);
 }
 
 /*
@@ -257,6 +244,7 @@ word_lock(atomic_int *w)
 {
 	int self = my_id(), seen = 0;
 
+	nsb_holds_up();
 	if (__builtin_expect(!atomic_compare_exchange_strong(w, &seen, self), 0))
 		word_lock_wait(w, self);
 }
@@ -274,7 +262,10 @@ word_wake(atomic_int *w)
 static inline void
 word_unlock(atomic_int *w)
 {
-	if (__builtin_expect(atomic_exchange(w, 0) & WAITERS, 0))
+	int was = atomic_exchange(w, 0);
+
+	nsb_holds_down();
+	if (__builtin_expect(was & WAITERS, 0))
 		word_wake(w);
 }
 
@@ -747,9 +738,17 @@ __asm__(".text\n"
  * counts of holders without the mask and of policy mappings in flight.
  * What this thread held as it called vfork is noted here
  * (nsb_vfork_coming, from the assembly above); once its child has exec'd
- * or gone, the parent compares (nsb_vfork_back): a few loads of its own
- * TLS and of the lock words, no system call.  Only where they differ -
- * the child died holding something - does it take back what was left:
+ * or gone, the parent compares (nsb_vfork_back), no system call.  The
+ * usual case is one word: nsb_holds (nsb.h), counted up before every
+ * lock, slot and reader ticket this thread takes and down after it lets
+ * go, so that a child killed at any instruction leaves it changed if it
+ * took anything it did not give back (and perhaps if it did: a child
+ * killed between a release and the count).  Where it is as before and
+ * the parent held nothing as it called vfork, the child left nothing;
+ * else the parent compares what it held (its TLS, the lock words, the
+ * slots: in nsb_vfork_coming too, only where it held something).  Only
+ * where they differ - the child died holding something - does it take
+ * back what was left:
  * the counts, the locks (the dispositions' and the timers' holders change
  * nothing a vfork child could leave half done: let go), and the table
  * lock, adopted as if this thread had just taken it, with every signal
@@ -762,6 +761,7 @@ __asm__(".text\n"
  * may be, else mincore, as for a nested call's notes).
  */
 struct vfork_held {
+	unsigned holds;		/* nsb_holds */
 	sigset_t *outer;	/* outer_mask */
 	int unmasked;		/* slots of unmasked_by with our number */
 	int maps;		/* ... of in_flight_by */
@@ -788,10 +788,20 @@ nsb_vfork_coming(void)
 {
 	if (nsb_vfork_tid)
 		return;
+	nsb_vforking = 1;
+	vfork_held.holds = nsb_holds;
 	vfork_held.outer = outer_mask;
-	vfork_held.unmasked = slot_count(unmasked_by, nsb_lock_id);
-	vfork_held.maps = slot_count(in_flight_by, nsb_lock_id);
-	vfork_held.locks = locks_mine();
+	if (__builtin_expect(nsb_holds == 0, 1)) {
+		/* No lock, slot or ticket of this thread's, nor one being
+		 * taken (a handler that interrupted a take vforks before
+		 * it is made). */
+		vfork_held.unmasked = vfork_held.maps = 0;
+		vfork_held.locks = 0;
+	} else {
+		vfork_held.unmasked = slot_count(unmasked_by, nsb_lock_id);
+		vfork_held.maps = slot_count(in_flight_by, nsb_lock_id);
+		vfork_held.locks = locks_mine();
+	}
 	vfork_held.readers[0] = nsb_my_readers[0];
 	vfork_held.readers[1] = nsb_my_readers[1];
 }
@@ -832,10 +842,8 @@ vfork_recover(uint8_t left)
 
 	/* Counts first: the child's holders without the mask, its policy
 	 * mappings in flight, its tickets (which a writer would wait for). */
-	for (int n = slot_count(unmasked_by, nsb_lock_id); n > h->unmasked; n--)
-		slot_release(unmasked_by, nsb_lock_id);
-	for (int n = slot_count(in_flight_by, nsb_lock_id); n > h->maps; n--)
-		slot_release(in_flight_by, nsb_lock_id);
+	nsb_slots_drop(unmasked_by, SLOTS, (uintptr_t)nsb_lock_id, (unsigned)h->unmasked);
+	nsb_slots_drop(in_flight_by, SLOTS, (uintptr_t)nsb_lock_id, (unsigned)h->maps);
 	outer_mask = h->outer;
 	nsb_ranges_vfork_readers(h->readers);
 	if (left & VFORK_TIMERS)
@@ -850,6 +858,9 @@ vfork_recover(uint8_t left)
 	/* A rescue's slot and claims: once the table is whole (give_back
 	 * reads it). */
 	nsb_rescue_vfork_left();
+	/* Everything the child took is given back: the count is as the
+	 * parent left it. */
+	nsb_holds = h->holds;
 }
 
 /* The parent, once its vfork child has exec'd or gone (vfork's assembly;
@@ -862,13 +873,20 @@ nsb_vfork_back(void)
 
 	if (nsb_vfork_tid)
 		return;
+	nsb_vforking = 0;
+	/* The usual case: the child took nothing it did not give back. */
+	if (__builtin_expect(nsb_holds == h->holds && h->holds == 0, 1))
+		return;
 	left = locks_mine() & ~h->locks;
 	if (__builtin_expect(left == 0 && slot_count(unmasked_by, nsb_lock_id) == h->unmasked &&
 				     slot_count(in_flight_by, nsb_lock_id) == h->maps &&
 				     outer_mask == h->outer && nsb_my_readers[0] == h->readers[0] &&
 				     nsb_my_readers[1] == h->readers[1] && !nsb_ranges_vfork_tickets(),
-			     1))
+			     1)) {
+		/* (A child killed between a release and its count.) */
+		nsb_holds = h->holds;
 		return;
+	}
 	int err = errno;
 
 	vfork_recover(left);
@@ -903,23 +921,26 @@ nsb_vfork_refused(void)
 #define fork_nested (forking == FORK_NESTED)
 
 /* A policy mapping's kernel mmap comes (mman.c): false where a fork
- * waits, or every slot is taken; then it is made under the lock. */
+ * waits, or every slot is taken; then it is made under the lock.  The
+ * first try, on the slot of this thread's number, is inline (nsb.h);
+ * this is the rest. */
 bool
-nsb_process_map_begin(void)
+nsb_process_map_begin_slow(void)
 {
 	int self = my_id();
 
 	if (!slot_claim(in_flight_by, self))
 		return false;
-	if (atomic_load(&forks_waiting) == 0)
+	if (atomic_load(&nsb_forks_waiting) == 0)
 		return true;
 	slot_release(in_flight_by, self);
 	return false;
 }
 
-/* ... and is recorded, or failed. */
+/* ... and is recorded, or failed: where the inline try did not find
+ * this thread's number in its slot. */
 void
-nsb_process_map_end(void)
+nsb_process_map_end_slow(void)
 {
 	slot_release(in_flight_by, nsb_lock_id);
 }
@@ -934,7 +955,7 @@ before_fork(void)
 	fork_locked = !__libc_single_threaded || atomic_load(&nsb_exact);
 	if (!fork_locked)
 		return;
-	atomic_fetch_add(&forks_waiting, 1);
+	atomic_fetch_add(&nsb_forks_waiting, 1);
 	for (int i = 0; i < FORK_WAIT_YIELDS && slot_others(in_flight_by, nsb_lock_id); i++)
 		sched_yield();
 	if (!fork_nested)
@@ -951,7 +972,7 @@ after_fork_parent(void)
 		nsb_unlock(&nsb_timers_lock);
 		if (!fork_nested)
 			nsb_unlock(&nsb_table_lock);
-		atomic_fetch_sub(&forks_waiting, 1);
+		atomic_fetch_sub(&nsb_forks_waiting, 1);
 	}
 	forking = false;
 }
@@ -979,14 +1000,20 @@ reset_child(bool nested)
 	atomic_store(&nsb_table_lock.word, nested ? my_id() : 0);
 	/* Threads that waited for the lock without the mask are not here,
 	 * nor their policy mappings in flight, nor other forks. */
-	slot_child(unmasked_by, my_id());
-	slot_child(in_flight_by, my_id());
-	atomic_store(&forks_waiting, 0);
+	nsb_slots_keep_only(unmasked_by, SLOTS, (uintptr_t)my_id());
+	nsb_slots_keep_only(in_flight_by, SLOTS, (uintptr_t)my_id());
+	atomic_store(&nsb_forks_waiting, 0);
 	nsb_files_after_fork_child();
 	nsb_ranges_after_fork_child(nested);
 	nsb_rescue_after_fork_child();
 	nsb_disp_after_fork_child();
 	nsb_log_after_fork_child();
+	/* What this thread holds now (the fork's locks were reset, not let
+	 * go): its count, made again. */
+	nsb_holds = (nsb_lock_mine(&nsb_table_lock) ? 1u : 0u) +
+		    (unsigned)slot_count(unmasked_by, my_id()) +
+		    (unsigned)slot_count(in_flight_by, my_id()) + nsb_my_readers[0] +
+		    nsb_my_readers[1];
 }
 
 static void

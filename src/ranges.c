@@ -537,21 +537,24 @@ put_slot(struct table *t, struct run *r, size_t i, const struct slot *s)
 __thread uint8_t nsb_my_readers[2] __attribute__((tls_model("initial-exec")));
 
 /*
- * A marked vfork child's tickets (nsb_vfork_tid set: its parent waits in
- * vfork's assembly) are not counted that way: between the shared count
+ * A vfork child's tickets (nsb_vfork_tid set where the child is marked,
+ * nsb_vforking where it is exact mode's plain vfork, process.c: its
+ * parent waits in vfork's assembly) are not counted that way: between the shared count
  * and the TLS one, two instructions apart, a child killed there left the
  * parent taking away a ticket never counted, or giving one back twice
  * (readers[side] at -1: its next change of the table waited for good,
- * core-atk2-vforkticket).  Such a ticket is one slot of its side holding
+ * core-atk2-vforkticket, core-atk2-vforkticket-exact).  Such a ticket is one slot of its side holding
  * the thread's key (the address of its nsb_my_readers, the parent's and
- * the child's alike), taken and let go by one instruction each: whatever
- * instruction the child dies at, the parent finds exactly what it left.
- * A writer waits for the slots as for the count.  Ticket numbers: side,
- * plus 2 * (slot + 1) for a slot's.
+ * the child's alike), taken and let go by one instruction each (the
+ * library's slots, nsb.h): whatever instruction the child dies at, the
+ * parent finds exactly what it left.  A writer waits for the slots as
+ * for the count.  Ticket numbers: side, plus 2 * (slot + 1) for a
+ * slot's.  Either kind counts in nsb_holds (nsb.h) while held.
  */
-#define VFORK_TICKETS 4
+#define VFORK_TICKETS NSB_TICKET_SLOTS
 extern __thread pid_t nsb_vfork_tid __attribute__((tls_model("initial-exec"), visibility("hidden")));
-static atomic_uintptr_t vfork_tickets[2][VFORK_TICKETS];
+extern __thread uint8_t nsb_vforking __attribute__((tls_model("initial-exec"), visibility("hidden")));
+#define vfork_tickets(side) (nsb_slot_words + NSB_SLOTS_TICKETS + (side) * VFORK_TICKETS)
 
 /* [signal-safe] */
 static int
@@ -559,15 +562,14 @@ reader_enter(void)
 {
 	int side = atomic_load(&reader_side);
 
-	if (__builtin_expect(nsb_vfork_tid != 0, 0)) {
-		for (int i = 0; i < VFORK_TICKETS; i++) {
-			uintptr_t none = 0;
+	if (__builtin_expect(nsb_vfork_tid != 0 || nsb_vforking, 0)) {
+		int i = nsb_slots_claim(vfork_tickets(side), VFORK_TICKETS,
+					(uintptr_t)nsb_my_readers, 0);
 
-			if (atomic_compare_exchange_strong(&vfork_tickets[side][i], &none,
-							   (uintptr_t)nsb_my_readers))
-				return side + 2 * (i + 1);
-		}
+		if (i >= 0)
+			return side + 2 * (i + 1);
 	}
+	nsb_holds_up();
 	nsb_my_readers[side]++;
 	atomic_fetch_add(&readers[side], 1);
 	return side;
@@ -578,21 +580,19 @@ void
 nsb_ranges_leave(int ticket)
 {
 	if (__builtin_expect(ticket >= 2, 0)) {
-		atomic_store(&vfork_tickets[ticket & 1][ticket / 2 - 1], 0);
+		nsb_slot_free(vfork_tickets(ticket & 1), ticket / 2 - 1);
 		return;
 	}
 	atomic_fetch_sub(&readers[ticket], 1);
 	nsb_my_readers[ticket]--;
+	nsb_holds_down();
 }
 
 /* Does a vfork child's slot on this side hold a ticket? */
-static bool
+static inline bool
 vfork_tickets_held(int side)
 {
-	for (int i = 0; i < VFORK_TICKETS; i++)
-		if (atomic_load(&vfork_tickets[side][i]))
-			return true;
-	return false;
+	return nsb_slots_any(vfork_tickets(side), VFORK_TICKETS);
 }
 
 /* The slots this thread's (dead) vfork child left: any? */
@@ -600,10 +600,8 @@ bool
 nsb_ranges_vfork_tickets(void)
 {
 	for (int k = 0; k < 2; k++)
-		for (int i = 0; i < VFORK_TICKETS; i++)
-			if (atomic_load_explicit(&vfork_tickets[k][i], memory_order_relaxed) ==
-			    (uintptr_t)nsb_my_readers)
-				return true;
+		if (nsb_slots_count(vfork_tickets(k), VFORK_TICKETS, (uintptr_t)nsb_my_readers))
+			return true;
 	return false;
 }
 
@@ -2469,8 +2467,7 @@ nsb_ranges_after_fork_child(bool nested)
 	atomic_store(&readers[0], 0);
 	atomic_store(&readers[1], 0);
 	for (int k = 0; k < 2; k++)
-		for (int i = 0; i < VFORK_TICKETS; i++)
-			atomic_store(&vfork_tickets[k][i], 0);
+		nsb_slots_keep_only(vfork_tickets(k), VFORK_TICKETS, 0);
 	/* A note a thread that is not here was writing: its span is not
 	 * known, so no record is trusted until the next holder cuts them. */
 	for (int i = 0; notes && i < NOTES; i++) {
@@ -2527,11 +2524,10 @@ nsb_ranges_vfork_readers(const uint8_t before[2])
 		atomic_fetch_sub(&readers[k], (long)(uint8_t)(nsb_my_readers[k] - before[k]));
 		nsb_my_readers[k] = before[k];
 	}
-	/* The slots: the parent takes none (nsb_vfork_tid is 0 in it). */
+	/* The slots: the parent takes none (nsb_vfork_tid is 0 in it).
+	 * (process.c sets the count of holds.) */
 	for (int k = 0; k < 2; k++)
-		for (int i = 0; i < VFORK_TICKETS; i++)
-			if (atomic_load(&vfork_tickets[k][i]) == (uintptr_t)nsb_my_readers)
-				atomic_store(&vfork_tickets[k][i], 0);
+		nsb_slots_drop(vfork_tickets(k), VFORK_TICKETS, (uintptr_t)nsb_my_readers, 0);
 }
 
 /* The copy t made anew as a chunk-for-chunk copy of src, in chunks of

@@ -4,7 +4,10 @@
  * counting user-space instructions per op under callgrind, and system
  * calls under strace, with the library preloaded.
  *
- *   nsb-opcount ROW N     ROW: memfd, pool, mprotect, mprotect.fail
+ *   nsb-opcount ROW N     ROW: memfd, pool, mprotect, mprotect.fail, vfork
+ *
+ * vfork: vfork, the child's _exit, waitpid (the library's vfork and its
+ * checks of what the child left, process.c).
  *
  * A figure per op is (count at N = 2000 - count at N = 1000) / 1000: the
  * set-up drops out (doc/performance.md).
@@ -14,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static size_t page;
@@ -74,6 +78,13 @@ main(int argc, char **argv)
 				if (mprotect(p, 2 * page, k ? PROT_READ | PROT_WRITE : PROT_READ) == 0 ||
 				    errno != ENOMEM)
 					die("mprotect did not fail with ENOMEM");
+		} else if (!strcmp(argv[1], "vfork")) {
+			pid_t c = vfork();
+
+			if (c == 0)
+				_exit(0);
+			if (c < 0 || waitpid(c, NULL, 0) != c)
+				die("vfork");
 		} else {
 			return 2;
 		}
