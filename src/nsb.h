@@ -380,14 +380,21 @@ extern NSB_INTERNAL __thread uint8_t nsb_vfork_ran __attribute__((tls_model("ini
 void nsb_vfork_early(void);
 
 /* Everything the interposed calls need, whether or not our constructor
- * has run yet.  Cheap after the first call.  (And a handler that runs in
- * a vfork parent as the clone returns first takes back what a dead child
- * left: process.c, nsb_vfork_early.) */
+ * has run yet.  Cheap after the first call. */
 static inline void
 nsb_init(void)
 {
 	if (__builtin_expect(nsb_config.page_size == 0, 0))
 		nsb_config_init();
+}
+/* The same, first thing in an interposed mapping call or a call of the
+ * API (never under a lock of the library's): a handler that runs in a
+ * vfork parent as the clone returns first takes back what a dead child
+ * left (process.c, nsb_vfork_early).  One load of the TLS. */
+static inline void
+nsb_enter(void)
+{
+	nsb_init();
 	if (__builtin_expect(nsb_vfork_ran != 0, 0))
 		nsb_vfork_early();
 }
