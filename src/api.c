@@ -104,7 +104,7 @@ user_span(void *addr, size_t len, uintptr_t *start, uintptr_t *end)
 {
 	size_t ps;
 
-	nsb_init();
+	nsb_enter();
 	ps = nsb_config.page_size;
 	*start = (uintptr_t)addr;
 	/* Its end, rounded up to a page, must not wrap (from the last page,

@@ -623,7 +623,7 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	void *p = MAP_FAILED;	/* (set on every path: for the compiler) */
 	int err = 0, may = -1;
 
-	nsb_init();
+	nsb_enter();
 	/* From a handler that interrupted this thread's own call to the
 	 * library (ranges.c, nested calls): no decision (it may need memory
 	 * the interrupted call is taking), no record, no wait; what the
@@ -829,7 +829,7 @@ munmap(void *addr, size_t len)
 
 	if (nsb_ranges_none())
 		return nsb_sys_munmap(addr, len);
-	nsb_init();
+	nsb_enter();
 	if (!len || !page_aligned((uintptr_t)addr) ||
 	    !span_of(addr, len, nsb_config.page_size, &start, &end) ||
 	    !nsb_ranges_overlap_peek(start, end, &pk))
@@ -901,7 +901,7 @@ shmat(int id, const void *addr, int flags)
 			nsb_forget_stale(p, ds.shm_segsz);
 		return p;
 	}
-	nsb_init();
+	nsb_enter();
 	if (flags & SHM_RND)
 		at &= ~(uintptr_t)(SHMLBA - 1);
 	if (!page_aligned(at) || syscall(SYS_shmctl, id, IPC_STAT, &ds) != 0 || !ds.shm_segsz ||
@@ -937,7 +937,7 @@ remap_file_pages(void *addr, size_t size, int prot, size_t pgoff, int flags)
 
 	if (nsb_ranges_none())
 		return (int)syscall(SYS_remap_file_pages, addr, size, prot, pgoff, flags);
-	nsb_init();
+	nsb_enter();
 	start = (uintptr_t)addr & ~(uintptr_t)(nsb_config.page_size - 1);
 	size &= ~(size_t)(nsb_config.page_size - 1);
 	if (!size || !span_of((void *)start, size, nsb_config.page_size, &start, &end) ||
@@ -1010,7 +1010,7 @@ lock_call(long nr, void *addr, size_t len, long arg, uint32_t set, uint32_t clea
 
 	if (nsb_ranges_none())
 		return (int)syscall(nr, addr, len, arg);
-	nsb_init();
+	nsb_enter();
 	start = (uintptr_t)addr & ~(uintptr_t)(nsb_config.page_size - 1);
 	if (!len || !span_of((void *)start, len + ((uintptr_t)addr - start), nsb_config.page_size,
 			     &start, &end) ||
@@ -1081,7 +1081,7 @@ mbind(void *addr, unsigned long len, int mode, const unsigned long *nodemask,
 
 	if (nsb_ranges_none())
 		return syscall(SYS_mbind, addr, len, mode, nodemask, maxnode, flags);
-	nsb_init();
+	nsb_enter();
 	if (!len || !page_aligned((uintptr_t)addr) ||
 	    !span_of(addr, len, nsb_config.page_size, &start, &end) ||
 	    !nsb_ranges_overlap(start, end))
@@ -1108,7 +1108,7 @@ lock_all(long nr, long arg, uint32_t set, uint32_t clear)
 	/* Nested (ranges.c): the records' lock bits stay as they were. */
 	if (nsb_ranges_none() || (nr == SYS_mlockall && !(arg & MCL_CURRENT)) || nsb_ranges_nested())
 		return (int)syscall(nr, arg);
-	nsb_init();
+	nsb_enter();
 	nsb_ranges_lock();
 	/* Every record is whole in the span: no room needed. */
 	nsb_ranges_flux(0, end, 0, 0);
@@ -1257,7 +1257,7 @@ do_mprotect(void *addr, size_t len, int prot, int pkey, bool with_pkey)
 	struct nsb_peek pk;
 	int ret, err;
 
-	nsb_init();
+	nsb_enter();
 	if (nsb_ranges_none() || !page_aligned((uintptr_t)addr) ||
 	    !span_of(addr, len, nsb_config.page_size, &start, &end) ||
 	    !nsb_ranges_overlap_peek(start, end, &pk))
@@ -1519,13 +1519,13 @@ madvise(void *addr, size_t len, int advice)
 	int ret, err;
 
 	if (advice == MADV_REMOVE && !nsb_ranges_none()) {
-		nsb_init();
+		nsb_enter();
 		return madvise_remove(addr, len);
 	}
 	/* Only what a replaced page must be given again is recorded. */
 	if (!fork_advice(advice, &set, &clear) || nsb_ranges_none())
 		return real_madvise(addr, len, advice);
-	nsb_init();
+	nsb_enter();
 	if (!len || !page_aligned((uintptr_t)addr) ||
 	    !span_of(addr, len, nsb_config.page_size, &start, &end) ||
 	    !nsb_ranges_overlap(start, end))
@@ -2138,7 +2138,7 @@ mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
 		if (flags & MREMAP_FIXED)
 			dest = (uintptr_t)new_addr;
 	}
-	nsb_init();
+	nsb_enter();
 	/* old_len == 0 duplicates a shared mapping from old on. */
 	if (nsb_ranges_none() || !page_aligned(old) || !new_len ||
 	    !span_of(old_addr, old_len ? old_len : 1, nsb_config.page_size, &old, &old_end) ||

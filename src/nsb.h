@@ -373,6 +373,12 @@ nsb_proc_path(char *buf, size_t size, const char *head, unsigned long n, const c
 	buf[at] = '\0';
 }
 
+/* Set (to 1) by a vfork child of this thread's as it returns from the
+ * clone, in the TLS it shares with its parent; cleared by the parent as
+ * it compares what the child left (process.c, nsb_vfork_early). */
+extern NSB_INTERNAL __thread uint8_t nsb_vfork_ran __attribute__((tls_model("initial-exec")));
+void nsb_vfork_early(void);
+
 /* Everything the interposed calls need, whether or not our constructor
  * has run yet.  Cheap after the first call. */
 static inline void
@@ -380,6 +386,17 @@ nsb_init(void)
 {
 	if (__builtin_expect(nsb_config.page_size == 0, 0))
 		nsb_config_init();
+}
+/* The same, first thing in an interposed mapping call or a call of the
+ * API (never under a lock of the library's): a handler that runs in a
+ * vfork parent as the clone returns first takes back what a dead child
+ * left (process.c, nsb_vfork_early).  One load of the TLS. */
+static inline void
+nsb_enter(void)
+{
+	nsb_init();
+	if (__builtin_expect(nsb_vfork_ran != 0, 0))
+		nsb_vfork_early();
 }
 
 /* ---- process.c: the library's locks, and what fork does to its state -- */

@@ -611,7 +611,9 @@ __asm__(".text\n"
 	"1:	ret\n"
 	/* As glibc's: with a shadow stack (shared with the parent), the
 	 * child goes back without popping it. */
-	"6:	xorl %esi, %esi\n"
+	"6:	movq nsb_vfork_ran@gottpoff(%rip), %rsi\n"
+	"	movb $1, %fs:(%rsi)\n"	/* the child has run: nsb_vfork_early */
+	"	xorl %esi, %esi\n"
 	"	rdsspq %rsi\n"
 	"	testq %rsi, %rsi\n"
 	"	je 1b\n"
@@ -684,7 +686,7 @@ __asm__(".text\n"
 	"	mov x3, #0\n"
 	"	mov x8, #" NSB_STR(SYS_clone) "\n"
 	"	svc #0\n"
-	"	cbz x0, 1f\n"	/* the child */
+	"	cbz x0, 8f\n"	/* the child */
 	"	str wzr, [x4]\n"
 	"	cmn x0, #4095\n"
 	"	b.cs 3f\n"
@@ -722,6 +724,12 @@ __asm__(".text\n"
 	"	cbnz x0, 7b\n"
 	"	ret\n"
 	"5:	b nsb_syscall_failed\n"
+	"8:	mrs x9, tpidr_el0\n"	/* the child has run: nsb_vfork_early */
+	"	adrp x10, :gottprel:nsb_vfork_ran\n"
+	"	ldr x10, [x10, #:gottprel_lo12:nsb_vfork_ran]\n"
+	"	mov w11, #1\n"
+	"	strb w11, [x9, x10]\n"
+	"	ret\n"
 	".cfi_endproc\n"
 	".size vfork, .-vfork\n"
 	".size __vfork, .-__vfork\n");
@@ -751,9 +759,9 @@ __asm__(".text\n"
  * back what was left:
  * the counts, the locks (the dispositions' and the timers' holders change
  * nothing a vfork child could leave half done: let go), and the table
- * lock, adopted as if this thread had just taken it, with every signal
- * blocked (rt_sigprocmask, twice: the one system call of the recovery
- * besides the resync's); under it the table is made whole
+ * lock, adopted as if this thread had just taken it, all with every
+ * signal blocked (rt_sigprocmask, twice: the one system call of the
+ * recovery besides the resync's); under it the table is made whole
  * (nsb_ranges_after_vfork_death: its copies alike again, the counts of
  * the files and accounts its records name made from them) and every
  * record made the kernel's again
@@ -781,6 +789,11 @@ locks_mine(void)
 	       (nsb_lock_mine(&nsb_timers_lock) ? VFORK_TIMERS : 0);
 }
 
+/* Set by the child as it returns from the clone (vfork's assembly, the
+ * marked path only), on the TLS it shares with this thread: see
+ * nsb_vfork_early. */
+NSB_INTERNAL __thread uint8_t nsb_vfork_ran __attribute__((tls_model("initial-exec")));
+
 /* Before the clone (vfork's assembly).  In a vfork child, whose own vfork
  * is plain, nothing: the snapshot is its parent's. */
 __attribute__((used)) void
@@ -788,6 +801,7 @@ nsb_vfork_coming(void)
 {
 	if (nsb_vfork_tid)
 		return;
+	nsb_vfork_ran = 0;
 	nsb_vforking = 1;
 	vfork_held.holds = nsb_holds;
 	vfork_held.outer = outer_mask;
@@ -815,28 +829,45 @@ let_go(struct nsb_lock *l)
 }
 
 /* The table lock the dead child left: this thread's now, as nsb_lock()
- * would have made it (the fields the child wrote are its own: its mask
- * was its own task's). */
+ * would have made it under an outer lock (the fields the child wrote are
+ * its own: its mask was its own task's).  Every signal is blocked already
+ * (settle, below), the mask to restore kept there. */
 static void
 adopt(struct nsb_lock *l)
 {
-	sigset_t all, old;
-
-	if (outer_mask) {
-		l->masked = true;
-		l->inner = true;
-		return;
-	}
-	sigfillset(&all);
-	nsb_sys_sigmask(SIG_BLOCK, &all, &old);
-	memcpy(&l->saved, &old, sizeof(struct nsb_kset));
 	l->masked = true;
-	l->inner = false;
-	outer_mask = &l->saved;
+	l->inner = true;
 }
 
+/* Does this thread hold what it held as it called vfork, no more?  Loads
+ * of its TLS and of the lock words; what more the table lock is, in
+ * *left. */
+static inline bool
+vfork_same(uint8_t *left)
+{
+	const struct vfork_held *h = &vfork_held;
+
+	*left = 0;
+	/* The usual case: the child took nothing it did not give back. */
+	if (__builtin_expect(nsb_holds == h->holds && h->holds == 0, 1))
+		return true;
+	*left = locks_mine() & ~h->locks;
+	if (*left == 0 && slot_count(unmasked_by, nsb_lock_id) == h->unmasked &&
+	    slot_count(in_flight_by, nsb_lock_id) == h->maps && outer_mask == h->outer &&
+	    nsb_my_readers[0] == h->readers[0] && nsb_my_readers[1] == h->readers[1] &&
+	    !nsb_ranges_vfork_tickets()) {
+		/* (A child killed between a release and its count.) */
+		nsb_holds = h->holds;
+		return true;
+	}
+	return false;
+}
+
+/* Every signal blocked (settle): outer_mask is the caller's mask while it
+ * runs, so that the locks taken and adopted are inner ones, and the table
+ * lock's unlock restores nothing before the rescues' slots are let go. */
 static __attribute__((noinline, cold)) void
-vfork_recover(uint8_t left)
+vfork_recover(uint8_t left, sigset_t *mask)
 {
 	const struct vfork_held *h = &vfork_held;
 
@@ -844,7 +875,7 @@ vfork_recover(uint8_t left)
 	 * mappings in flight, its tickets (which a writer would wait for). */
 	nsb_slots_drop(unmasked_by, SLOTS, (uintptr_t)nsb_lock_id, (unsigned)h->unmasked);
 	nsb_slots_drop(in_flight_by, SLOTS, (uintptr_t)nsb_lock_id, (unsigned)h->maps);
-	outer_mask = h->outer;
+	outer_mask = h->outer ? h->outer : mask;
 	nsb_ranges_vfork_readers(h->readers);
 	if (left & VFORK_TIMERS)
 		let_go(&nsb_timers_lock);
@@ -858,9 +889,46 @@ vfork_recover(uint8_t left)
 	/* A rescue's slot and claims: once the table is whole (give_back
 	 * reads it). */
 	nsb_rescue_vfork_left();
+	outer_mask = h->outer;
 	/* Everything the child took is given back: the count is as the
 	 * parent left it. */
 	nsb_holds = h->holds;
+}
+
+/*
+ * The parent compares, once its child has exec'd or gone: from vfork's
+ * assembly (nsb_vfork_back), or first from a handler of its own that ran
+ * as the clone returned (nsb_vfork_early).  Where the child left nothing,
+ * loads only; else, with every signal blocked (rt_sigprocmask, twice),
+ * compared again and taken back: a handler that interrupted the first
+ * comparison may have taken it back already, and none can run in the
+ * middle of it.  The mark is cleared before: the recovery's own calls
+ * (nsb_init) do not come back here.
+ */
+static void
+settle(void)
+{
+	sigset_t all, old;
+	uint8_t left;
+	int err;
+
+	if (__builtin_expect(vfork_same(&left), 1)) {
+		nsb_vfork_ran = 0;
+		return;
+	}
+	err = errno;
+	sigfillset(&all);
+	nsb_sys_sigmask(SIG_BLOCK, &all, &old);
+	nsb_vfork_ran = 0;
+	atomic_signal_fence(memory_order_seq_cst);
+	if (!vfork_same(&left))
+		vfork_recover(left, &old);
+	nsb_sys_sigmask(SIG_SETMASK, &old, NULL);
+	/* A SIGBUS held for the process while every signal was blocked
+	 * here, as an outermost lock's unlock (dispositions.c). */
+	if (!vfork_held.outer)
+		nsb_disp_lock_left();
+	errno = err;
 }
 
 /* The parent, once its vfork child has exec'd or gone (vfork's assembly;
@@ -868,29 +936,37 @@ vfork_recover(uint8_t left)
 __attribute__((used)) void
 nsb_vfork_back(void)
 {
-	const struct vfork_held *h = &vfork_held;
-	uint8_t left;
-
 	if (nsb_vfork_tid)
 		return;
 	nsb_vforking = 0;
-	/* The usual case: the child took nothing it did not give back. */
-	if (__builtin_expect(nsb_holds == h->holds && h->holds == 0, 1))
-		return;
-	left = locks_mine() & ~h->locks;
-	if (__builtin_expect(left == 0 && slot_count(unmasked_by, nsb_lock_id) == h->unmasked &&
-				     slot_count(in_flight_by, nsb_lock_id) == h->maps &&
-				     outer_mask == h->outer && nsb_my_readers[0] == h->readers[0] &&
-				     nsb_my_readers[1] == h->readers[1] && !nsb_ranges_vfork_tickets(),
-			     1)) {
-		/* (A child killed between a release and its count.) */
-		nsb_holds = h->holds;
-		return;
-	}
-	int err = errno;
+	settle();
+}
 
-	vfork_recover(left);
-	errno = err;
+/*
+ * [signal-safe] The first entry of the library's (nsb_init, the SIGBUS
+ * handler) in a thread whose vfork child has run (nsb_vfork_ran, set by
+ * the child on their shared TLS) and whose nsb_vfork_back has not yet
+ * compared.  The child's death queues SIGCHLD to its parent (and any
+ * signal sent while the parent waited is held: the kernel's wait is
+ * killable only), delivered as the clone returns, before vfork's
+ * assembly takes back what the child left: a handler's mapping call there
+ * found the table lock holding its thread's number, was taken for a
+ * nested one and went to the kernel unrecorded (core-vforkchld).  The
+ * parent runs nothing between the clone and its return, and nothing
+ * after it while the child runs (vfork), so this is the parent after the
+ * child's exec or death, not one before the clone (the mark is cleared
+ * by nsb_vfork_coming): it compares now, as nsb_vfork_back would, which
+ * then finds nothing.  The child itself (the mark set too) is known by
+ * its tid, on its TLS from its first instruction (CLONE_CHILD_SETTID),
+ * cleared by the kernel as it exec's or dies.  No system call where the
+ * child left nothing.
+ */
+void
+nsb_vfork_early(void)
+{
+	if (nsb_vfork_tid)
+		return;
+	settle();
 }
 
 /* The clone that marks a vfork child was refused: exact mode, then the

@@ -923,6 +923,11 @@ nsb_rescue_handler(int sig, siginfo_t *si, void *uc)
 {
 	int saved_errno = errno;
 
+	/* A vfork parent's handler that faults as the clone returns, before
+	 * any other call of the library's: what a dead child left is taken
+	 * back first (process.c). */
+	if (__builtin_expect(nsb_vfork_ran != 0, 0))
+		nsb_vfork_early();
 	/* Only a fault the kernel raised counts: si_code BUS_ADRERR cannot
 	 * be sent by another process (the kernel refuses si_code >= 0), but
 	 * the kernel sends it as CLD_KILLED, a child's exit signal, with the
