@@ -987,6 +987,7 @@ reset_child(bool nested)
 	atomic_store(&cached_pid, 0);
 	cached_tid = 0;
 	nsb_vfork_tid = 0;
+	nsb_vforking = 0;
 	forking = false;
 	if (atomic_load(&nsb_exact))
 		owner_pid = getpid();
