@@ -794,13 +794,20 @@ locks_mine(void)
  * nsb_vfork_early. */
 NSB_INTERNAL __thread uint8_t nsb_vfork_ran __attribute__((tls_model("initial-exec")));
 
+static void settle(void);
+
 /* Before the clone (vfork's assembly).  In a vfork child, whose own vfork
- * is plain, nothing: the snapshot is its parent's. */
+ * is plain, nothing: the snapshot is its parent's.  A vfork of a handler
+ * that runs as an earlier vfork's clone returns (nsb_vfork_ran set) first
+ * takes back what that child left (nsb_vfork_early): its snapshot would
+ * hold it. */
 __attribute__((used)) void
 nsb_vfork_coming(void)
 {
 	if (nsb_vfork_tid)
 		return;
+	if (__builtin_expect(nsb_vfork_ran != 0, 0))
+		settle();
 	nsb_vfork_ran = 0;
 	vfork_held.outer = outer_mask;
 	vfork_held.unmasked = slot_count(unmasked_by, nsb_lock_id);
