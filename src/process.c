@@ -794,13 +794,20 @@ locks_mine(void)
  * nsb_vfork_early. */
 NSB_INTERNAL __thread uint8_t nsb_vfork_ran __attribute__((tls_model("initial-exec")));
 
+static void settle(void);
+
 /* Before the clone (vfork's assembly).  In a vfork child, whose own vfork
- * is plain, nothing: the snapshot is its parent's. */
+ * is plain, nothing: the snapshot is its parent's.  A vfork of a handler
+ * that runs as an earlier vfork's clone returns (nsb_vfork_ran set) first
+ * takes back what that child left (nsb_vfork_early): its snapshot would
+ * hold it. */
 __attribute__((used)) void
 nsb_vfork_coming(void)
 {
 	if (nsb_vfork_tid)
 		return;
+	if (__builtin_expect(nsb_vfork_ran != 0, 0))
+		settle();
 	nsb_vfork_ran = 0;
 	nsb_vforking = 1;
 	vfork_held.holds = nsb_holds;
@@ -1063,6 +1070,7 @@ reset_child(bool nested)
 	atomic_store(&cached_pid, 0);
 	cached_tid = 0;
 	nsb_vfork_tid = 0;
+	nsb_vforking = 0;
 	forking = false;
 	if (atomic_load(&nsb_exact))
 		owner_pid = getpid();

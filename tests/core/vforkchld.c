@@ -26,7 +26,8 @@
  * one), truncates it and reads the page (rescued: zero), and reads a
  * protected page of a file truncated before the vfork (rescued: zero) -
  * first, in the variants where the handler's first entry into the library
- * is that fault (the SIGBUS handler), not a mapping call.  Afterwards the
+ * is that fault (the SIGBUS handler), not a mapping call; in another, the
+ * handler first makes a vfork of its own, whose child exits.  Afterwards the
  * records are the kernel's (one per protected mapping of the test's still
  * in /proc/self/maps), the parent's next munmap and MAP_NOSIGBUS mmap are
  * recorded, and every protected mapping left survives a truncation.
@@ -51,6 +52,7 @@ struct sc {
 	const char *name;
 	enum point at;
 	bool read_first;	/* the handler's first entry: a fault */
+	bool vfork_first;	/* ... a vfork of its own (a child that exits) */
 };
 
 /* What the SIGCHLD handler does and saw (the first time only). */
@@ -93,6 +95,19 @@ read_old(void)
 	h_zero_old = *(volatile const char *)ht == 0;
 }
 
+/* The handler's own vfork, its child exiting at once (not inlined into
+ * the handler: -Wclobbered). */
+static __attribute__((noinline)) void
+vfork_exit(void)
+{
+	pid_t p = vfork();
+
+	if (p == 0)
+		_exit(0);
+	if (p > 0)
+		(void)waitpid(p, NULL, 0);
+}
+
 static void
 on_chld(int sig)
 {
@@ -107,6 +122,8 @@ on_chld(int sig)
 	sc = hsc;
 	if (sc->read_first)
 		read_old();
+	if (sc->vfork_first)
+		vfork_exit();
 	h_before = core_stats().mappings;
 	q = mmap(NULL, ps, CORE_PROT_RW, MAP_SHARED | MAP_NOSIGBUS, hfd, 0);
 	if (q == MAP_FAILED)
@@ -263,13 +280,14 @@ scenario(void *arg)
 }
 
 static const struct sc scenarios[] = {
-	{ "the child exits (control)", NONE, false },
-	{ "killed before the table lock (statx of an mmap)", BEFORE_LOCK, false },
-	{ "killed holding the table lock, at munmap", AT_MUNMAP, false },
-	{ "killed holding the table lock, at munmap; the handler faults first", AT_MUNMAP, true },
-	{ "killed at the kernel's mmap of a MAP_NOSIGBUS mapping", AT_MMAP, false },
-	{ "killed in a rescue, at its fstat", IN_RESCUE, false },
-	{ "killed in a rescue, at its fstat; the handler faults first", IN_RESCUE, true },
+	{ "the child exits (control)", NONE, false, false },
+	{ "killed before the table lock (statx of an mmap)", BEFORE_LOCK, false, false },
+	{ "killed holding the table lock, at munmap", AT_MUNMAP, false, false },
+	{ "killed holding the table lock, at munmap; the handler faults first", AT_MUNMAP, true, false },
+	{ "killed at the kernel's mmap of a MAP_NOSIGBUS mapping", AT_MMAP, false, false },
+	{ "killed in a rescue, at its fstat", IN_RESCUE, false, false },
+	{ "killed in a rescue, at its fstat; the handler faults first", IN_RESCUE, true, false },
+	{ "killed holding the table lock, at munmap; the handler vforks first", AT_MUNMAP, false, true },
 };
 
 /* argv[1]: the index of one scenario to run alone (all by default). */
