@@ -305,11 +305,19 @@ make_memfd(size_t len)
 	return fd;
 }
 
+/* In the build tree (NSB_BUILD_ROOT, or here), never in /tmp: where /tmp
+ * is a tmpfs (Debian 13's default; the test machines'), its file is a
+ * memory file, which the default policy protects (a machine with Linux
+ * 5.10 showed own-handler's file rescued). */
 static int
 make_disk_file(size_t len)
 {
-	char path[] = "/tmp/nsb-seccomp-XXXXXX";
-	int fd = mkstemp(path);
+	const char *dir = getenv("NSB_BUILD_ROOT");
+	char path[4096];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/nsb-seccomp-XXXXXX", dir ? dir : ".");
+	fd = mkstemp(path);
 
 	if (fd < 0 || unlink(path) < 0 || ftruncate(fd, (off_t)len) < 0) {
 		perror("disk file");
