@@ -1105,10 +1105,12 @@ lock_all(long nr, long arg, uint32_t set, uint32_t clear)
 	uintptr_t end = UINTPTR_MAX & ~(uintptr_t)(nsb_config.page_size - 1);
 	int ret, err;
 
-	/* Nested (ranges.c): the records' lock bits stay as they were. */
+	/* First: a vfork child's leftovers would make this call look nested
+	 * (nsb_enter).  Nested (ranges.c): the records' lock bits stay as
+	 * they were. */
+	nsb_enter();
 	if (nsb_ranges_none() || (nr == SYS_mlockall && !(arg & MCL_CURRENT)) || nsb_ranges_nested())
 		return (int)syscall(nr, arg);
-	nsb_enter();
 	nsb_ranges_lock();
 	/* Every record is whole in the span: no room needed. */
 	nsb_ranges_flux(0, end, 0, 0);
@@ -1590,8 +1592,13 @@ our_process_madvise(int pidfd, const struct iovec *iov, size_t n, int advice, un
 	ssize_t ret;
 	int err;
 
-	/* Nested (ranges.c): the records' advice bits stay as they were. */
-	if (!fork_advice(advice, &set, &clear) || nsb_ranges_none() || nsb_ranges_nested())
+	/* Nested (ranges.c): the records' advice bits stay as they were;
+	 * not a vfork child's leftovers (nsb_enter). */
+	if (!fork_advice(advice, &set, &clear) || nsb_ranges_none())
+		return f ? f(pidfd, iov, n, advice, flags)
+			 : syscall(SYS_process_madvise, pidfd, iov, n, advice, flags);
+	nsb_enter();
+	if (nsb_ranges_nested())
 		return f ? f(pidfd, iov, n, advice, flags)
 			 : syscall(SYS_process_madvise, pidfd, iov, n, advice, flags);
 	nsb_ranges_lock();
