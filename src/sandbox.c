@@ -149,9 +149,12 @@ open_trapped(const char *path, int flags)
 
 /*
  * [signal-safe] The value of "Seccomp:" in /proc/self/status: 0 none,
- * 1 strict, 2 filter; -1 if it cannot be read.  Read a chunk at a time
- * and matched across chunks: the file is as long as the process's groups
- * make it, and no fixed-size read of it is long enough.
+ * 1 strict, 2 filter; -1 if it cannot be read; -2 if it cannot be opened
+ * for want of a descriptor or memory (EMFILE, ENFILE, ENOMEM: the
+ * program's state at this moment, not the sandbox's, which the next ask
+ * may find).  Read a chunk at a time and matched across chunks: the file
+ * is as long as the process's groups make it, and no fixed-size read of
+ * it is long enough.
  */
 static int
 seccomp_mode(void)
@@ -167,7 +170,7 @@ seccomp_mode(void)
 	 * for the call, as under one (nsb_proc_open). */
 	fd = open_trapped("/proc/self/status", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return -1;
+		return errno == EMFILE || errno == ENFILE || errno == ENOMEM ? -2 : -1;
 	while (mode < 0 && (n = raw_syscall(SYS_read, fd, (long)buf, sizeof(buf), 0, 0, 0)) != 0) {
 		if (n < 0) {
 			if (errno == EINTR)
@@ -204,6 +207,16 @@ nsb_unfiltered_ask(void)
 		 * without reading the status. */
 		int saved_errno = errno, mode = nsb_config.test_filtered ? 2 : seccomp_mode();
 
+		/* Every descriptor taken (a program at its RLIMIT_NOFILE, as
+		 * a compositor with a burst of clients): careful this once,
+		 * as under a filter, and asked again by the next call that
+		 * needs to know.  Once, this made the process "filtered" for
+		 * good: no memfd protected for the rest of its life
+		 * (core-atk4-nofile). */
+		if (mode == -2) {
+			errno = saved_errno;
+			return false;
+		}
 		state = mode == 0 ? 1 : 2;
 		/* A filter seen meanwhile wins: only ever 0 -> 1 -> 2. */
 		int expected = 0;
