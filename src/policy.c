@@ -33,7 +33,8 @@
  *    mount ID is never anyone else's), never remounted and has no size
  *    limit: a file there needs nothing more.  Its ID comes from a memfd
  *    of our own, made once, when the program first maps a memory-backed
- *    file; other mounts cost an fstatfs.  (Before Linux 3.17, fstatfs and
+ *    file (at the next, if no descriptor number was free); other mounts
+ *    cost an fstatfs.  (Before Linux 3.17, fstatfs and
  *    fstat.)  A file just received is asked through the O_PATH
  *    descriptor the library keeps, as with unique IDs: F_GET_SEALS
  *    answers no O_PATH descriptor, so there the mount alone tells
@@ -162,6 +163,13 @@ memfd_mount(uint64_t *id)
 				probe.memfd_mnt = sx.stx_mnt_id;
 			}
 			close(fd);
+		} else if (errno == EMFILE || errno == ENFILE || errno == ENOMEM) {
+			/* No number free (or no memory) this once: not the
+			 * kernel's answer.  Kept, it cost every later
+			 * decision on a memfd an fstatfs for the process's
+			 * life (syscalls.bats); asked again by the next. */
+			*id = 0;
+			return 0;
 		}
 		atomic_store_explicit(&probe.state, 1, memory_order_release);
 	}

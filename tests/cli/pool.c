@@ -8,7 +8,12 @@
  *
  * Not linked with libnosigbus: it only gets it through LD_PRELOAD.
  *
- * Usage: nsb-cli-pool CYCLES
+ * Usage: nsb-cli-pool CYCLES [full]
+ * With "full", before the cycles: a file on disk is mapped (the library
+ * reads whether a seccomp filter is in force), then a memfd is mapped
+ * (and unmapped) with every descriptor number taken (RLIMIT_NOFILE
+ * lowered to 256 for it, then put back): the first memfd the library
+ * decides on comes when it can open nothing.
  * Each cycle begins and ends with a getppid() call, a marker for the
  * strace log (syscalls.bats counts the calls between two).  Prints
  * "unique-mount-ids yes|no": whether statx gives unique mount IDs here
@@ -21,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -53,6 +59,42 @@ main(int argc, char **argv)
 	       (sx.stx_mask & STATX_MNT_ID_UNIQUE) ? "yes" : "no");
 	fflush(stdout);
 	close(probe);
+	if (argc > 2 && strcmp(argv[2], "full") == 0) {
+		static int fillers[4096];
+		struct rlimit rl, low;
+		int exe = open("/proc/self/exe", O_RDONLY | O_CLOEXEC), mfd, n = 0;
+		void *p;
+
+		if (exe < 0)
+			return fail("open /proc/self/exe");
+		p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, exe, 0);
+		if (p == MAP_FAILED)
+			return fail("mmap /proc/self/exe");
+		munmap(p, len);
+		close(exe);
+		mfd = memfd_create("nsb-cli-pool-full", MFD_CLOEXEC);
+		if (mfd < 0 || ftruncate(mfd, (off_t)len) != 0)
+			return fail("memfd");
+		if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+			return fail("getrlimit");
+		low = rl;
+		low.rlim_cur = 256;
+		if (setrlimit(RLIMIT_NOFILE, &low) != 0)
+			return fail("setrlimit");
+		while (n < 4096 && (fillers[n] = dup(0)) >= 0)
+			n++;
+		if (n == 4096 || errno != EMFILE)
+			return fail("taking every number");
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+		if (p == MAP_FAILED)
+			return fail("mmap with every number taken");
+		munmap(p, len);
+		while (n > 0)
+			close(fillers[--n]);
+		close(mfd);
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			return fail("setrlimit back");
+	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
 		return fail("socketpair");
 	for (int i = 0; i < cycles; i++) {

@@ -112,6 +112,24 @@ cycle_kinds() {
 	done
 }
 
+# The mount memfds live on is learnt once, from a memfd of the library's
+# own (policy.c, memfd_mount), where statx gives no unique mount IDs.  A
+# first memfd decided on with every descriptor number taken cannot make
+# it (EMFILE): that is asked again by the next decision, not kept as "no
+# mount known", which cost every later memfd decision an fstatfs.
+@test "a memfd first decided on with every number taken costs later pools nothing more" {
+	local log=$BATS_TEST_TMPDIR/strace.log full=$BATS_TEST_TMPDIR/full.log
+	command -v strace >/dev/null || skip "strace is not installed (Debian: apt install strace)"
+	strace -qq -o /dev/null true 2>/dev/null ||
+		skip "strace cannot trace here (ptrace not permitted)"
+	NSB_TEST_MNT_ID=plain run -0 strace -qq -o "$log" -E LD_PRELOAD="$NSB_PRELOAD" "$POOL" 4
+	NSB_TEST_MNT_ID=plain run -0 strace -qq -o "$full" -E LD_PRELOAD="$NSB_PRELOAD" \
+		"$POOL" 4 full
+	! cycle_kinds "$full" | grep -q '^fstatfs' ||
+		fail "an fstatfs in a later pool's cycle: $(cycle_kinds "$full" | tr '\n' ' ')"
+	assert_equal "$(cycle_kinds "$full" | tr '\n' ' ')" "$(cycle_kinds "$log" | tr '\n' ' ')"
+}
+
 # A process whose only handlers are for its own faults (SIGSEGV and SIGBUS,
 # as Rust's std installs) takes the table lock without blocking signals:
 # a protected memfd's mmap+munmap makes no rt_sigprocmask, as in a process
