@@ -335,13 +335,17 @@ nsb_log_failure(uintptr_t addr, int err)
 
 /* [signal-safe] With NOSIGBUS_LOG=1, once (sandbox.c). */
 void
-nsb_log_unchecked(void)
+nsb_log_unchecked(bool filtered)
 {
 	struct line l;
 
 	put_prefix(&l);
-	put(&l, "a seccomp filter is in force: mappings the library cannot check "
-		"with the calls it allows stay unprotected");
+	if (filtered)
+		put(&l, "a seccomp filter is in force: mappings the library cannot check "
+			"with the calls it allows stay unprotected");
+	else
+		put(&l, "no descriptor free to learn whether a seccomp filter is in force: "
+			"mappings made until one is stay unprotected");
 	emit(&l);
 }
 

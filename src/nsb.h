@@ -1343,7 +1343,7 @@ nsb_log_take(char *out)
 }
 void nsb_log_write(const char *buf, size_t len);
 void nsb_log_failure(uintptr_t addr, int err);	/* [signal-safe] */
-void nsb_log_unchecked(void);	/* [signal-safe] sandbox.c, once */
+void nsb_log_unchecked(bool filtered);	/* [signal-safe] sandbox.c, once each */
 void nsb_log_lost(void);	/* ranges.c, once */
 void nsb_log_init(void);
 /* Per-process counters: zeroes them in a fork child. */

@@ -267,15 +267,19 @@ nsb_proc_open_trapped(const char *path, int flags)
 	return open_trapped(path, flags);
 }
 
-/* [signal-safe] Mappings left unprotected for want of an allowed call. */
+/* [signal-safe] Mappings left unprotected for want of an allowed call:
+ * one line under a filter, and one where the status could not be opened
+ * yet (every descriptor number taken: nsb_unfiltered_ask), which says so
+ * rather than that a filter is in force. */
 void
 nsb_sandbox_unchecked(void)
 {
-	static atomic_bool logged;
+	static atomic_bool logged, logged_unknown;
+	bool filtered = atomic_load_explicit(&nsb_filter_state, memory_order_acquire) == 2;
 
 	atomic_fetch_add(&nsb_counters.unchecked, 1);
-	if (nsb_config.log && !atomic_exchange(&logged, true))
-		nsb_log_unchecked();
+	if (nsb_config.log && !atomic_exchange(filtered ? &logged : &logged_unknown, true))
+		nsb_log_unchecked(filtered);
 }
 
 /* ---- the calls that install a filter ----------------------------------- */

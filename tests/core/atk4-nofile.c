@@ -14,7 +14,9 @@
  * so A is decided as under a filter: unprotected, counted in `unchecked'
  * - libnosigbus(7), "Sandboxes"); the numbers are given back; B is
  * mapped, truncated to nothing and read and written past its end: it
- * must be rescued, and `unchecked' must still be 1.
+ * must be rescued, and `unchecked' must still be 1.  Again with
+ * NOSIGBUS_LOG=1: the line for A says no descriptor was free, not that a
+ * filter is in force.
  *
  * Failed before (0.8.0 dev): the unopenable status (EMFILE) counted as a
  * filter for good, so B, and every mapping of the process's life after
@@ -71,9 +73,11 @@ fresh(void *arg)
 {
 	char *argv[] = { (char *)"core-atk4-nofile", (char *)"scenario", NULL };
 
-	(void)arg;
 	unsetenv("NOSIGBUS_POLICY");
-	unsetenv("NOSIGBUS_LOG");
+	if (arg)
+		setenv("NOSIGBUS_LOG", "1", 1);
+	else
+		unsetenv("NOSIGBUS_LOG");
 	unsetenv("NSB_TEST_SECCOMP");
 	execv("/proc/self/exe", argv);
 	fprintf(stderr, "execv /proc/self/exe: %s\n", strerror(errno));
@@ -94,5 +98,14 @@ main(int argc, char **argv)
 				  err, sizeof(err));
 	core_expect_quiet(err, "every number taken");
 	nsbt_expect_exit(status, 0, "every number taken at the first ask, then numbers free");
+
+	/* With the log: A's line says why, and names no filter. */
+	status = core_run_watched(fresh, (void *)1, nsbt_scaled(60), NULL,
+				  "every number taken, NOSIGBUS_LOG=1", err, sizeof(err));
+	nsbt_expect_exit(status, 0, "every number taken, NOSIGBUS_LOG=1");
+	NSBT_CHECK(!strstr(err, ": a seccomp filter is in force"),
+		   "the log says a filter is in force: %s", err);
+	NSBT_CHECK(strstr(err, "no descriptor free to learn whether a seccomp filter"),
+		   "no line for A, left unprotected: %s", err);
 	return 0;
 }
