@@ -81,7 +81,11 @@ main(int argc, char **argv)
 		low.rlim_cur = 256;
 		if (setrlimit(RLIMIT_NOFILE, &low) != 0)
 			return fail("setrlimit");
-		while (n < 4096 && (fillers[n] = dup(0)) >= 0)
+		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+		if (null < 0)
+			return fail("open /dev/null");
+		while (n < 4096 && (fillers[n] = dup(null)) >= 0)
 			n++;
 		if (n == 4096 || errno != EMFILE)
 			return fail("taking every number");
@@ -91,6 +95,7 @@ main(int argc, char **argv)
 		munmap(p, len);
 		while (n > 0)
 			close(fillers[--n]);
+		close(null);
 		close(mfd);
 		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
 			return fail("setrlimit back");

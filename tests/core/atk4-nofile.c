@@ -45,7 +45,10 @@ scenario(void)
 	NSBT_CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0, "getrlimit: %s", strerror(errno));
 	rl.rlim_cur = 256;
 	NSBT_CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0, "setrlimit: %s", strerror(errno));
-	while (n < FILLERS && (fillers[n] = dup(0)) >= 0)
+	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+	NSBT_CHECK(null >= 0, "open /dev/null: %s", strerror(errno));
+	while (n < FILLERS && (fillers[n] = dup(null)) >= 0)
 		n++;
 	err = errno;
 	NSBT_CHECK(n < FILLERS && err == EMFILE, "dup: %d taken, then %s", n, strerror(err));
@@ -56,6 +59,7 @@ scenario(void)
 		   core_stats().unchecked);
 	while (n > 0)
 		close(fillers[--n]);
+	close(null);
 
 	pb = core_map(NULL, 2 * ps, CORE_PROT_RW, MAP_SHARED, b, 0);
 	NSBT_CHECK(core_stats().unchecked == 1,
