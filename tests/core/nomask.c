@@ -32,9 +32,10 @@
  * experiment build: nsb_process_handler_coming never setting
  * handlers_possible), each breaks at once: stw hangs within a hundred
  * stops (the collector's mmap waits for the table lock its stopped target
- * holds, in munmap), jump dies of SIGBUS in its first cycle (the target's
- * next rescue finds the lock it jumped out of holding its own number: a
- * nested call, not rescued), exit hangs in its first cycle (the sender's
+ * holds, in munmap), jump dies of SIGBUS in its first cycle (the lock it
+ * jumped out of still holds the target's number: its next mmap is taken
+ * for a nested call, unprotected, and the read past its end is not
+ * rescued), exit hangs in its first cycle (the sender's
  * mmap waits for a lock whose holder has exited).
  *
  * Usage: core-nomask stw|jump|exit [CYCLES [SECONDS]]
