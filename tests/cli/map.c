@@ -8,7 +8,11 @@
  *
  * Not linked with libnosigbus: it only gets it through LD_PRELOAD.
  *
- * Usage: nsb-cli-map [--flag] [--private] BACKING PAGES [OP]...
+ * Usage: nsb-cli-map [--flag] [--private] [--readonly[-rw]] BACKING PAGES [OP]...
+ *   --readonly  maps PROT_READ through a descriptor of the file opened
+ *            read-only (and closed at once, as ripgrep --mmap does); the
+ *            mmap is between two getppid() calls, markers for strace
+ *   --readonly-rw  the same through a descriptor opened read-write
  *   BACKING  memfd | memfd-sealed (F_SEAL_SHRINK) | anon | dev-zero | PATH
  *            (PATH is created, filled and left in place for the caller)
  *   PAGES    length of the file and of the mapping, in system pages
@@ -26,6 +30,8 @@
  *            read-all  touches a byte of every page, in order
  *            sleep-ms=N  sleeps N milliseconds (at least)
  *            unmap    munmap()s the mapping (nothing may touch it after)
+ *            writable mprotect()s it read-write: prints "writable: yes"
+ *                     or "writable: EACCES" (or the error)
  *
  * The file holds the nsbtest pattern: byte i is (i * 7 + 1) & 0xff.
  */
@@ -175,6 +181,7 @@ main(int argc, char **argv)
 	unsigned char *map;
 	size_t pages;
 	struct stat st;
+	bool readonly = false, rdwr = false;
 
 	page = nsbt_page();
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -183,16 +190,34 @@ main(int argc, char **argv)
 			flags |= MAP_NOSIGBUS;
 		else if (strcmp(argv[i], "--private") == 0)
 			flags = (flags & ~MAP_SHARED) | MAP_PRIVATE;
+		else if (strcmp(argv[i], "--readonly") == 0)
+			readonly = true;
+		else if (strcmp(argv[i], "--readonly-rw") == 0)
+			readonly = rdwr = true;
 		else
 			nsbt_fail("unknown option %s", argv[i]);
 	}
 	if (argc - i < 2)
-		nsbt_fail("usage: nsb-cli-map [--flag] [--private] BACKING PAGES [OP]...");
+		nsbt_fail("usage: nsb-cli-map [--flag] [--private] [--readonly[-rw]] BACKING PAGES [OP]...");
 	pages = strtoul(argv[i + 1], NULL, 10);
 	fd = open_backing(argv[i], pages * page);
 	if (fd < 0)
 		flags |= MAP_ANONYMOUS;
-	map = mmap(NULL, pages * page, PROT_READ | PROT_WRITE, flags, fd, 0);
+	if (readonly && fd >= 0) {
+		char path[64];
+		int rfd;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		(void)getppid();
+		rfd = open(path, (rdwr ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+		if (rfd < 0)
+			nsbt_fail("%s: %s", path, strerror(errno));
+		map = mmap(NULL, pages * page, PROT_READ, flags, rfd, 0);
+		close(rfd);
+		(void)getppid();
+	} else {
+		map = mmap(NULL, pages * page, PROT_READ | PROT_WRITE, flags, fd, 0);
+	}
 	if (map == MAP_FAILED)
 		nsbt_fail("mmap: %s", strerror(errno));
 
@@ -218,6 +243,11 @@ main(int argc, char **argv)
 			if (munmap(map, pages * page) < 0)
 				nsbt_fail("munmap: %s", strerror(errno));
 			printf("unmapped\n");
+		} else if (strcmp(op, "writable") == 0) {
+			if (mprotect(map, pages * page, PROT_READ | PROT_WRITE) == 0)
+				printf("writable: yes\n");
+			else
+				printf("writable: %s\n", errno == EACCES ? "EACCES" : strerror(errno));
 		} else if (strncmp(op, "sleep-ms=", 9) == 0) {
 			struct timespec ts = { (time_t)(n / 1000), (long)(n % 1000) * 1000000 };
 

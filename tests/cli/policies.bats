@@ -100,6 +100,26 @@ disk_file() { printf '%s/buf' "$DISK"; }
 	assert_output 'page 1: zeros'
 }
 
+# ripgrep --mmap's way: a disk file opened read-only, mapped shared
+# read-only, the descriptor closed.  Whether the mapping may become
+# writable is asked of its VMA at the first rescue, not of the descriptor
+# at mmap: the rescued pages must still refuse mprotect read-write as the
+# kernel refuses it for the file's pages (opened read-only), and allow it
+# where the descriptor was opened read-write.
+@test "files: a read-only shared mapping of a disk file is rescued and stays unwritable" {
+	run -0 --separate-stderr wrapper -p files "$MAP" --readonly "$(disk_file)" 3 \
+		trunc=1 read=2 writable read=1 read=0 stats
+	assert_output "$(printf 'page 2: zeros\nwritable: EACCES\npage 1: zeros\npage 0: file\nstats: rescues=2 pages=2 failures=0 mappings=1')"
+	assert_equal "$stderr" ""
+	# Refused before any rescue too (the kernel's own answer).
+	run -0 --separate-stderr wrapper -p files "$MAP" --readonly "$(disk_file)" 2 writable trunc=0 read=1
+	assert_output "$(printf 'writable: EACCES\npage 1: zeros')"
+	run -0 --separate-stderr wrapper -p files "$MAP" --readonly-rw "$(disk_file)" 3 \
+		trunc=1 read=2 writable read=1
+	assert_output "$(printf 'page 2: zeros\nwritable: yes\npage 1: zeros')"
+	assert_equal "$stderr" ""
+}
+
 @test "policies protect sealed memfds, leave out devices and anonymous memory" {
 	local policy
 	for policy in shm files; do
