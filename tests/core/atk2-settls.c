@@ -100,13 +100,10 @@ body(void *arg)
 int
 main(void)
 {
-	char err[16384];
-	int status;
-
 	core_require_library();
-	status = core_run_watched(body, NULL, 60, NULL, "clone with CLONE_SETTLS", err, sizeof(err));
-	nsbt_expect_exit(status, 0, "a copy clone with a thread pointer of its own");
-	core_expect_quiet(err, "clone with CLONE_SETTLS");
+	/* The body's skip (no clone argument order known): said there. */
+	if (core_run_case_watched(body, NULL, 60, "clone with CLONE_SETTLS") == 77)
+		return 77;
 	printf("ok\n");
 	return 0;
 }

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -595,6 +596,55 @@ core_expect_quiet(const char *err, const char *what)
 	if (l)
 		nsbt_fail("%s: the library printed: %.*s", what, (int)strcspn(l, "\n"), l);
 }
+
+/*
+ * One scenario run watched: fn(arg) in a child (core_run_watched) with a
+ * watchdog of `seconds` scaled by NSB_TIMEOUT_MULTIPLIER (nsbt_scaled),
+ * its stderr captured.  Returns 77 if it exited 77 (a skip, its reason
+ * said: the caller passes it on); otherwise it must have exited 0 with no
+ * line of the library's on its stderr, else the test fails; returns 0.
+ */
+static inline int
+core_run_case_watched(void (*fn)(void *), void *arg, int seconds, const char *what)
+{
+	char err[16384];
+	int status = core_run_watched(fn, arg, nsbt_scaled(seconds), NULL, what, err, sizeof(err));
+
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
+		return 77;
+	nsbt_expect_exit(status, 0, what);
+	core_expect_quiet(err, what);
+	return 0;
+}
+
+/*
+ * Runs fn on each of the n scenarios of a table (each `size` bytes, its
+ * name a const char * at name_off), or on the one of index `only` alone
+ * if only < n, each in a watched child of its own
+ * (core_run_case_watched), given a pointer to its scenario.  Returns 77
+ * at the first that exits 77 (the rest are not run), 0 when all passed.
+ * CORE_RUN_TABLE_WATCHED() takes the table's array itself.
+ */
+static inline int
+core_run_cases_watched(void (*fn)(void *), const void *table, size_t size, size_t name_off,
+		       size_t n, size_t only, int seconds)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *sc = (const char *)table + i * size;
+
+		if (only < n && i != only)
+			continue;
+		if (core_run_case_watched(fn, (void *)sc, seconds,
+					  *(const char *const *)(const void *)(sc + name_off)) == 77)
+			return 77;
+	}
+	return 0;
+}
+
+#define CORE_RUN_TABLE_WATCHED(fn, table, only, seconds)                                       \
+	core_run_cases_watched((fn), (table), sizeof((table)[0]),                             \
+			       offsetof(__typeof__((table)[0]), name),                        \
+			       sizeof(table) / sizeof((table)[0]), (only), (seconds))
 
 /* Touches p in a child with its stderr captured: status, and no message. */
 static inline int

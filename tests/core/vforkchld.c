@@ -294,25 +294,15 @@ static const struct sc scenarios[] = {
 int
 main(int argc, char **argv)
 {
-	size_t n = sizeof(scenarios) / sizeof(scenarios[0]), only = argc > 1 ? strtoul(argv[1], NULL, 10) : n;
-	char err[4096];
-	int status;
+	size_t only = argc > 1 ? strtoul(argv[1], NULL, 10) : SIZE_MAX;
 
 	core_require_library();
 	ps = nsbt_page();
 #if !defined(__x86_64__) && !defined(__aarch64__)
 	nsbt_skip("the raw system calls are written for x86_64 and aarch64 only");
 #endif
-	for (size_t i = 0; i < n; i++) {
-		if (only < n && i != only)
-			continue;
-		status = core_run_watched(scenario, (void *)&scenarios[i], nsbt_scaled(30), NULL,
-					  scenarios[i].name, err, sizeof(err));
-		if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
-			return 77;
-		nsbt_expect_exit(status, 0, scenarios[i].name);
-		core_expect_quiet(err, scenarios[i].name);
-	}
+	if (CORE_RUN_TABLE_WATCHED(scenario, scenarios, only, 30) == 77)
+		return 77;
 	printf("ok: vforkchld\n");
 	return 0;
 }
