@@ -700,6 +700,123 @@ core_pin(int n)
 	}
 }
 
+/*
+ * A race between calls of the caller's thread and a faulter thread that
+ * reads the pages of a truncated protected mapping, past its file's end,
+ * and maps it afresh after each pass, so that every pass faults again
+ * (races.c, inplace.c): every fault must be rescued, to zero.  Each race
+ * runs in a child of its own (core_race_watched), its watchdog watching
+ * the progress the threads make (core_race_tick).
+ */
+struct core_race {
+	const char *what;	/* for messages */
+	char *p;		/* the mapping */
+	size_t pages;		/* its length in pages */
+	/* Is page i left unread?  NULL: every page is read. */
+	bool (*unread)(const struct core_race *r, size_t i);
+	/* Maps it afresh (MAP_FIXED) after each pass; NULL: not (another
+	 * thread of the caller's does). */
+	void (*afresh)(struct core_race *r);
+	atomic_bool stop;
+	atomic_ulong faults;
+};
+
+/* The progress counter, shared with the watchdog: mapped on the first
+ * call, which must come before the fork (core_race_watched makes it). */
+static inline volatile unsigned long *
+core_race_progress(void)
+{
+	static volatile unsigned long *progress;
+
+	if (!progress) {
+		void *m = mmap(NULL, sizeof(*progress), PROT_READ | PROT_WRITE,
+			       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+		NSBT_CHECK(m != MAP_FAILED, "mmap: %s", strerror(errno));
+		progress = m;
+	}
+	return progress;
+}
+
+static inline void
+core_race_tick(void)
+{
+	__atomic_add_fetch(core_race_progress(), 1, __ATOMIC_RELAXED);
+}
+
+/* The faulter thread (CPU 1), until r->stop. */
+static inline void *
+core_race_faulter(void *arg)
+{
+	struct core_race *r = arg;
+
+	core_pin(1);
+	while (!atomic_load(&r->stop)) {
+		for (size_t i = 0; i < r->pages && !atomic_load(&r->stop); i++) {
+			if (r->unread && r->unread(r, i))
+				continue;
+			if (*(volatile char *)(r->p + i * nsbt_page()) != 0)
+				nsbt_fail("%s: a rescued page reads non-zero", r->what);
+			atomic_fetch_add(&r->faults, 1);
+		}
+		core_race_tick();
+		if (r->afresh)
+			r->afresh(r);
+	}
+	return NULL;
+}
+
+/*
+ * The race: the faulter started (and `also`, a thread of the caller's,
+ * if not NULL; both see r->stop), the caller's thread on CPU 0 makes
+ * call(r, n) for n = 0, 1, ... for 1 s (scaled) and on until min_faults
+ * faults, at most 10 s; then both threads are stopped and joined.
+ * Returns the number of calls made.
+ */
+static inline unsigned long
+core_race_run(struct core_race *r, unsigned long min_faults,
+	      void (*call)(struct core_race *r, unsigned long n), void *(*also)(void *))
+{
+	struct nsbt_budget budget, most;
+	pthread_t f, a;
+	unsigned long n;
+
+	core_pin(0);
+	NSBT_CHECK(pthread_create(&f, NULL, core_race_faulter, r) == 0, "pthread_create");
+	if (also)
+		NSBT_CHECK(pthread_create(&a, NULL, also, r) == 0, "pthread_create");
+	budget = nsbt_budget_start(1);
+	most = nsbt_budget_start(10);
+	for (n = 0; (!nsbt_budget_spent(&budget) || atomic_load(&r->faults) < min_faults) &&
+		    !nsbt_budget_spent(&most); n++) {
+		call(r, n);
+		if (n % 64 == 0)
+			core_race_tick();
+	}
+	atomic_store(&r->stop, true);
+	pthread_join(f, NULL);
+	if (also)
+		pthread_join(a, NULL);
+	return n;
+}
+
+/* Runs fn(arg) in a watched child (no progress for 60 s, scaled: a hang),
+ * its stderr quiet; death by SIGBUS is a fault not rescued.  Returns the
+ * wait status (the caller checks the exit). */
+static inline int
+core_race_watched(void (*fn)(void *), void *arg, const char *what)
+{
+	char err[4096];
+	int st = core_run_watched(fn, arg, nsbt_scaled(60), core_race_progress(), what, err,
+				  sizeof(err));
+
+	core_expect_quiet(err, what);
+	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS)
+		nsbt_fail("%s: killed by SIGBUS: a fault in the protected mapping was not rescued",
+			  what);
+	return st;
+}
+
 static inline void
 core_require_library(void)
 {
