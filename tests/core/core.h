@@ -63,38 +63,47 @@ core_nap_until(atomic_bool *flag)
 	}
 }
 
-/* Installs a seccomp filter with the system call itself, behind the
- * library's back (its prctl and seccomp wrappers would see it), with
- * flags (SECCOMP_FILTER_FLAG_*): the kernel's return, 0 (or the
- * listener's descriptor) or -errno; -ENOSYS on other architectures.  Not inlined:
+/*
+ * A system call of up to three arguments made with the instruction
+ * itself, behind the library's back (its wrappers, and libc's, do not
+ * see it; a seccomp filter does): the kernel's return, a value or -errno;
+ * -ENOSYS on architectures other than x86_64 and aarch64.  Not inlined:
  * in a function that calls vfork (vforkdeath.c), gcc's -Wclobbered takes
- * the register variables for ones vfork may clobber (aarch64). */
+ * the register variables for ones vfork may clobber (aarch64).
+ */
 static __attribute__((noinline, unused)) long
-core_raw_seccomp(struct sock_fprog *prog, unsigned long flags)
+core_raw3(long nr, long a, long b, long c)
 {
 #if defined(__x86_64__)
 	long ret;
-	register long a2 __asm__("rdx") = (long)prog;
 
 	__asm__ volatile("syscall"
 			 : "=a"(ret)
-			 : "0"((long)SYS_seccomp), "D"((long)SECCOMP_SET_MODE_FILTER),
-			   "S"((long)flags), "r"(a2)
+			 : "0"(nr), "D"(a), "S"(b), "d"(c)
 			 : "rcx", "r11", "memory");
 	return ret;
 #elif defined(__aarch64__)
-	register long x8 __asm__("x8") = SYS_seccomp;
-	register long x0 __asm__("x0") = SECCOMP_SET_MODE_FILTER;
-	register long x1 __asm__("x1") = (long)flags;
-	register long x2 __asm__("x2") = (long)prog;
+	register long x8 __asm__("x8") = nr;
+	register long x0 __asm__("x0") = a;
+	register long x1 __asm__("x1") = b;
+	register long x2 __asm__("x2") = c;
 
 	__asm__ volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory");
 	return x0;
 #else
-	(void)prog;
-	(void)flags;
+	(void)nr, (void)a, (void)b, (void)c;
 	return -ENOSYS;
 #endif
+}
+
+/* Installs a seccomp filter with the system call itself (core_raw3),
+ * behind the library's back (its prctl and seccomp wrappers would see
+ * it), with flags (SECCOMP_FILTER_FLAG_*): the kernel's return, 0 (or the
+ * listener's descriptor) or -errno; -ENOSYS on other architectures. */
+static inline long
+core_raw_seccomp(struct sock_fprog *prog, unsigned long flags)
+{
+	return core_raw3(SYS_seccomp, SECCOMP_SET_MODE_FILTER, (long)flags, (long)prog);
 }
 
 

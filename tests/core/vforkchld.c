@@ -63,32 +63,6 @@ static const struct sc *volatile hsc;
 static volatile unsigned long long h_before, h_after;
 static volatile int h_zero_new, h_zero_old;
 
-/* A system call the library does not see (the filter does). */
-static long
-raw3(long nr, long a, long b, long c)
-{
-#if defined(__x86_64__)
-	long ret;
-
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "0"(nr), "D"(a), "S"(b), "d"(c)
-			 : "rcx", "r11", "memory");
-	return ret;
-#elif defined(__aarch64__)
-	register long x8 __asm__("x8") = nr;
-	register long x0 __asm__("x0") = a;
-	register long x1 __asm__("x1") = b;
-	register long x2 __asm__("x2") = c;
-
-	__asm__ volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory");
-	return x0;
-#else
-	(void)nr, (void)a, (void)b, (void)c;
-	return -1;
-#endif
-}
-
 static void
 read_old(void)
 {
@@ -187,7 +161,7 @@ child(enum point at, pid_t ppid, pid_t ptid, char *a, char *t, int fd)
 	    (syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || core_raw_seccomp(&prog, 0) != 0))
 		_exit(77);
 	/* Held by the kernel until the parent's clone returns. */
-	if (raw3(SYS_tgkill, ppid, ptid, SIGCHLD) != 0)
+	if (core_raw3(SYS_tgkill, ppid, ptid, SIGCHLD) != 0)
 		_exit(78);
 	switch (at) {
 	case NONE:
