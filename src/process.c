@@ -938,17 +938,6 @@ settle(void)
 	errno = err;
 }
 
-/* The parent, once its vfork child has exec'd or gone (vfork's assembly;
- * errno is the caller's). */
-__attribute__((used)) void
-nsb_vfork_back(void)
-{
-	if (nsb_vfork_tid)
-		return;
-	nsb_vforking = 0;
-	settle();
-}
-
 /*
  * [signal-safe] The first entry of the library's (nsb_init, the SIGBUS
  * handler) in a thread whose vfork child has run (nsb_vfork_ran, set by
@@ -974,6 +963,19 @@ nsb_vfork_early(void)
 	if (nsb_vfork_tid)
 		return;
 	settle();
+}
+
+/* The parent, once its vfork child has exec'd or gone (vfork's assembly;
+ * errno is the caller's): the vfork is over (nsb_vforking), then the
+ * comparison, nsb_vfork_early's.  In the parent nsb_vfork_tid is 0 here
+ * (the assembly cleared it), in a vfork child's own plain vfork its tid:
+ * nothing. */
+__attribute__((used)) void
+nsb_vfork_back(void)
+{
+	if (!nsb_vfork_tid)
+		nsb_vforking = 0;
+	nsb_vfork_early();
 }
 
 /* The clone that marks a vfork child was refused: exact mode, then the

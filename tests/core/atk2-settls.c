@@ -35,17 +35,11 @@
 
 static unsigned char block[BLOCK] __attribute__((aligned(64)));
 
+/* exit_group behind the C library's back (no TLS touched). */
 static __attribute__((noreturn)) void
 raw_exit(long code)
 {
-#if defined(__x86_64__)
-	__asm__ volatile("syscall" : : "a"((long)SYS_exit_group), "D"(code) : "rcx", "r11", "memory");
-#elif defined(__aarch64__)
-	register long x8 __asm__("x8") = SYS_exit_group;
-	register long x0 __asm__("x0") = code;
-
-	__asm__ volatile("svc #0" : : "r"(x8), "r"(x0) : "memory");
-#endif
+	(void)core_raw3(SYS_exit_group, code, 0, 0);
 	for (;;)
 		;
 }
@@ -100,13 +94,10 @@ body(void *arg)
 int
 main(void)
 {
-	char err[16384];
-	int status;
-
 	core_require_library();
-	status = core_run_watched(body, NULL, 60, NULL, "clone with CLONE_SETTLS", err, sizeof(err));
-	nsbt_expect_exit(status, 0, "a copy clone with a thread pointer of its own");
-	core_expect_quiet(err, "clone with CLONE_SETTLS");
+	/* The body's skip (no clone argument order known): said there. */
+	if (core_run_case_watched(body, NULL, 60, "clone with CLONE_SETTLS") == 77)
+		return 77;
 	printf("ok\n");
 	return 0;
 }

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -62,38 +63,47 @@ core_nap_until(atomic_bool *flag)
 	}
 }
 
-/* Installs a seccomp filter with the system call itself, behind the
- * library's back (its prctl and seccomp wrappers would see it), with
- * flags (SECCOMP_FILTER_FLAG_*): the kernel's return, 0 (or the
- * listener's descriptor) or -errno; -ENOSYS on other architectures.  Not inlined:
+/*
+ * A system call of up to three arguments made with the instruction
+ * itself, behind the library's back (its wrappers, and libc's, do not
+ * see it; a seccomp filter does): the kernel's return, a value or -errno;
+ * -ENOSYS on architectures other than x86_64 and aarch64.  Not inlined:
  * in a function that calls vfork (vforkdeath.c), gcc's -Wclobbered takes
- * the register variables for ones vfork may clobber (aarch64). */
+ * the register variables for ones vfork may clobber (aarch64).
+ */
 static __attribute__((noinline, unused)) long
-core_raw_seccomp(struct sock_fprog *prog, unsigned long flags)
+core_raw3(long nr, long a, long b, long c)
 {
 #if defined(__x86_64__)
 	long ret;
-	register long a2 __asm__("rdx") = (long)prog;
 
 	__asm__ volatile("syscall"
 			 : "=a"(ret)
-			 : "0"((long)SYS_seccomp), "D"((long)SECCOMP_SET_MODE_FILTER),
-			   "S"((long)flags), "r"(a2)
+			 : "0"(nr), "D"(a), "S"(b), "d"(c)
 			 : "rcx", "r11", "memory");
 	return ret;
 #elif defined(__aarch64__)
-	register long x8 __asm__("x8") = SYS_seccomp;
-	register long x0 __asm__("x0") = SECCOMP_SET_MODE_FILTER;
-	register long x1 __asm__("x1") = (long)flags;
-	register long x2 __asm__("x2") = (long)prog;
+	register long x8 __asm__("x8") = nr;
+	register long x0 __asm__("x0") = a;
+	register long x1 __asm__("x1") = b;
+	register long x2 __asm__("x2") = c;
 
 	__asm__ volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory");
 	return x0;
 #else
-	(void)prog;
-	(void)flags;
+	(void)nr, (void)a, (void)b, (void)c;
 	return -ENOSYS;
 #endif
+}
+
+/* Installs a seccomp filter with the system call itself (core_raw3),
+ * behind the library's back (its prctl and seccomp wrappers would see
+ * it), with flags (SECCOMP_FILTER_FLAG_*): the kernel's return, 0 (or the
+ * listener's descriptor) or -errno; -ENOSYS on other architectures. */
+static inline long
+core_raw_seccomp(struct sock_fprog *prog, unsigned long flags)
+{
+	return core_raw3(SYS_seccomp, SECCOMP_SET_MODE_FILTER, (long)flags, (long)prog);
 }
 
 
@@ -596,6 +606,55 @@ core_expect_quiet(const char *err, const char *what)
 		nsbt_fail("%s: the library printed: %.*s", what, (int)strcspn(l, "\n"), l);
 }
 
+/*
+ * One scenario run watched: fn(arg) in a child (core_run_watched) with a
+ * watchdog of `seconds` scaled by NSB_TIMEOUT_MULTIPLIER (nsbt_scaled),
+ * its stderr captured.  Returns 77 if it exited 77 (a skip, its reason
+ * said: the caller passes it on); otherwise it must have exited 0 with no
+ * line of the library's on its stderr, else the test fails; returns 0.
+ */
+static inline int
+core_run_case_watched(void (*fn)(void *), void *arg, int seconds, const char *what)
+{
+	char err[16384];
+	int status = core_run_watched(fn, arg, nsbt_scaled(seconds), NULL, what, err, sizeof(err));
+
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
+		return 77;
+	nsbt_expect_exit(status, 0, what);
+	core_expect_quiet(err, what);
+	return 0;
+}
+
+/*
+ * Runs fn on each of the n scenarios of a table (each `size` bytes, its
+ * name a const char * at name_off), or on the one of index `only` alone
+ * if only < n, each in a watched child of its own
+ * (core_run_case_watched), given a pointer to its scenario.  Returns 77
+ * at the first that exits 77 (the rest are not run), 0 when all passed.
+ * CORE_RUN_TABLE_WATCHED() takes the table's array itself.
+ */
+static inline int
+core_run_cases_watched(void (*fn)(void *), const void *table, size_t size, size_t name_off,
+		       size_t n, size_t only, int seconds)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *sc = (const char *)table + i * size;
+
+		if (only < n && i != only)
+			continue;
+		if (core_run_case_watched(fn, (void *)sc, seconds,
+					  *(const char *const *)(const void *)(sc + name_off)) == 77)
+			return 77;
+	}
+	return 0;
+}
+
+#define CORE_RUN_TABLE_WATCHED(fn, table, only, seconds)                                       \
+	core_run_cases_watched((fn), (table), sizeof((table)[0]),                             \
+			       offsetof(__typeof__((table)[0]), name),                        \
+			       sizeof(table) / sizeof((table)[0]), (only), (seconds))
+
 /* Touches p in a child with its stderr captured: status, and no message. */
 static inline int
 core_touch_quiet(void *p, bool write, const char *what)
@@ -648,6 +707,123 @@ core_pin(int n)
 			return;
 		}
 	}
+}
+
+/*
+ * A race between calls of the caller's thread and a faulter thread that
+ * reads the pages of a truncated protected mapping, past its file's end,
+ * and maps it afresh after each pass, so that every pass faults again
+ * (races.c, inplace.c): every fault must be rescued, to zero.  Each race
+ * runs in a child of its own (core_race_watched), its watchdog watching
+ * the progress the threads make (core_race_tick).
+ */
+struct core_race {
+	const char *what;	/* for messages */
+	char *p;		/* the mapping */
+	size_t pages;		/* its length in pages */
+	/* Is page i left unread?  NULL: every page is read. */
+	bool (*unread)(const struct core_race *r, size_t i);
+	/* Maps it afresh (MAP_FIXED) after each pass; NULL: not (another
+	 * thread of the caller's does). */
+	void (*afresh)(struct core_race *r);
+	atomic_bool stop;
+	atomic_ulong faults;
+};
+
+/* The progress counter, shared with the watchdog: mapped on the first
+ * call, which must come before the fork (core_race_watched makes it). */
+static inline volatile unsigned long *
+core_race_progress(void)
+{
+	static volatile unsigned long *progress;
+
+	if (!progress) {
+		void *m = mmap(NULL, sizeof(*progress), PROT_READ | PROT_WRITE,
+			       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+		NSBT_CHECK(m != MAP_FAILED, "mmap: %s", strerror(errno));
+		progress = m;
+	}
+	return progress;
+}
+
+static inline void
+core_race_tick(void)
+{
+	__atomic_add_fetch(core_race_progress(), 1, __ATOMIC_RELAXED);
+}
+
+/* The faulter thread (CPU 1), until r->stop. */
+static inline void *
+core_race_faulter(void *arg)
+{
+	struct core_race *r = arg;
+
+	core_pin(1);
+	while (!atomic_load(&r->stop)) {
+		for (size_t i = 0; i < r->pages && !atomic_load(&r->stop); i++) {
+			if (r->unread && r->unread(r, i))
+				continue;
+			if (*(volatile char *)(r->p + i * nsbt_page()) != 0)
+				nsbt_fail("%s: a rescued page reads non-zero", r->what);
+			atomic_fetch_add(&r->faults, 1);
+		}
+		core_race_tick();
+		if (r->afresh)
+			r->afresh(r);
+	}
+	return NULL;
+}
+
+/*
+ * The race: the faulter started (and `also`, a thread of the caller's,
+ * if not NULL; both see r->stop), the caller's thread on CPU 0 makes
+ * call(r, n) for n = 0, 1, ... for 1 s (scaled) and on until min_faults
+ * faults, at most 10 s; then both threads are stopped and joined.
+ * Returns the number of calls made.
+ */
+static inline unsigned long
+core_race_run(struct core_race *r, unsigned long min_faults,
+	      void (*call)(struct core_race *r, unsigned long n), void *(*also)(void *))
+{
+	struct nsbt_budget budget, most;
+	pthread_t f, a;
+	unsigned long n;
+
+	core_pin(0);
+	NSBT_CHECK(pthread_create(&f, NULL, core_race_faulter, r) == 0, "pthread_create");
+	if (also)
+		NSBT_CHECK(pthread_create(&a, NULL, also, r) == 0, "pthread_create");
+	budget = nsbt_budget_start(1);
+	most = nsbt_budget_start(10);
+	for (n = 0; (!nsbt_budget_spent(&budget) || atomic_load(&r->faults) < min_faults) &&
+		    !nsbt_budget_spent(&most); n++) {
+		call(r, n);
+		if (n % 64 == 0)
+			core_race_tick();
+	}
+	atomic_store(&r->stop, true);
+	pthread_join(f, NULL);
+	if (also)
+		pthread_join(a, NULL);
+	return n;
+}
+
+/* Runs fn(arg) in a watched child (no progress for 60 s, scaled: a hang),
+ * its stderr quiet; death by SIGBUS is a fault not rescued.  Returns the
+ * wait status (the caller checks the exit). */
+static inline int
+core_race_watched(void (*fn)(void *), void *arg, const char *what)
+{
+	char err[4096];
+	int st = core_run_watched(fn, arg, nsbt_scaled(60), core_race_progress(), what, err,
+				  sizeof(err));
+
+	core_expect_quiet(err, what);
+	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS)
+		nsbt_fail("%s: killed by SIGBUS: a fault in the protected mapping was not rescued",
+			  what);
+	return st;
 }
 
 static inline void

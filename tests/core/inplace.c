@@ -25,33 +25,22 @@
 #define PAGES		64
 #define MIN_FAULTS	1000
 
+/* The race (core.h), the faulter's file, and what the calls change. */
 struct race {
-	int fd;
-	char *p;
-	atomic_bool stop;
-	atomic_ulong faults;
+	struct core_race c;	/* first: the callbacks' pointer is ours */
+	int fd, pfd;
+	char *hole, *rec;
 };
 
 static size_t ps;
-static volatile unsigned long *progress;
 
-static void *
-faulter(void *arg)
+static void
+afresh(struct core_race *c)
 {
-	struct race *r = arg;
+	struct race *r = (struct race *)c;
 
-	core_pin(1);
-	while (!atomic_load(&r->stop)) {
-		for (size_t i = 0; i < PAGES && !atomic_load(&r->stop); i++) {
-			if (*(volatile char *)(r->p + i * ps) != 0)
-				nsbt_fail("a rescued page reads non-zero");
-			atomic_fetch_add(&r->faults, 1);
-		}
-		__atomic_add_fetch(progress, 1, __ATOMIC_RELAXED);
-		NSBT_CHECK(mmap(r->p, PAGES * ps, CORE_PROT_RW, MAP_SHARED | MAP_FIXED | MAP_NOSIGBUS,
-				r->fd, 0) == r->p, "mmap afresh: %s", strerror(errno));
-	}
-	return NULL;
+	NSBT_CHECK(mmap(c->p, PAGES * ps, CORE_PROT_RW, MAP_SHARED | MAP_FIXED | MAP_NOSIGBUS,
+			r->fd, 0) == c->p, "mmap afresh: %s", strerror(errno));
 }
 
 /* A pair: the memfd's first page mapped over our page at hole, unmapped,
@@ -66,12 +55,22 @@ pair(char *hole, int pfd)
 			   hole, "the page below the records taken meanwhile: %s", strerror(errno));
 }
 
+/* The calls: an mprotect pair of the record, and a memfd pair. */
+static void
+calls(struct core_race *c, unsigned long n)
+{
+	struct race *r = (struct race *)c;
+
+	(void)n;
+	NSBT_CHECK(mprotect(r->rec, ps, PROT_READ) == 0, "mprotect: %s", strerror(errno));
+	NSBT_CHECK(mprotect(r->rec, ps, CORE_PROT_RW) == 0, "mprotect: %s", strerror(errno));
+	pair(r->hole, r->pfd);
+}
+
 static void
 child(void *arg)
 {
-	struct race r = { 0 };
-	struct nsbt_budget budget, most;
-	pthread_t f;
+	struct race r = { .c = { .what = "in-place changes", .pages = PAGES, .afresh = afresh } };
 	unsigned long n;
 	char *hole, *rec;
 	const char *line;
@@ -84,8 +83,8 @@ child(void *arg)
 	hole = core_map(NULL, (PAGES + 2) * ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
 			-1, 0);
 	r.fd = nsbt_file(NSBT_MEMFD, PAGES * ps);
-	r.p = core_map(hole + 2 * ps, PAGES * ps, CORE_PROT_RW, MAP_SHARED | MAP_FIXED | MAP_NOSIGBUS,
-		       r.fd, 0);
+	r.c.p = core_map(hole + 2 * ps, PAGES * ps, CORE_PROT_RW, MAP_SHARED | MAP_FIXED | MAP_NOSIGBUS,
+			 r.fd, 0);
 	core_truncate(r.fd, 0);
 	/* The record the mprotect pairs change: one page, truncated. */
 	fd = nsbt_file(NSBT_MEMFD, ps);
@@ -93,20 +92,10 @@ child(void *arg)
 	core_truncate(fd, 0);
 	/* The pairs' file. */
 	pfd = nsbt_file(NSBT_MEMFD, 16 * ps);
-	core_pin(0);
-	NSBT_CHECK(pthread_create(&f, NULL, faulter, &r) == 0, "pthread_create");
-	budget = nsbt_budget_start(1);
-	most = nsbt_budget_start(10);
-	for (n = 0; (!nsbt_budget_spent(&budget) || atomic_load(&r.faults) < MIN_FAULTS) &&
-		    !nsbt_budget_spent(&most); n++) {
-		NSBT_CHECK(mprotect(rec, ps, PROT_READ) == 0, "mprotect: %s", strerror(errno));
-		NSBT_CHECK(mprotect(rec, ps, CORE_PROT_RW) == 0, "mprotect: %s", strerror(errno));
-		pair(hole, pfd);
-		if (n % 64 == 0)
-			__atomic_add_fetch(progress, 1, __ATOMIC_RELAXED);
-	}
-	atomic_store(&r.stop, true);
-	pthread_join(f, NULL);
+	r.hole = hole;
+	r.rec = rec;
+	r.pfd = pfd;
+	n = core_race_run(&r.c, MIN_FAULTS, calls, NULL);
 	/* One pair more, the faulter stopped (its remaps rewrite the table
 	 * whole), then at once: no record where its mapping was. */
 	pair(hole, pfd);
@@ -124,7 +113,7 @@ child(void *arg)
 		nsbt_fail("the record's rescued page reads non-zero");
 	printf("ok: %lu mprotect pairs and memfd pairs (the lowest record) while a thread read %lu "
 	       "pages (each pass faulting again): every fault rescued, the record as the kernel "
-	       "has it\n", n, atomic_load(&r.faults));
+	       "has it\n", n, atomic_load(&r.c.faults));
 }
 
 int
@@ -133,18 +122,8 @@ main(int argc, char **argv)
 	core_require_library();
 	ps = nsbt_page();
 	if (argc > 1 && strcmp(argv[1], "one") == 0) {
-		char err[4096];
-		int st;
-
-		progress = mmap(NULL, sizeof(*progress), PROT_READ | PROT_WRITE,
-				MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-		NSBT_CHECK(progress != MAP_FAILED, "mmap: %s", strerror(errno));
-		st = core_run_watched(child, NULL, 60, progress, "in-place changes racing with rescues",
-				      err, sizeof(err));
-		core_expect_quiet(err, "in-place changes racing with rescues");
-		if (WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS)
-			nsbt_fail("killed by SIGBUS: a fault in the protected mapping was not rescued");
-		nsbt_expect_exit(st, 0, "in-place changes racing with rescues");
+		nsbt_expect_exit(core_race_watched(child, NULL, "in-place changes racing with rescues"),
+				 0, "in-place changes racing with rescues");
 		return 0;
 	}
 	core_reexec_each_fill("one", "inplace");

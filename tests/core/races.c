@@ -53,81 +53,54 @@
 enum scenario { S_HOLE, S_MIDDLE, S_EACCES, S_PKEY, S_REMAP, S_COUNT };
 static const char *const names[S_COUNT] = { "hole", "middle", "eacces", "pkey", "remap" };
 
-static volatile unsigned long *progress;	/* shared with the watchdog */
-
 struct race {
+	struct core_race c;	/* first: the callbacks' pointer is ours */
 	enum scenario s;
 	int fd;			/* the descriptor the mapping is made from */
 	int prot;		/* the mapping's protection */
-	char *p;
-	atomic_bool stop;
-	atomic_ulong faults, remaps;
+	atomic_ulong remaps;
 };
 
 static size_t ps;
 
-static void
-tick(void)
-{
-	__atomic_add_fetch(progress, 1, __ATOMIC_RELAXED);
-}
-
 /* The mapping made afresh over itself (the middle one around its hole;
  * eacces's last page a mapping of its own, which no fill reaches). */
 static void
-map_afresh(struct race *r)
+map_afresh(struct core_race *c)
 {
+	struct race *r = (struct race *)c;
+	char *p = c->p;
 	size_t half = PAGES / 2;
 
 	if (r->s == S_EACCES) {
-		char *last = r->p + (PAGES - 1) * ps;
+		char *last = p + (PAGES - 1) * ps;
 
-		NSBT_CHECK(mmap(r->p, (PAGES - 1) * ps, r->prot, MAP_SHARED | MAP_FIXED | MAP_NOSIGBUS,
-				r->fd, 0) == r->p, "mmap afresh: %s", strerror(errno));
+		NSBT_CHECK(mmap(p, (PAGES - 1) * ps, r->prot, MAP_SHARED | MAP_FIXED | MAP_NOSIGBUS,
+				r->fd, 0) == p, "mmap afresh: %s", strerror(errno));
 		NSBT_CHECK(mmap(last, ps, r->prot, MAP_SHARED | MAP_FIXED | MAP_NOSIGBUS, r->fd,
 				(off_t)((PAGES - 1) * ps)) == last, "mmap afresh: %s", strerror(errno));
 		return;
 	}
 	if (r->s == S_MIDDLE) {
-		NSBT_CHECK(mmap(r->p, half * ps, r->prot, MAP_SHARED | MAP_FIXED | MAP_NOSIGBUS,
-				r->fd, 0) == r->p, "mmap afresh: %s", strerror(errno));
-		NSBT_CHECK(mmap(r->p + (half + 1) * ps, (half - 1) * ps, r->prot,
+		NSBT_CHECK(mmap(p, half * ps, r->prot, MAP_SHARED | MAP_FIXED | MAP_NOSIGBUS,
+				r->fd, 0) == p, "mmap afresh: %s", strerror(errno));
+		NSBT_CHECK(mmap(p + (half + 1) * ps, (half - 1) * ps, r->prot,
 				MAP_SHARED | MAP_FIXED | MAP_NOSIGBUS, r->fd, (off_t)((half + 1) * ps)) ==
-			   r->p + (half + 1) * ps, "mmap afresh: %s", strerror(errno));
+			   p + (half + 1) * ps, "mmap afresh: %s", strerror(errno));
 		return;
 	}
-	NSBT_CHECK(mmap(r->p, PAGES * ps, r->prot, MAP_SHARED | MAP_FIXED | MAP_NOSIGBUS, r->fd, 0) ==
-		   r->p, "mmap afresh: %s", strerror(errno));
+	NSBT_CHECK(mmap(p, PAGES * ps, r->prot, MAP_SHARED | MAP_FIXED | MAP_NOSIGBUS, r->fd, 0) ==
+		   p, "mmap afresh: %s", strerror(errno));
 }
 
-/* Does the faulter read page i?  Not the middle's hole, nor the page that
- * keeps eacces's mprotect failing. */
+/* Does the faulter leave page i unread?  The middle's hole, and the page
+ * that keeps eacces's mprotect failing. */
 static bool
-faulted(const struct race *r, size_t i)
+unread(const struct core_race *c, size_t i)
 {
-	return !(r->s == S_MIDDLE && i == PAGES / 2) && !(r->s == S_EACCES && i == PAGES - 1);
-}
+	const struct race *r = (const struct race *)c;
 
-static void *
-faulter(void *arg)
-{
-	struct race *r = arg;
-
-	core_pin(1);
-	while (!atomic_load(&r->stop)) {
-		for (size_t i = 0; i < PAGES && !atomic_load(&r->stop); i++) {
-			if (!faulted(r, i))
-				continue;
-			if (*(volatile char *)(r->p + i * ps) != 0)
-				nsbt_fail("%s: a rescued page reads non-zero", names[r->s]);
-			atomic_fetch_add(&r->faults, 1);
-		}
-		tick();
-		/* In remap, the third thread maps it afresh. */
-		if (r->s != S_REMAP)
-			map_afresh(r);
-	}
-	return NULL;
+	return (r->s == S_MIDDLE && i == PAGES / 2) || (r->s == S_EACCES && i == PAGES - 1);
 }
 
 static void *
@@ -137,12 +110,12 @@ remapper(void *arg)
 	unsigned long n = 0;
 
 	core_pin(0);
-	while (!atomic_load(&r->stop)) {
+	while (!atomic_load(&r->c.stop)) {
 		/* Some work between the calls, so that they fall anywhere in
 		 * the other thread's mprotect. */
 		for (unsigned long k = 0; k < (n * 7919) % 4096; k++)
 			__asm__ volatile("" ::: "memory");
-		map_afresh(r);
+		map_afresh(&r->c);
 		atomic_fetch_add(&r->remaps, 1);
 		n++;
 	}
@@ -159,31 +132,46 @@ failing_call(struct race *r, unsigned long n)
 	errno = 0;
 	switch (r->s) {
 	case S_HOLE:
-		ret = mprotect(r->p, (PAGES + 1) * ps, prots[n & 1]);
+		ret = mprotect(r->c.p, (PAGES + 1) * ps, prots[n & 1]);
 		break;
 	case S_MIDDLE:
-		ret = mprotect(r->p, PAGES * ps, prots[n & 1]);
+		ret = mprotect(r->c.p, PAGES * ps, prots[n & 1]);
 		break;
 	case S_EACCES:
-		ret = mprotect(r->p, PAGES * ps, PROT_READ | PROT_WRITE);
+		ret = mprotect(r->c.p, PAGES * ps, PROT_READ | PROT_WRITE);
 		break;
 	case S_PKEY:
-		ret = pkey_mprotect(r->p, PAGES * ps, PROT_READ, 13);
+		ret = pkey_mprotect(r->c.p, PAGES * ps, PROT_READ, 13);
 		break;
 	default:
-		ret = mprotect(r->p, (PAGES + 1) * ps, PROT_READ | PROT_WRITE);
+		ret = mprotect(r->c.p, (PAGES + 1) * ps, PROT_READ | PROT_WRITE);
 		break;
 	}
 	return ret == 0 ? 0 : errno;
 }
 
+static const int want[S_COUNT] = { ENOMEM, ENOMEM, EACCES, EINVAL, ENOMEM };
+
+/* The race's call: it must fail as expected. */
+static void
+race_call(struct core_race *c, unsigned long n)
+{
+	struct race *r = (struct race *)c;
+	int err = failing_call(r, n);
+
+	if (err != want[r->s])
+		nsbt_fail("%s: call %lu gave %s, expected %s", names[r->s], n, strerror(err),
+			  strerror(want[r->s]));
+}
+
 static void
 failing_child(void *arg)
 {
-	struct race r = { .s = *(enum scenario *)arg, .prot = CORE_PROT_RW };
-	static const int want[S_COUNT] = { ENOMEM, ENOMEM, EACCES, EINVAL, ENOMEM };
-	pthread_t f, m;
-	struct nsbt_budget budget, most;
+	enum scenario s = *(enum scenario *)arg;
+	struct race r = { .c = { .what = names[s], .pages = PAGES, .unread = unread,
+				 /* In remap, the third thread maps it afresh. */
+				 .afresh = s == S_REMAP ? NULL : map_afresh },
+			  .s = s, .prot = CORE_PROT_RW };
 	unsigned long n;
 	char *area;
 	int fd, err;
@@ -200,37 +188,19 @@ failing_child(void *arg)
 	}
 	/* The mapping, then one unmapped page. */
 	area = core_free_range((PAGES + 1) * ps);
-	r.p = area;
-	map_afresh(&r);
+	r.c.p = area;
+	map_afresh(&r.c);
 	if (r.s == S_MIDDLE)
-		NSBT_CHECK(munmap(r.p + PAGES / 2 * ps, ps) == 0, "munmap: %s", strerror(errno));
+		NSBT_CHECK(munmap(r.c.p + PAGES / 2 * ps, ps) == 0, "munmap: %s", strerror(errno));
 	core_truncate(fd, 0);
 	err = failing_call(&r, 1);
 	if (r.s == S_PKEY && err == ENOSYS)
 		nsbt_skip("pkey: the kernel has no pkey_mprotect (ENOSYS)");
 	NSBT_CHECK(err == want[r.s], "%s: the call gave %s, expected %s", names[r.s], strerror(err),
 		   strerror(want[r.s]));
-	core_pin(0);
-	NSBT_CHECK(pthread_create(&f, NULL, faulter, &r) == 0, "pthread_create");
-	if (r.s == S_REMAP)
-		NSBT_CHECK(pthread_create(&m, NULL, remapper, &r) == 0, "pthread_create");
-	budget = nsbt_budget_start(1);
-	most = nsbt_budget_start(10);
-	for (n = 0; (!nsbt_budget_spent(&budget) || atomic_load(&r.faults) < RACE_MIN_FAULTS) &&
-		    !nsbt_budget_spent(&most); n++) {
-		err = failing_call(&r, n);
-		if (err != want[r.s])
-			nsbt_fail("%s: call %lu gave %s, expected %s", names[r.s], n, strerror(err),
-				  strerror(want[r.s]));
-		if (n % 64 == 0)
-			tick();
-	}
-	atomic_store(&r.stop, true);
-	pthread_join(f, NULL);
-	if (r.s == S_REMAP)
-		pthread_join(m, NULL);
+	n = core_race_run(&r.c, RACE_MIN_FAULTS, race_call, r.s == S_REMAP ? remapper : NULL);
 	printf("ok: %s: %lu failing calls (%s) while a thread read %lu pages (each pass faulting again)%s: every fault "
-	       "rescued\n", names[r.s], n, strerror(want[r.s]), atomic_load(&r.faults),
+	       "rescued\n", names[r.s], n, strerror(want[r.s]), atomic_load(&r.c.faults),
 	       r.s == S_REMAP ? nsbt_fmt(" and another mapped it afresh %lu times",
 					 atomic_load(&r.remaps)) : "");
 }
@@ -286,22 +256,18 @@ writers_child(void *arg)
 				   (unsigned long long)atomic_load(word_of(i)), WRITERS);
 		NSBT_CHECK(munmap((void *)words, PAGES * ps) == 0, "munmap: %s", strerror(errno));
 		rounds++;
-		tick();
+		core_race_tick();
 	}
 	printf("ok: writers: %lu rounds of %d threads adding into the same %d truncated pages: "
 	       "none lost\n", rounds, WRITERS, PAGES);
 }
 
+/* A scenario's skip (exit 77, said there) is not a failure. */
 static void
 run_one(void (*fn)(void *), void *arg, const char *what)
 {
-	char err[4096];
-	int st = core_run_watched(fn, arg, 60, progress, what, err, sizeof(err));
+	int st = core_race_watched(fn, arg, what);
 
-	core_expect_quiet(err, what);
-	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS)
-		nsbt_fail("%s: killed by SIGBUS: a fault in the protected mapping was not rescued",
-			  what);
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 77)
 		return;
 	nsbt_expect_exit(st, 0, what);
@@ -313,9 +279,6 @@ main(int argc, char **argv)
 	core_require_library();
 	ps = nsbt_page();
 	if (argc > 1 && strcmp(argv[1], "one") == 0) {
-		progress = mmap(NULL, sizeof(*progress), PROT_READ | PROT_WRITE,
-				MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-		NSBT_CHECK(progress != MAP_FAILED, "mmap: %s", strerror(errno));
 		for (enum scenario s = 0; s < S_COUNT; s++)
 			run_one(failing_child, &s, nsbt_fmt("failing call racing with rescues: %s",
 							    names[s]));

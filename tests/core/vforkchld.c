@@ -63,32 +63,6 @@ static const struct sc *volatile hsc;
 static volatile unsigned long long h_before, h_after;
 static volatile int h_zero_new, h_zero_old;
 
-/* A system call the library does not see (the filter does). */
-static long
-raw3(long nr, long a, long b, long c)
-{
-#if defined(__x86_64__)
-	long ret;
-
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "0"(nr), "D"(a), "S"(b), "d"(c)
-			 : "rcx", "r11", "memory");
-	return ret;
-#elif defined(__aarch64__)
-	register long x8 __asm__("x8") = nr;
-	register long x0 __asm__("x0") = a;
-	register long x1 __asm__("x1") = b;
-	register long x2 __asm__("x2") = c;
-
-	__asm__ volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory");
-	return x0;
-#else
-	(void)nr, (void)a, (void)b, (void)c;
-	return -1;
-#endif
-}
-
 static void
 read_old(void)
 {
@@ -187,7 +161,7 @@ child(enum point at, pid_t ppid, pid_t ptid, char *a, char *t, int fd)
 	    (syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || core_raw_seccomp(&prog, 0) != 0))
 		_exit(77);
 	/* Held by the kernel until the parent's clone returns. */
-	if (raw3(SYS_tgkill, ppid, ptid, SIGCHLD) != 0)
+	if (core_raw3(SYS_tgkill, ppid, ptid, SIGCHLD) != 0)
 		_exit(78);
 	switch (at) {
 	case NONE:
@@ -294,25 +268,15 @@ static const struct sc scenarios[] = {
 int
 main(int argc, char **argv)
 {
-	size_t n = sizeof(scenarios) / sizeof(scenarios[0]), only = argc > 1 ? strtoul(argv[1], NULL, 10) : n;
-	char err[4096];
-	int status;
+	size_t only = argc > 1 ? strtoul(argv[1], NULL, 10) : SIZE_MAX;
 
 	core_require_library();
 	ps = nsbt_page();
 #if !defined(__x86_64__) && !defined(__aarch64__)
 	nsbt_skip("the raw system calls are written for x86_64 and aarch64 only");
 #endif
-	for (size_t i = 0; i < n; i++) {
-		if (only < n && i != only)
-			continue;
-		status = core_run_watched(scenario, (void *)&scenarios[i], nsbt_scaled(30), NULL,
-					  scenarios[i].name, err, sizeof(err));
-		if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
-			return 77;
-		nsbt_expect_exit(status, 0, scenarios[i].name);
-		core_expect_quiet(err, scenarios[i].name);
-	}
+	if (CORE_RUN_TABLE_WATCHED(scenario, scenarios, only, 30) == 77)
+		return 77;
 	printf("ok: vforkchld\n");
 	return 0;
 }

@@ -76,28 +76,6 @@ stop_of(enum point at)
 	return (struct stop){ 0, SECCOMP_RET_ALLOW };
 }
 
-/* A system call the filter sees, behind the library's back. */
-static long
-raw2(long nr, long a, long b)
-{
-#if defined(__x86_64__)
-	long ret;
-
-	__asm__ volatile("syscall" : "=a"(ret) : "0"(nr), "D"(a), "S"(b) : "rcx", "r11", "memory");
-	return ret;
-#elif defined(__aarch64__)
-	register long x8 __asm__("x8") = nr;
-	register long x0 __asm__("x0") = a;
-	register long x1 __asm__("x1") = b;
-
-	__asm__ volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1) : "memory");
-	return x0;
-#else
-	(void)nr, (void)a, (void)b;
-	return -1;
-#endif
-}
-
 /* The AFTER_MUNMAP child's: the trapped munmap made a page at a time
  * (the filter stops only the whole span's length), then death before
  * the library records it. */
@@ -119,7 +97,7 @@ sigsys(int sig, siginfo_t *si, void *uc)
 	addr = len = 0;
 #endif
 	for (long o = 0; o < len; o += (long)ps)
-		if (raw2(SYS_munmap, addr + o, (long)ps) != 0)
+		if (core_raw3(SYS_munmap, addr + o, (long)ps, 0) != 0)
 			_exit(76);
 	_exit(42);
 }
@@ -296,25 +274,15 @@ static const struct sc scenarios[] = {
 int
 main(int argc, char **argv)
 {
-	size_t n = sizeof(scenarios) / sizeof(scenarios[0]), only = argc > 1 ? strtoul(argv[1], NULL, 10) : n;
-	char err[4096];
-	int status;
+	size_t only = argc > 1 ? strtoul(argv[1], NULL, 10) : SIZE_MAX;
 
 	core_require_library();
 	ps = nsbt_page();
 #if !defined(__x86_64__) && !defined(__aarch64__)
 	nsbt_skip("the raw seccomp call is written for x86_64 and aarch64 only");
 #endif
-	for (size_t i = 0; i < n; i++) {
-		if (only < n && i != only)
-			continue;
-		status = core_run_watched(scenario, (void *)&scenarios[i], nsbt_scaled(30), NULL,
-					  scenarios[i].name, err, sizeof(err));
-		if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
-			return 77;
-		nsbt_expect_exit(status, 0, scenarios[i].name);
-		core_expect_quiet(err, scenarios[i].name);
-	}
+	if (CORE_RUN_TABLE_WATCHED(scenario, scenarios, only, 30) == 77)
+		return 77;
 	printf("ok: vforkdeath\n");
 	return 0;
 }
