@@ -33,7 +33,9 @@
  * arguments, do not count: nsb_seccomp_coming).  A filter only ever
  * stays (it is inherited across fork and exec, and never removed), so
  * once filtered, always filtered.  An
- * unreadable status counts as filtered.  A filter installed later by a
+ * unreadable status counts as filtered; one that cannot be opened for
+ * want of a descriptor or memory (EMFILE, ENFILE, ENOMEM) counts so for
+ * that one decision, and the next reads it again.  A filter installed later by a
  * raw system call instruction is not seen (libnosigbus(7) says so).
  *
  * Under a filter the library does without the second set: it protects
