@@ -54,10 +54,8 @@ struct nsb_account {
 	atomic_bool unsure;	/* a unit was replaced not known past the end */
 	bool may_write;		/* a shared file mapping whose descriptor was
 				 * opened for writing (refresh.c) */
-	bool write_known;	/* may_write learnt (from the VMA at the first
-				 * replacement, or the smaps): else unknown */
-	atomic_bool write_lazy;	/* to be learnt at the first replacement
-				 * (rescue.c): no unit replaced yet */
+	bool write_known;	/* may_write learnt from the descriptor (mmap):
+				 * else unknown (nosigbus_protect) */
 	struct nsb_account *next;	/* release list or free list */
 	struct nsb_maplog log;		/* log.c's, about this mapping */
 	atomic_ulong bits[];
@@ -234,7 +232,6 @@ nsb_account_copy(struct nsb_account *from, uint64_t off, size_t len)
 	 * records that name it are being replaced). */
 	a->may_write = from->may_write;
 	a->write_known = from->write_known;
-	atomic_store(&a->write_lazy, atomic_load(&from->write_lazy));
 	atomic_store(&a->log.pid, atomic_exchange(&from->log.pid, 0));
 	atomic_store(&a->log.faults, atomic_exchange(&from->log.faults, 0));
 	atomic_store(&a->log.pages, atomic_exchange(&from->log.pages, 0));
@@ -430,42 +427,7 @@ nsb_account_set_may_write(struct nsb_account *a, bool may)
 	if (a) {
 		a->may_write = may;
 		a->write_known = true;
-		atomic_store(&a->write_lazy, false);
 	}
-}
-
-/* A shared mapping not writable now, made by mmap: whether it may become
- * writable is asked of its VMA when a rescue first replaces a unit of it
- * (rescue.c), not of the descriptor at every mmap (an fcntl(F_GETFL) a
- * mapping, issue 40).  Until a unit is replaced, the kernel itself
- * answers an mprotect of it: what is not known then is never needed. */
-void
-nsb_account_set_write_lazy(struct nsb_account *a)
-{
-	if (a) {
-		a->may_write = false;
-		a->write_known = false;
-		atomic_store(&a->write_lazy, true);
-	}
-}
-
-/* [signal-safe] Is the may-write to be learnt at the first replacement? */
-bool
-nsb_account_write_lazy(const struct nsb_account *a)
-{
-	return a && atomic_load_explicit(&a->write_lazy, memory_order_acquire);
-}
-
-/* [signal-safe] The may-write learnt from the VMA (rescue.c).  Two threads
- * replacing units of the same mapping may both learn it: the same answer.
- * Readers (mprotect, a refresh) hold the table lock over the span, which
- * waits for the rescue's ticket. */
-void
-nsb_account_learn_write(struct nsb_account *a, bool may)
-{
-	a->may_write = may;
-	a->write_known = true;
-	atomic_store_explicit(&a->write_lazy, false, memory_order_release);
 }
 
 bool
@@ -491,7 +453,6 @@ nsb_account_copy_write(struct nsb_account *to, const struct nsb_account *from)
 	if (to) {
 		to->may_write = from && from->may_write;
 		to->write_known = from && from->write_known;
-		atomic_store(&to->write_lazy, from && atomic_load(&from->write_lazy));
 	}
 }
 

@@ -548,22 +548,67 @@ file_of(int fd, struct nsb_decision *d)
 	return file;
 }
 
+static int
+vma_write(const struct nsb_vma *vma, void *arg)
+{
+	*(int *)arg = vma->write;
+	return 1;
+}
+
+/*
+ * A memory-backed file opened for writing and mapped shared read-only:
+ * the kernel cleared VM_MAYWRITE if the file was sealed against writing
+ * (F_SEAL_FUTURE_WRITE; F_SEAL_WRITE from 6.7, before which such a mapping
+ * fails) when it was mapped.  Seals are never taken off, so a file not
+ * sealed now was not then; for one sealed now (it may have been sealed
+ * since) the kernel's VmFlags tell.  1: may become writable, 0: not,
+ * -1: not known (the smaps not readable: mprotect then asks nothing more,
+ * as for a record nosigbus_protect made).
+ */
+static int
+unsealed(int fd, uintptr_t at)
+{
+	int seals = fcntl(fd, F_GET_SEALS), w = 0;
+
+	if (seals < 0 || !(seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)))
+		return 1;
+	if (nsb_maps_each(at, at + 1, true, vma_write, &w) < 0 || w == 0)
+		return -1;
+	return w == NSB_VMA_MAY_WRITE;
+}
+
+/* may_write_of()'s question to the descriptor, out of line. */
+static __attribute__((noinline)) int
+may_write_asked(int fd, const struct nsb_decision *d, void *p)
+{
+	int fl;
+
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0)
+		return -1;
+	if ((fl & O_ACCMODE) != O_RDWR)
+		return 0;
+	return d->memfs ? unsealed(fd, (uintptr_t)p) : 1;
+}
+
 /*
  * A shared mapping of a file at p is writable later (mprotect) only if
  * the descriptor was opened for writing and, for a memory-backed file,
- * not sealed against writing: the kernel's VM_MAYWRITE.  Needed only
- * once a unit of the mapping is replaced (the kernel answers for the
- * rest), so asked then, of the VMA (rescue.c), not of the descriptor at
- * every mmap: one fcntl(F_GETFL) a mapping saved (issue 40).  1: may
- * (writable now, which proves it), 2: asked at the first replacement,
- * -1: nothing to ask (a private or anonymous mapping).
+ * not sealed against writing: the kernel's VM_MAYWRITE.  Asked only when
+ * the mapping is not writable now, which proves it (refresh.c maps the
+ * file again so; mprotect refuses PROT_WRITE without it, replaced pages
+ * or not).  1: may, 0: may not, -1: nothing to ask (a private or
+ * anonymous mapping), or the kernel did not say.
+ * Inline: a mapping made writable (the usual one) asks nothing.
  */
 static inline int
-may_write_of(int prot, const struct nsb_decision *d)
+may_write_of(int fd, int prot, const struct nsb_decision *d, void *p)
 {
 	if (!d->protect || (d->meta & (NSB_META_SHARED | NSB_META_ANON)) != NSB_META_SHARED)
 		return -1;
-	return (prot & PROT_WRITE) ? 1 : 2;
+	if (prot & PROT_WRITE)
+		return 1;
+	return may_write_asked(fd, d, p);
 }
 
 static void *
@@ -651,7 +696,7 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 			errno = err;
 			return p;
 		}
-		may = may_write_of(prot, &d);
+		may = may_write_of(fd, prot, &d, p);
 	}
 	nsb_saved_init(&before);
 	nsb_ranges_lock();
@@ -663,7 +708,7 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 		err = errno;
 		if (p == MAP_FAILED)
 			goto out;
-		may = may_write_of(prot, &d);
+		may = may_write_of(fd, prot, &d, p);
 	} else if (!policy_only) {
 		/* Only a mapping the program asks to protect is refused for
 		 * want of room for its record (the cut of those it replaces
@@ -703,10 +748,8 @@ do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 			err = ENOMEM;
 		} else if (r.acct && (d.meta & NSB_META_SHARED) && !(d.meta & NSB_META_ANON)) {
 			if (!policy_only)
-				may = may_write_of(prot, &d);
-			if (may == 2)
-				nsb_account_set_write_lazy(r.acct);
-			else if (may >= 0)
+				may = may_write_of(fd, prot, &d, p);
+			if (may >= 0)
 				nsb_account_set_may_write(r.acct, may);
 		}
 	}

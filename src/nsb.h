@@ -890,9 +890,6 @@ size_t nsb_account_count(const struct nsb_account *a, uint64_t off, size_t len);
 void nsb_account_set_unsure(struct nsb_account *a);	/* [signal-safe] */
 bool nsb_account_unsure(const struct nsb_account *a);
 void nsb_account_set_may_write(struct nsb_account *a, bool may);
-void nsb_account_set_write_lazy(struct nsb_account *a);
-bool nsb_account_write_lazy(const struct nsb_account *a);	/* [signal-safe] */
-void nsb_account_learn_write(struct nsb_account *a, bool may);	/* [signal-safe] */
 bool nsb_account_may_write(const struct nsb_account *a);
 bool nsb_account_no_write(const struct nsb_account *a);
 void nsb_account_copy_write(struct nsb_account *to, const struct nsb_account *from);

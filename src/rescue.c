@@ -538,38 +538,6 @@ replace(uintptr_t start, uintptr_t end, const struct nsb_range *r, bool read)
 	return end;
 }
 
-/*
- * [signal-safe] A shared mapping of a file, not writable, whose first unit
- * is about to be replaced: may mprotect make it writable (VM_MAYWRITE: the
- * descriptor was opened for writing, and a memory-backed file not sealed
- * against it)?  Once replaced, its units are anonymous memory that the
- * kernel would let be written, so the library must refuse it for them
- * (mman.c first_unwritable) and map the file back no more writable
- * (refresh.c): the last moment the kernel can still tell, for the unit
- * at start, which faulted.  Asked by making the unit writable, which
- * fails with EACCES exactly when the VMA may not be; the replacement
- * follows at once (true: the unit was made writable, and is put back as
- * it was if the replacement fails).  Meanwhile the unit still faults
- * (past the end of its file) and other threads' faults on it wait for
- * this rescue (its claim).  Any other failure (ENOMEM: no VMA for the
- * split) leaves it unknown, as for a record nosigbus_protect made
- * without the smaps: one mprotect, on the first rescue of such a
- * mapping only.
- */
-static bool
-learn_write(uintptr_t start, size_t unit, const struct nsb_range *r)
-{
-	int prot = (int)(r->meta & NSB_META_PROT);
-
-	if (nsb_sys_mprotect((void *)start, unit, prot | PROT_WRITE) == 0) {
-		nsb_account_learn_write(r->acct, true);
-		return true;
-	}
-	if (errno == EACCES)
-		nsb_account_learn_write(r->acct, false);
-	return false;
-}
-
 void
 nsb_rescue_regrown(const struct nsb_range *r)
 {
@@ -765,7 +733,7 @@ rescue(uintptr_t addr, bool read)
 	struct seen seen = { 0 };
 	size_t unit, units;
 	uint64_t off;
-	bool ok, probed;
+	bool ok;
 	int ticket, slot;
 
 	switch (nsb_ranges_enter(addr, &r, &ticket)) {
@@ -858,7 +826,6 @@ rescue(uintptr_t addr, bool read)
 	/* Replace.  Out of VMAs (vm.max_map_count): one mapping from the
 	 * unit up to the next replaced one (or the record's end) needs none,
 	 * as it merges with what lies above it (SPEC §5). */
-	probed = nsb_account_write_lazy(r.acct) && learn_write(start, unit, &r);
 	got = replace(start, end, &r, read);
 	if (got == start && errno == ENOMEM && c == PAST_EOF && end < r.end) {
 		size_t more = nsb_account_claim_run(r.acct, off + units * unit, (r.end - end) / unit);
@@ -877,8 +844,6 @@ rescue(uintptr_t addr, bool read)
 		end = got;
 	}
 	if (!ok) {
-		if (probed)	/* the unit is still the file's: as it was */
-			(void)nsb_sys_mprotect((void *)start, unit, (int)(r.meta & NSB_META_PROT));
 		nsb_account_unclaim(r.acct, off, units);
 		busy_leave(slot);
 		nsb_ranges_leave(ticket);

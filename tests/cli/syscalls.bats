@@ -8,10 +8,6 @@ load common
 
 POOL=$NSB_BUILD_ROOT/tests/cli/nsb-cli-pool
 
-teardown() {
-	remove_dirs
-}
-
 # The calls of the last pool cycle in the strace log $1 (between the last
 # two getppid markers), one "name first-argument" a line.
 last_cycle() {
@@ -155,38 +151,4 @@ cycle_kinds() {
 		# The pair itself is there.
 		last_cycle "$log" | grep -q '^munmap ' || fail "$kind: no munmap in the last pair"
 	done
-}
-
-# ripgrep --mmap under NOSIGBUS_POLICY=files: a disk file opened read-only,
-# mapped shared read-only, its descriptor closed.  The decision asks the
-# descriptor one statx; whether the mapping may become writable later
-# (VM_MAYWRITE) is asked of the VMA by the first rescue in it (one
-# mprotect, rescue.c), not of the descriptor at every mmap: no
-# fcntl(F_GETFL) of it (issue 40: one more call for each of ripgrep's
-# 13 000 files; policies.bats checks the answer after a rescue).
-@test "files: a read-only shared mapping of a disk file asks its descriptor one statx and nothing else" {
-	local log=$BATS_TEST_TMPDIR/strace.log window fd n
-	command -v strace >/dev/null || skip "strace is not installed (Debian: apt install strace)"
-	strace -qq -o /dev/null true 2>/dev/null ||
-		skip "strace cannot trace here (ptrace not permitted)"
-	make_disk_dir
-	NOSIGBUS_POLICY=files run -0 strace -qq -o "$log" -E LD_PRELOAD="$NSB_PRELOAD" \
-		"$MAP" --readonly "$DISK/buf" 2 stats
-	assert_output --partial 'mappings=1'
-	# Between the two getppid markers: open, the library's calls, mmap, close.
-	window=$(awk '/^getppid\(/ { n++; next } n == 1' "$log")
-	fd=$(sed -nE 's/^mmap\(NULL, [0-9]+, PROT_READ, MAP_SHARED, ([0-9]+), 0\).*/\1/p' <<<"$window")
-	[ -n "$fd" ] || fail "no read-only shared mmap between the markers: $window"
-	! grep -qE "^fcntl\($fd, F_GETFL" <<<"$window" || fail "fcntl(F_GETFL) of descriptor $fd: $window"
-	# Before Linux 6.8 (no unique mount IDs), the process's first
-	# decision finds that out with a statx, then asks F_GET_SEALS and
-	# statx (policy.c); with them, statx alone.
-	n=$(grep -c "^statx($fd, " <<<"$window" || true)
-	run -0 "$POOL" 1
-	if [ "$output" = "unique-mount-ids yes" ]; then
-		[ "$n" -eq 1 ] || fail "$n statx of descriptor $fd, not one: $window"
-		! grep -qE "^fcntl\($fd, " <<<"$window" || fail "descriptor $fd asked by fcntl: $window"
-	else
-		[ "$n" -ge 1 ] && [ "$n" -le 2 ] || fail "$n statx of descriptor $fd: $window"
-	fi
 }
