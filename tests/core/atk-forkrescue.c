@@ -22,78 +22,13 @@
  * zero), and the counts are as expected.  Each child's stderr is checked
  * for lines of the library's; a SIGKILL watchdog ends a hang.
  */
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <setjmp.h>
-#include <stdatomic.h>
-#include <stddef.h>
-#include <sys/ioctl.h>
-#include <sys/prctl.h>
 
-#include "core.h"
+#include "held.h"
 
-static size_t ps;
-static int zfd, ufd;
-static char *prot, *unprot;	/* 4 pages protected; 2 unprotected, file of 1 */
-static int lfd = -1;		/* the listener */
-static atomic_int rescuer_tid;
-static atomic_ullong held_id;	/* the rescue's notification, +1; 0 none yet */
-static atomic_bool held;
+static int ufd;
+static char *unprot;		/* 2 pages unprotected, file of 1 (prot: held.h) */
 static const char *mode;
-
-#if defined(__x86_64__)
-#define NATIVE_ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define NATIVE_ARCH AUDIT_ARCH_AARCH64
-#else
-#define NATIVE_ARCH 0
-#endif
-
-static void
-respond(unsigned long long id)
-{
-	struct seccomp_notif_resp r;
-
-	memset(&r, 0, sizeof(r));
-	r.id = id;
-	r.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-	(void)ioctl(lfd, SECCOMP_IOCTL_NOTIF_SEND, &r);
-}
-
-/* Lets every held call go on at once, but the rescuer's of prot. */
-static void *
-supervisor(void *arg)
-{
-	(void)arg;
-	for (;;) {
-		struct seccomp_notif n;
-
-		memset(&n, 0, sizeof(n));
-		if (ioctl(lfd, SECCOMP_IOCTL_NOTIF_RECV, &n) != 0) {
-			if (errno == EINTR || errno == ENOENT)
-				continue;
-			return NULL;
-		}
-		if (!atomic_load(&held) && (int)n.pid == atomic_load(&rescuer_tid) &&
-		    n.data.args[0] >= (uintptr_t)prot && n.data.args[0] < (uintptr_t)prot + 4 * ps) {
-			atomic_store(&held_id, n.id + 1);
-			atomic_store(&held, true);
-			continue;
-		}
-		respond(n.id);
-	}
-}
-
-static void *
-rescuer(void *arg)
-{
-	(void)arg;
-	atomic_store(&rescuer_tid, (int)syscall(SYS_gettid));
-	if (prot[ps] != 0)
-		nsbt_fail("the held rescue's page reads non-zero");
-	return NULL;
-}
 
 /* In a fork child (or the chained handler's): what SPEC §7 asks. */
 static void
@@ -155,23 +90,7 @@ on_bus(int sig, siginfo_t *si, void *ctx)
 static void
 scenario(void *arg)
 {
-	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_ARCH, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mmap, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[3])),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, MAP_FIXED | MAP_PRIVATE, 2, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
-	};
-	struct sock_fprog fp = { sizeof(f) / sizeof(f[0]), f };
 	struct sigaction sa;
-	pthread_t s, r;
-	long ret;
 
 	(void)arg;
 	zfd = memfd_create("atk-forkrescue", MFD_CLOEXEC);
@@ -183,16 +102,7 @@ scenario(void *arg)
 	/* One rescue first: the library's zero file, if it makes one, made. */
 	if (prot[2 * ps] != 0)
 		nsbt_fail("the first rescue reads non-zero");
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-		nsbt_skip("no_new_privs: %s", strerror(errno));
-	ret = core_raw_seccomp(&fp, SECCOMP_FILTER_FLAG_NEW_LISTENER);
-	if (ret < 0)
-		nsbt_skip("a seccomp filter with a listener: %s", strerror((int)-ret));
-	lfd = (int)ret;
-	if (pthread_create(&s, NULL, supervisor, NULL) != 0 ||
-	    pthread_create(&r, NULL, rescuer, NULL) != 0)
-		nsbt_fail("pthread_create");
-	core_nap_until(&held);
+	held_start();
 	/* The rescue is held in its mmap, its page claimed. */
 	if (strcmp(mode, "fork") == 0) {
 		pid_t v;
@@ -223,8 +133,7 @@ scenario(void *arg)
 	if (core_stats().mappings != 1)
 		nsbt_fail("the parent counts %llu protected mappings, not 1",
 			  (unsigned long long)core_stats().mappings);
-	respond(atomic_load(&held_id) - 1);
-	pthread_join(r, NULL);
+	held_release();
 	if (munmap(prot, 4 * ps) != 0 || core_stats().mappings != 0)
 		nsbt_fail("the parent's last unmap");
 	core_expect_no_record(prot, "after the parent's unmap");

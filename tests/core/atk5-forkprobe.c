@@ -21,76 +21,7 @@
  * shrunk again is rescued; the parent's rescue then completes.  Stderr
  * checked; a SIGKILL watchdog ends a hang.
  */
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <stdatomic.h>
-#include <stddef.h>
-#include <sys/ioctl.h>
-#include <sys/prctl.h>
-
-#include "core.h"
-
-static size_t ps;
-static int zfd;
-static char *prot;		/* 4 pages protected, PROT_READ shared, file of 1 */
-static int lfd = -1;		/* the listener */
-static atomic_int rescuer_tid;
-static atomic_ullong held_id;	/* the rescue's notification, +1; 0 none yet */
-static atomic_bool held;
-
-#if defined(__x86_64__)
-#define NATIVE_ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define NATIVE_ARCH AUDIT_ARCH_AARCH64
-#else
-#define NATIVE_ARCH 0
-#endif
-
-static void
-respond(unsigned long long id)
-{
-	struct seccomp_notif_resp r;
-
-	memset(&r, 0, sizeof(r));
-	r.id = id;
-	r.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-	(void)ioctl(lfd, SECCOMP_IOCTL_NOTIF_SEND, &r);
-}
-
-/* Lets every held call go on at once, but the rescuer's of prot. */
-static void *
-supervisor(void *arg)
-{
-	(void)arg;
-	for (;;) {
-		struct seccomp_notif n;
-
-		memset(&n, 0, sizeof(n));
-		if (ioctl(lfd, SECCOMP_IOCTL_NOTIF_RECV, &n) != 0) {
-			if (errno == EINTR || errno == ENOENT)
-				continue;
-			return NULL;
-		}
-		if (!atomic_load(&held) && (int)n.pid == atomic_load(&rescuer_tid) &&
-		    n.data.args[0] >= (uintptr_t)prot && n.data.args[0] < (uintptr_t)prot + 4 * ps) {
-			atomic_store(&held_id, n.id + 1);
-			atomic_store(&held, true);
-			continue;
-		}
-		respond(n.id);
-	}
-}
-
-static void *
-rescuer(void *arg)
-{
-	(void)arg;
-	atomic_store(&rescuer_tid, (int)syscall(SYS_gettid));
-	if (prot[ps] != 0)
-		nsbt_fail("the held rescue's page reads non-zero");
-	return NULL;
-}
+#include "held.h"
 
 /* The protection /proc/self/maps shows at p, in out[5]. */
 static void
@@ -138,24 +69,8 @@ child_checks(void)
 static void
 scenario(void *arg)
 {
-	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_ARCH, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mmap, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[3])),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, MAP_FIXED | MAP_PRIVATE, 2, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
-	};
-	struct sock_fprog fp = { sizeof(f) / sizeof(f[0]), f };
 	char perms[5];
-	pthread_t s, r;
 	pid_t pid;
-	long ret;
 	int st;
 
 	(void)arg;
@@ -165,16 +80,7 @@ scenario(void *arg)
 	/* Read-only, shared, of a descriptor opened read-write: the probe
 	 * succeeds.  No rescue in it before the held one (its first). */
 	prot = core_map(NULL, 4 * ps, PROT_READ, MAP_SHARED | MAP_NOSIGBUS, zfd, 0);
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-		nsbt_skip("no_new_privs: %s", strerror(errno));
-	ret = core_raw_seccomp(&fp, SECCOMP_FILTER_FLAG_NEW_LISTENER);
-	if (ret < 0)
-		nsbt_skip("a seccomp filter with a listener: %s", strerror((int)-ret));
-	lfd = (int)ret;
-	if (pthread_create(&s, NULL, supervisor, NULL) != 0 ||
-	    pthread_create(&r, NULL, rescuer, NULL) != 0)
-		nsbt_fail("pthread_create");
-	core_nap_until(&held);
+	held_start();
 	/* The rescue is held in its mmap, after its probe. */
 	perms_at(prot + ps, perms);
 	printf("the unit while the rescue is held: %s\n", perms);
@@ -188,8 +94,7 @@ scenario(void *arg)
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
 		nsbt_fail("the child: %s (10 protection, 11 grow, 12 write, 13 file, 14 rescue)",
 			  nsbt_status_str(st));
-	respond(atomic_load(&held_id) - 1);
-	pthread_join(r, NULL);
+	held_release();
 	perms_at(prot + ps, perms);
 	if (strcmp(perms, "r--p") != 0)
 		nsbt_fail("the parent's rescued unit is %s, not r--p", perms);
