@@ -23,17 +23,6 @@
  */
 #include "held.h"
 
-/* The protection /proc/self/maps shows at p, in out[5]. */
-static void
-perms_at(const void *p, char out[5])
-{
-	const char *l = core_maps_line(p), *sp = strchr(l, ' ');
-
-	memset(out, 0, 5);
-	if (sp && strlen(sp) > 5)
-		memcpy(out, sp + 1, 4);
-}
-
 /* In the fork child. */
 static void
 child_checks(void)
@@ -41,7 +30,7 @@ child_checks(void)
 	char perms[5], c = 0;
 	int status;
 
-	perms_at(prot + ps, perms);
+	core_maps_perms(prot + ps, perms);
 	if (strcmp(perms, "r--s") != 0) {
 		fprintf(stderr, "child: the unit the parent was rescuing is %s, not r--s\n", perms);
 		_exit(10);
@@ -82,7 +71,7 @@ scenario(void *arg)
 	prot = core_map(NULL, 4 * ps, PROT_READ, MAP_SHARED | MAP_NOSIGBUS, zfd, 0);
 	held_start();
 	/* The rescue is held in its mmap, after its probe. */
-	perms_at(prot + ps, perms);
+	core_maps_perms(prot + ps, perms);
 	printf("the unit while the rescue is held: %s\n", perms);
 	pid = fork();
 	if (pid < 0)
@@ -95,7 +84,7 @@ scenario(void *arg)
 		nsbt_fail("the child: %s (10 protection, 11 grow, 12 write, 13 file, 14 rescue)",
 			  nsbt_status_str(st));
 	held_release();
-	perms_at(prot + ps, perms);
+	core_maps_perms(prot + ps, perms);
 	if (strcmp(perms, "r--p") != 0)
 		nsbt_fail("the parent's rescued unit is %s, not r--p", perms);
 	if (munmap(prot, 4 * ps) != 0 || core_stats().mappings != 0)

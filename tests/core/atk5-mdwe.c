@@ -41,17 +41,6 @@ struct how {
 	bool refresh;	/* the file grown back and shown again first */
 };
 
-/* The protection of the VMA holding p, as /proc/self/maps shows it. */
-static void
-perms_of(const void *p, char out[5])
-{
-	const char *l = core_maps_line(p), *sp = strchr(l, ' ');
-
-	NSBT_CHECK(sp && strlen(sp) > 5, "no maps line for %p", p);
-	memcpy(out, sp + 1, 4);
-	out[4] = 0;
-}
-
 static void
 exec_shared(void *arg)
 {
@@ -95,18 +84,18 @@ exec_shared(void *arg)
 	if (h->mode == O_RDONLY) {
 		NSBT_CHECK(ret == -1 && errno == EACCES, "%s: mprotect read-write: %d, %s "
 			   "(want EACCES, as the kernel)", h->what, ret, strerror(errno));
-		perms_of((const char *)p, perms);
+		core_maps_perms((const char *)p, perms);
 		NSBT_CHECK(strcmp(perms, "r-xs") == 0, "%s: the file page is %s after the refused call",
 			   h->what, perms);
-		perms_of((const char *)p + ps, perms);
+		core_maps_perms((const char *)p + ps, perms);
 		NSBT_CHECK(strcmp(perms, h->refresh ? "r-xs" : "r-xp") == 0,
 			   "%s: the second page is %s after the refused call", h->what, perms);
 	} else {
 		NSBT_CHECK(ret == 0, "%s: mprotect read-write: %s (the kernel allows it: "
 			   "the descriptor was opened read-write)", h->what, strerror(errno));
-		perms_of((const char *)p, perms);
+		core_maps_perms((const char *)p, perms);
 		NSBT_CHECK(strcmp(perms, "rw-s") == 0, "%s: the file page is %s", h->what, perms);
-		perms_of((const char *)p + ps, perms);
+		core_maps_perms((const char *)p + ps, perms);
 		NSBT_CHECK(strcmp(perms, h->refresh ? "rw-s" : "rw-p") == 0, "%s: the second page is %s",
 			   h->what, perms);
 		p[0] = 'w';

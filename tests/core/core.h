@@ -273,6 +273,18 @@ out:
 	return line;
 }
 
+/* The protection of the VMA holding p, as /proc/self/maps shows it
+ * ("r--s"), in out[5]; fails the test where no VMA holds p. */
+static inline void
+core_maps_perms(const void *p, char out[5])
+{
+	const char *l = core_maps_line(p), *sp = strchr(l, ' ');
+
+	NSBT_CHECK(sp && strlen(sp) > 5, "no maps line for %p", p);
+	memcpy(out, sp + 1, 4);
+	out[4] = 0;
+}
+
 static inline void
 core_expect_unmapped(const void *p, size_t len, const char *what)
 {

@@ -553,17 +553,6 @@ attrs_child(void *arg)
 
 /* ---- mprotect of a shared mapping of a file opened read-only ---------- */
 
-/* The protection of the VMA holding p, as /proc/self/maps shows it. */
-static void
-perms_of(const void *p, char out[5])
-{
-	const char *l = core_maps_line(p), *sp = strchr(l, ' ');
-
-	NSBT_CHECK(sp && strlen(sp) > 5, "no maps line for %p", p);
-	memcpy(out, sp + 1, 4);
-	out[4] = 0;
-}
-
 /* A memfd of pages pages, mapped PROT_READ (flags: MAP_SHARED or
  * MAP_PRIVATE, protected by MAP_NOSIGBUS if given, else by
  * nosigbus_protect) through a descriptor opened with mode;
@@ -607,7 +596,7 @@ expect_refused(char *p, size_t pages, size_t first, size_t len, bool pkey, const
 	int ret;
 
 	for (size_t i = 0; i < pages; i++)
-		perms_of(p + i * ps, before[i]);
+		core_maps_perms(p + i * ps, before[i]);
 	errno = 0;
 	if (pkey) {
 		ret = pkey_mprotect(p + first, len, PROT_READ | PROT_WRITE, -1);
@@ -621,7 +610,7 @@ expect_refused(char *p, size_t pages, size_t first, size_t len, bool pkey, const
 	NSBT_CHECK(ret == -1 && errno == EACCES, "%s: %s read-write: %d, %s (want EACCES)",
 		   what, pkey ? "pkey_mprotect" : "mprotect", ret, strerror(errno));
 	for (size_t i = 0; i < pages; i++) {
-		perms_of(p + i * ps, after);
+		core_maps_perms(p + i * ps, after);
 		NSBT_CHECK(strcmp(before[i], after) == 0, "%s: page %zu was %s, now %s after the refused call",
 			   what, i, before[i], after);
 	}
@@ -807,7 +796,7 @@ writable_allowed(int flags, int mode, const char *what)
 	NSBT_CHECK(mprotect(p, 2 * ps, PROT_READ | PROT_WRITE) == 0, "%s: mprotect read-write: %s",
 		   what, strerror(errno));
 	for (size_t i = 0; i < 2; i++) {
-		perms_of(p + i * ps, perms);
+		core_maps_perms(p + i * ps, perms);
 		NSBT_CHECK(perms[1] == 'w', "%s: page %zu is %s after mprotect read-write", what, i, perms);
 		p[i * ps] = 7;
 	}
