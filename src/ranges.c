@@ -556,6 +556,16 @@ extern __thread pid_t nsb_vfork_tid __attribute__((tls_model("initial-exec"), vi
 extern __thread uint8_t nsb_vforking __attribute__((tls_model("initial-exec"), visibility("hidden")));
 #define vfork_tickets(side) (nsb_slot_words + NSB_SLOTS_TICKETS + (side) * VFORK_TICKETS)
 
+/*
+ * Has any vfork child ever taken a ticket (in this process, or in the
+ * parent it was forked from)?  Set once, never cleared: a writer that
+ * reads false knows every ticket slot is empty without reading them
+ * (vfork_tickets_held), about 80 instructions a memfd pair (two drains,
+ * two sides, NSB_TICKET_SLOTS words each).  A vfork child shares this
+ * memory with its parent, so the parent's writers see its store.
+ */
+static atomic_bool vfork_tickets_ever;
+
 /* [signal-safe] */
 static int
 reader_enter(void)
@@ -563,7 +573,11 @@ reader_enter(void)
 	int side = atomic_load(&reader_side);
 
 	if (__builtin_expect(nsb_vfork_tid != 0 || nsb_vforking, 0)) {
-		int i = nsb_slots_claim(vfork_tickets(side), VFORK_TICKETS,
+		int i;
+
+		/* Before the claim, sequentially consistent (vfork_tickets_held). */
+		atomic_store(&vfork_tickets_ever, true);
+		i = nsb_slots_claim(vfork_tickets(side), VFORK_TICKETS,
 					(uintptr_t)nsb_my_readers, 0);
 
 		if (i >= 0)
@@ -588,11 +602,25 @@ nsb_ranges_leave(int ticket)
 	nsb_holds_down();
 }
 
-/* Does a vfork child's slot on this side hold a ticket? */
+/*
+ * Does a vfork child's slot on this side hold a ticket?  The flag first:
+ * reader_enter() stores it (seq_cst) before its claim (a seq_cst
+ * compare-exchange), so in the single order of sequentially consistent
+ * operations every claim comes after the flag's store.  A false read
+ * here therefore comes before every claim: the slots read at this point
+ * would all have read 0 (a slot changes only by a claim, or by the
+ * release of one), the answer the full look gives.  A claim after the
+ * read is the race the look had already (the drain's side switch
+ * handles it, as for the count).  A child killed between the store and
+ * its claim, or a fork child of a parent that set it, only leaves the
+ * flag set: the full look, as before.  A handler that interrupts the
+ * writer reads nothing here and writes only before a claim.
+ */
 static inline bool
 vfork_tickets_held(int side)
 {
-	return nsb_slots_any(vfork_tickets(side), VFORK_TICKETS);
+	return __builtin_expect(atomic_load(&vfork_tickets_ever), 0) &&
+	       nsb_slots_any(vfork_tickets(side), VFORK_TICKETS);
 }
 
 /* The slots this thread's (dead) vfork child left: any? */
