@@ -269,9 +269,7 @@ main(int argc, char **argv)
 	core_setenv_reexec(argv, "NOSIGBUS_POLICY", "shm");
 	core_require_library();
 	ps = nsbt_page();
-	progress = mmap(NULL, sizeof(*progress), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-			-1, 0);
-	NSBT_CHECK(progress != MAP_FAILED, "mmap: %s", strerror(errno));
+	progress = core_progress();
 	st = core_run_watched(race_child, NULL, 60, progress, "policy mappings racing", err,
 			      sizeof(err));
 	core_expect_quiet(err, "policy mappings racing");
