@@ -257,7 +257,7 @@ main(int argc, char **argv)
 		/* Where the child counts its lanes for the watchdog: a
 		 * counter of its own (after fork) would stay 0 here. */
 		progress = core_progress();
-		int status = core_run_watched(attack_child, (void *)fill, 120, progress,
+		int status = core_run_watched(attack_child, (void *)fill, nsbt_scaled(120), progress,
 					      "lost-write attack", err, sizeof(err));
 
 		core_expect_quiet(err, "lost-write attack");

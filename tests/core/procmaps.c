@@ -432,7 +432,7 @@ main(int argc, char **argv)
 		int status;
 
 		deep_init(&d);
-		status = core_run_watched(lines_child, &d, 60, NULL, "maps lines", NULL, 0);
+		status = core_run_watched(lines_child, &d, nsbt_scaled(60), NULL, "maps lines", NULL, 0);
 		remove_tree_at(d.dirfd[0]);
 		rmdir(d.base);
 		nsbt_expect_exit(status, 0, "long, odd and fake-looking names in /proc/self/maps");
