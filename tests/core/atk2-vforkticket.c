@@ -295,7 +295,7 @@ main(int argc, char **argv)
 	core_require_library();
 	exact = argc > 1 && strcmp(argv[1], "exact") == 0;
 	/* The body's skip (no nm, the arm64 machine's root): said there. */
-	if (core_run_case_watched(body, NULL, 900, "vfork children killed taking and giving back a ticket") == 77)
+	if (core_run_case_watched(body, NULL, 840, "vfork children killed taking and giving back a ticket") == 77)
 		return 77;
 	printf("ok\n");
 	return 0;

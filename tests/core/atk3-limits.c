@@ -95,7 +95,7 @@ main(void)
 	int st;
 
 	core_require_library();
-	st = core_run_watched(full_child, NULL, nsbt_scaled(60), NULL, "nofile", err, sizeof(err));
+	st = core_run_watched(full_child, NULL, nsbt_scaled(45), NULL, "nofile", err, sizeof(err));
 	core_expect_quiet(err, "nofile");
 	nsbt_expect_exit(st, 0, "every descriptor number taken while receiving and rescuing");
 	return 0;

@@ -667,7 +667,7 @@ main(int argc, char **argv)
 			int st;
 
 			snprintf(what, sizeof(what), "seed %u, %u calls", i, steps);
-			st = core_run_watched(run_seed, &r, nsbt_scaled(300), NULL, what, err, sizeof(err));
+			st = core_run_watched(run_seed, &r, nsbt_scaled(240), NULL, what, err, sizeof(err));
 			core_expect_quiet(err, what);
 			nsbt_expect_exit(st, 0, what);
 		}

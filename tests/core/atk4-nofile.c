@@ -98,13 +98,13 @@ main(int argc, char **argv)
 		scenario();
 		return 0;
 	}
-	status = core_run_watched(fresh, NULL, nsbt_scaled(60), NULL, "every number taken",
+	status = core_run_watched(fresh, NULL, nsbt_scaled(45), NULL, "every number taken",
 				  err, sizeof(err));
 	core_expect_quiet(err, "every number taken");
 	nsbt_expect_exit(status, 0, "every number taken at the first ask, then numbers free");
 
 	/* With the log: A's line says why, and names no filter. */
-	status = core_run_watched(fresh, (void *)1, nsbt_scaled(60), NULL,
+	status = core_run_watched(fresh, (void *)1, nsbt_scaled(45), NULL,
 				  "every number taken, NOSIGBUS_LOG=1", err, sizeof(err));
 	nsbt_expect_exit(status, 0, "every number taken, NOSIGBUS_LOG=1");
 	NSBT_CHECK(!strstr(err, ": a seccomp filter is in force"),

@@ -89,7 +89,7 @@ main(void)
 
 		snprintf(what, sizeof(what), "%s, %s", hows[i].seal ? "sealed" : "not sealed",
 			 hows[i].by_mremap ? "mremap" : "nosigbus_refresh");
-		status = core_run_watched(grown_back, (void *)&hows[i], nsbt_scaled(60), NULL, what,
+		status = core_run_watched(grown_back, (void *)&hows[i], nsbt_scaled(45), NULL, what,
 					  err, sizeof(err));
 
 		core_expect_quiet(err, what);

@@ -124,6 +124,6 @@ main(void)
 	};
 
 	for (size_t i = 0; i < sizeof(hows) / sizeof(hows[0]); i++)
-		core_run_case_watched(at_limit, (void *)&hows[i], nsbt_scaled(120), hows[i].what);
+		core_run_case_watched(at_limit, (void *)&hows[i], 90, hows[i].what);
 	return 0;
 }

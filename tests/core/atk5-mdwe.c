@@ -126,6 +126,6 @@ main(void)
 	};
 
 	for (size_t i = 0; i < sizeof(hows) / sizeof(hows[0]); i++)
-		core_run_case_watched(exec_shared, (void *)&hows[i], nsbt_scaled(60), hows[i].what);
+		core_run_case_watched(exec_shared, (void *)&hows[i], 45, hows[i].what);
 	return 0;
 }

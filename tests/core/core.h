@@ -523,6 +523,22 @@ core_now(void)
 }
 
 /*
+ * A fresh progress word (0) for core_wait_watchdog/core_run_watched: a
+ * shared anonymous mapping, so that what a child counts after the fork is
+ * what its parent's watchdog reads.  Make it before the fork; each call
+ * maps a new one (never unmapped: a test makes a few).
+ */
+static inline volatile unsigned long *
+core_progress(void)
+{
+	void *m = mmap(NULL, sizeof(unsigned long), PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	NSBT_CHECK(m != MAP_FAILED, "mmap: %s", strerror(errno));
+	return m;
+}
+
+/*
  * The parent's watchdog: waits for pid; if it is still running after
  * `seconds`, or (with progress != NULL) if *progress has not changed for
  * `seconds`, kills it with SIGKILL (a child spinning with signals blocked
@@ -749,13 +765,8 @@ core_race_progress(void)
 {
 	static volatile unsigned long *progress;
 
-	if (!progress) {
-		void *m = mmap(NULL, sizeof(*progress), PROT_READ | PROT_WRITE,
-			       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-
-		NSBT_CHECK(m != MAP_FAILED, "mmap: %s", strerror(errno));
-		progress = m;
-	}
+	if (!progress)
+		progress = core_progress();
 	return progress;
 }
 

@@ -337,7 +337,7 @@ dest_cases(void)
 
 		snprintf(name, sizeof(name), "MREMAP_FIXED onto a protected page, %s",
 			 dest_fail_names[k]);
-		kst = core_run_watched(dest_child, &raw, 60, NULL, name, NULL, 0);
+		kst = core_run_watched(dest_child, &raw, nsbt_scaled(45), NULL, name, NULL, 0);
 		if (WIFEXITED(kst) && WEXITSTATUS(kst) == 12) {
 			printf("ok: %s: this kernel does not fail that way; nothing to check\n", name);
 			continue;
@@ -346,7 +346,7 @@ dest_cases(void)
 			nsbt_fail("%s, without the library: %s", name, nsbt_status_str(kst));
 		printf("ok: this kernel %s the destination when MREMAP_FIXED fails with %s\n",
 		       WEXITSTATUS(kst) == 10 ? "keeps" : "unmaps", dest_fail_names[k]);
-		lst = core_run_watched(dest_child, &lib, 60, NULL, name, NULL, 0);
+		lst = core_run_watched(dest_child, &lib, nsbt_scaled(45), NULL, name, NULL, 0);
 		if (!WIFEXITED(lst) || WEXITSTATUS(lst) != WEXITSTATUS(kst))
 			nsbt_fail("%s: %s (10: destination kept, 11: unmapped; the kernel alone: %d)",
 				  name, nsbt_status_str(lst), WEXITSTATUS(kst));
@@ -419,7 +419,7 @@ src_cases(void)
 
 		snprintf(name, sizeof(name), "failed MREMAP_FIXED of a protected source onto "
 			 "unprotected memory: %s", src_fail_names[k]);
-		nsbt_expect_exit(core_run_watched(src_child, &kind, 60, NULL, name, NULL, 0), 0, name);
+		nsbt_expect_exit(core_run_watched(src_child, &kind, nsbt_scaled(45), NULL, name, NULL, 0), 0, name);
 	}
 }
 
@@ -660,21 +660,21 @@ main(int argc, char **argv)
 	if (argc < 2)
 		nsbt_fail("usage: core-failpath pages|hugetlb|race");
 	if (strcmp(argv[1], "pages") == 0) {
-		nsbt_expect_exit(core_run_watched(released_child, NULL, 60, NULL,
+		nsbt_expect_exit(core_run_watched(released_child, NULL, nsbt_scaled(45), NULL,
 						  "released range", NULL, 0),
 				 0, "the library's memory stays out of a range the program released");
 		for (int t = 0; t < 2; t++)
 			for (int h = 0; h < 3; h++) {
 				struct split s = { types[t], (enum grow_how)h };
 
-				nsbt_expect_exit(core_run_watched(split_child, &s, 60, NULL,
+				nsbt_expect_exit(core_run_watched(split_child, &s, nsbt_scaled(45), NULL,
 								  split_name(&s), NULL, 0),
 						 0, split_name(&s));
 			}
 		for (int t = 0; t < 2; t++) {
 			int type = types[t];
 
-			nsbt_expect_exit(core_run_watched(fixed_refused_child, &type, 60, NULL,
+			nsbt_expect_exit(core_run_watched(fixed_refused_child, &type, nsbt_scaled(45), NULL,
 							  "MAP_FIXED refused", NULL, 0),
 					 0, "MAP_FIXED refused before the kernel touches anything");
 		}
@@ -684,7 +684,7 @@ main(int argc, char **argv)
 	}
 	require_hugetlbfs();
 	if (strcmp(argv[1], "hugetlb") == 0) {
-		nsbt_expect_exit(core_run_watched(fixed_unmapped_child, NULL, 60, NULL,
+		nsbt_expect_exit(core_run_watched(fixed_unmapped_child, NULL, nsbt_scaled(45), NULL,
 						  "MAP_FIXED refused after the unmap", NULL, 0),
 				 0, "MAP_FIXED refused after the kernel unmapped the old range");
 		return 0;
@@ -692,7 +692,7 @@ main(int argc, char **argv)
 	if (strcmp(argv[1], "race") != 0)
 		nsbt_fail("unknown mode %s", argv[1]);
 	require_user_notif();
-	nsbt_expect_exit(core_run_watched(race_child, NULL, 60, NULL, "MAP_FIXED failure race",
+	nsbt_expect_exit(core_run_watched(race_child, NULL, nsbt_scaled(45), NULL, "MAP_FIXED failure race",
 					  NULL, 0),
 			 0, "the MAP_FIXED failure path and another thread's mapping in the hole");
 	return 0;

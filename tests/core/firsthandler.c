@@ -101,9 +101,7 @@ main(int argc, char **argv)
 
 	core_require_library();
 	ps = nsbt_page();
-	progress = mmap(NULL, sizeof(*progress), PROT_READ | PROT_WRITE,
-			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	NSBT_CHECK(progress != MAP_FAILED, "mmap: %s", strerror(errno));
+	progress = core_progress();
 	for (unsigned long r = 0; r < rounds; r++) {
 		int status = core_run_watched(round_child, &r, nsbt_scaled(20), NULL,
 					      "the first handler: a signal ran it in a thread that "

@@ -11,7 +11,9 @@
  * thread held on a page at the moment of the fork must not be the child's:
  * a child that finds it held would fault on that page forever.  The
  * parent's watchdog kills a child that does not finish (SIGKILL) and the
- * test fails with a message.  Fill page here, fill range re-executed.
+ * test fails with a message; the parent's own watchdog fails the test
+ * when no child has been forked for 30 s (scaled), well inside meson's
+ * timeout.  Fill page here, fill range re-executed.
  */
 #include <sched.h>
 #include <stdatomic.h>
@@ -101,7 +103,7 @@ forked_while_busy_child(void *arg)
 
 	/* A deadlock on a lock held at fork time would hang: end it instead. */
 	core_no_core();
-	alarm(20);
+	alarm(nsbt_scaled(20));
 	q = mmap(NULL, 2 * ps, CORE_PROT_RW, MAP_PRIVATE | MAP_NOSIGBUS, zfd, 0);
 	if (q == MAP_FAILED)
 		_exit(10);
@@ -128,6 +130,7 @@ static char *regions;		/* RESCUERS regions of REGION_PAGES pages */
 static int rescue_fd;
 static atomic_bool rescuers_stop;
 static atomic_ulong rescued;
+static volatile unsigned long *forked;	/* children done, for the watchdog */
 
 /* Reads every page of its region (each read a rescue), then maps it afresh. */
 static void *
@@ -189,9 +192,10 @@ fork_during_rescues(const char *fill)
 
 		snprintf(name, sizeof(name), "fill=%s: child %d of %d forked while %d threads rescue",
 			 fill, i, RESCUE_FORKS, RESCUERS);
-		status = core_run_watched(touch_all_child, NULL, 20, NULL, name, NULL, 0);
+		status = core_run_watched(touch_all_child, NULL, nsbt_scaled(20), NULL, name, NULL, 0);
 		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 			nsbt_fail("%s: %s (20/21: a page read wrong)", name, nsbt_status_str(status));
+		(*forked)++;
 	}
 	atomic_store(&rescuers_stop, true);
 	for (int i = 0; i < RESCUERS; i++)
@@ -205,6 +209,20 @@ static void
 fork_during_rescues_child(void *arg)
 {
 	fork_during_rescues(arg);
+}
+
+/* fork_during_rescues(fill) in a child watched on its forks: no child
+ * done for 30 s (scaled; each child has 20 s) is a hang. */
+static void
+fork_during_rescues_watched(const char *fill)
+{
+	char what[64];
+
+	snprintf(what, sizeof(what), "fork during rescues, fill=%s", fill);
+	forked = core_progress();
+	nsbt_expect_exit(core_run_watched(fork_during_rescues_child, (void *)fill,
+					  nsbt_scaled(30), forked, what, NULL, 0),
+			 0, what);
 }
 
 int
@@ -222,7 +240,7 @@ main(int argc, char **argv)
 	if (argc > 1) {
 		if (strcmp(argv[1], "range") != 0)
 			nsbt_fail("unknown scenario %s", argv[1]);
-		fork_during_rescues("range");
+		fork_during_rescues_watched("range");
 		return 0;
 	}
 	fd = nsbt_file(NSBT_MEMFD, NPAGES * ps);
@@ -262,9 +280,7 @@ main(int argc, char **argv)
 	       "(%d iterations): every child could map and rescue\n",
 	       FORKS, atomic_load(&mapper_iters));
 
-	nsbt_expect_exit(core_run_watched(fork_during_rescues_child, (void *)"page", 600, NULL,
-					  "fork during rescues, fill=page", NULL, 0),
-			 0, "fork during rescues, fill=page");
+	fork_during_rescues_watched("page");
 	nsbt_expect_exit(core_reexec("range", range_env), 0, "fork during rescues, fill=range");
 	return 0;
 }

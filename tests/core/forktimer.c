@@ -156,9 +156,7 @@ main(int argc, char **argv)
 	int status;
 
 	core_require_library();
-	progress = mmap(NULL, sizeof(*progress), PROT_READ | PROT_WRITE,
-			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	NSBT_CHECK(progress != MAP_FAILED, "mmap: %s", strerror(errno));
+	progress = core_progress();
 	status = core_run_watched(scenario, &rounds, nsbt_scaled(30), progress,
 				  "forks while threads make and delete timers", NULL, 0);
 	nsbt_expect_exit(status, 0, "forks while threads make and delete timers");

@@ -253,7 +253,7 @@ main(int argc, char **argv)
 	if (step == MAP_FAILED)
 		nsbt_fail("mmap: %s", strerror(errno));
 	nsbt_on_exit = say_step;
-	status = core_run_watched(collector, NULL, 20, step, "collector", err, sizeof(err));
+	status = core_run_watched(collector, NULL, nsbt_scaled(20), step, "collector", err, sizeof(err));
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		nsbt_fail("the collector %s", nsbt_status_str(status));
 	core_expect_quiet(err, "collector");

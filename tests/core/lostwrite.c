@@ -256,10 +256,8 @@ main(int argc, char **argv)
 		realtime = strcmp(what, "attack-rt-one") == 0;
 		/* Where the child counts its lanes for the watchdog: a
 		 * counter of its own (after fork) would stay 0 here. */
-		progress = mmap(NULL, sizeof(*progress), PROT_READ | PROT_WRITE,
-				MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-		NSBT_CHECK(progress != MAP_FAILED, "mmap: %s", strerror(errno));
-		int status = core_run_watched(attack_child, (void *)fill, 120, progress,
+		progress = core_progress();
+		int status = core_run_watched(attack_child, (void *)fill, nsbt_scaled(120), progress,
 					      "lost-write attack", err, sizeof(err));
 
 		core_expect_quiet(err, "lost-write attack");

@@ -835,7 +835,7 @@ readonly_shared_child(void *arg)
 	(void)arg;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char err[4096];
-		int status = core_run_watched(cases[i].fn, NULL, 60, NULL, cases[i].name, err, sizeof(err));
+		int status = core_run_watched(cases[i].fn, NULL, nsbt_scaled(45), NULL, cases[i].name, err, sizeof(err));
 
 		if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
 			continue;

@@ -132,7 +132,7 @@ main(void)
 	       ? "moves several VMAs in one mremap (Linux 6.17 and later): no window to find"
 	       : "moves one VMA per mremap (before Linux 6.17): the window is there to find");
 	munmap(p, 6 * ps);
-	status = core_run_watched(move_child, NULL, nsbt_scaled(120), NULL, "moves", err,
+	status = core_run_watched(move_child, NULL, nsbt_scaled(45), NULL, "moves", err,
 				  sizeof(err));
 	core_expect_quiet(err, "moves");
 	nsbt_expect_exit(status, 0, "moves onto a destination another thread watches");

@@ -259,7 +259,7 @@ main(void)
 	for (int i = 0; i < 2; i++) {
 		int t = types[i];
 		char err[4096];
-		int st = core_run_watched(failing_mprotect_child, &t, nsbt_scaled(100), NULL,
+		int st = core_run_watched(failing_mprotect_child, &t, nsbt_scaled(45), NULL,
 					  "failing mprotect racing with rescues", err, sizeof(err));
 
 		core_expect_quiet(err, "failing mprotect racing with rescues");

@@ -301,9 +301,7 @@ storm(int argc, char **argv)
 	char err[4096];
 	int status;
 
-	progress = mmap(NULL, sizeof(*progress), PROT_READ | PROT_WRITE,
-			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	NSBT_CHECK(progress != MAP_FAILED, "mmap: %s", strerror(errno));
+	progress = core_progress();
 	status = core_run_watched(storm_child, &s, nsbt_scaled(30), progress,
 				  "a handler's call that interrupted the library's own waits for it",
 				  err, sizeof(err));

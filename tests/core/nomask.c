@@ -343,9 +343,7 @@ main(int argc, char **argv)
 	cycles = argc > 2 ? strtoul(argv[2], NULL, 0) : 2000;
 	seconds = argc > 3 ? atoi(argv[3]) : 90;
 	ps = nsbt_page();
-	progress = mmap(NULL, sizeof(*progress), PROT_READ | PROT_WRITE,
-			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	NSBT_CHECK(progress != MAP_FAILED, "mmap: %s", strerror(errno));
+	progress = core_progress();
 	total_cycles = cycles;
 	budget = nsbt_budget_start(seconds);
 	snprintf(what, sizeof(what), "%s: a mapping call waits for good after a SIGUSR1 handler", mode);

@@ -201,7 +201,7 @@ window_run(void *arg)
 		NSBT_CHECK(pid >= 0, "fork: %s", strerror(errno));
 		if (pid == 0)
 			window_child();
-		st = core_wait_watchdog(pid, 30, NULL, "a child forked while a thread mapped");
+		st = core_wait_watchdog(pid, nsbt_scaled(30), NULL, "a child forked while a thread mapped");
 		if (WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS)
 			nsbt_fail("fork %lu: the child died of SIGBUS reading a protected mapping its parent "
 				  "had made before the fork: the child has the mapping but not its record",
@@ -238,7 +238,7 @@ race_child(void *arg)
 		NSBT_CHECK(pid >= 0, "fork: %s", strerror(errno));
 		if (pid == 0)
 			fork_child(before, fc);
-		st = core_wait_watchdog(pid, 30, NULL, "a child forked during the race");
+		st = core_wait_watchdog(pid, nsbt_scaled(30), NULL, "a child forked during the race");
 		if (WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS)
 			nsbt_fail("a child forked while threads mapped died of SIGBUS: not rescued");
 		nsbt_expect_exit(st, 0, "a child forked while threads mapped");
@@ -269,10 +269,8 @@ main(int argc, char **argv)
 	core_setenv_reexec(argv, "NOSIGBUS_POLICY", "shm");
 	core_require_library();
 	ps = nsbt_page();
-	progress = mmap(NULL, sizeof(*progress), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-			-1, 0);
-	NSBT_CHECK(progress != MAP_FAILED, "mmap: %s", strerror(errno));
-	st = core_run_watched(race_child, NULL, 60, progress, "policy mappings racing", err,
+	progress = core_progress();
+	st = core_run_watched(race_child, NULL, nsbt_scaled(45), progress, "policy mappings racing", err,
 			      sizeof(err));
 	core_expect_quiet(err, "policy mappings racing");
 	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS)
@@ -281,7 +279,7 @@ main(int argc, char **argv)
 	nsbt_expect_exit(st, 0, "policy mappings racing");
 	atomic_store(&stop, false);
 	atomic_store(&mapped, 0);
-	st = core_run_watched(window_run, NULL, 60, progress, "fork in a policy mapping's window", err,
+	st = core_run_watched(window_run, NULL, nsbt_scaled(45), progress, "fork in a policy mapping's window", err,
 			      sizeof(err));
 	core_expect_quiet(err, "fork in a policy mapping's window");
 	nsbt_expect_exit(st, 0, "fork in a policy mapping's window");

@@ -432,7 +432,7 @@ main(int argc, char **argv)
 		int status;
 
 		deep_init(&d);
-		status = core_run_watched(lines_child, &d, 60, NULL, "maps lines", NULL, 0);
+		status = core_run_watched(lines_child, &d, nsbt_scaled(60), NULL, "maps lines", NULL, 0);
 		remove_tree_at(d.dirfd[0]);
 		rmdir(d.base);
 		nsbt_expect_exit(status, 0, "long, odd and fake-looking names in /proc/self/maps");
@@ -440,9 +440,7 @@ main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "vmas") != 0)
 		nsbt_fail("unknown mode %s", argv[1]);
-	vmas_done = mmap(NULL, sizeof(*vmas_done), PROT_READ | PROT_WRITE,
-			 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	NSBT_CHECK(vmas_done != MAP_FAILED, "mmap: %s", strerror(errno));
+	vmas_done = core_progress();
 	nsbt_expect_exit(core_run_watched(vmas_child, NULL, nsbt_scaled(60), vmas_done,
 					  "nosigbus_protect over 10000 VMAs", NULL, 0),
 			 0, "nosigbus_protect over 10000 VMAs");

@@ -128,7 +128,7 @@ main(void)
 	int status;
 
 	core_require_library();
-	status = core_run_watched(body, NULL, 600, NULL, "raw clone3 children", err, sizeof(err));
+	status = core_run_watched(body, NULL, nsbt_scaled(600), NULL, "raw clone3 children", err, sizeof(err));
 	nsbt_expect_exit(status, 0, "raw clone3 children of a process whose thread maps");
 	core_expect_quiet(err, "raw clone3 children");
 	printf("ok\n");

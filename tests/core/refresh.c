@@ -267,7 +267,7 @@ shared(void)
 	for (int k = KEEP_RDWR; k <= KEEP_RDONLY; k++) {
 		struct shared_case c = { (enum keep)k };
 		char err[4096];
-		int status = core_run_watched(shared_child, &c, 60, NULL, "refresh", err,
+		int status = core_run_watched(shared_child, &c, nsbt_scaled(45), NULL, "refresh", err,
 					      sizeof(err));
 
 		core_expect_quiet(err, keep_names[k]);

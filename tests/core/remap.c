@@ -389,7 +389,7 @@ dontunmap_hint_child(void *arg)
 static void
 run_one(const char *what, void (*fn)(void *))
 {
-	nsbt_expect_exit(core_run_watched(fn, NULL, 60, NULL, what, NULL, 0), 0, what);
+	nsbt_expect_exit(core_run_watched(fn, NULL, nsbt_scaled(45), NULL, what, NULL, 0), 0, what);
 }
 
 static void
@@ -403,7 +403,7 @@ run_all(const char *what, void (*fn)(void *))
 			char name[200];
 
 			snprintf(name, sizeof(name), "%s", sc_name(what, &s));
-			nsbt_expect_exit(core_run_watched(fn, &s, 60, NULL, name, NULL, 0), 0, name);
+			nsbt_expect_exit(core_run_watched(fn, &s, nsbt_scaled(45), NULL, name, NULL, 0), 0, name);
 		}
 }
 
@@ -617,7 +617,7 @@ huge_all(const char *what, void (*fn)(void *))
 
 		snprintf(name, sizeof(name), "%s, %s", what,
 			 type == MAP_SHARED ? "MAP_SHARED" : "MAP_PRIVATE");
-		nsbt_expect_exit(core_run_watched(fn, &type, 60, NULL, name, NULL, 0), 0, name);
+		nsbt_expect_exit(core_run_watched(fn, &type, nsbt_scaled(45), NULL, name, NULL, 0), 0, name);
 	}
 }
 

@@ -162,7 +162,7 @@ grow(void)
 			for (int closed = 0; closed < 2; closed++) {
 				struct grow g = { t ? MAP_PRIVATE : MAP_SHARED, all, in_place, closed };
 				char err[4096];
-				int status = core_run_watched(grow_child, &g, 60, NULL, "grow", err,
+				int status = core_run_watched(grow_child, &g, nsbt_scaled(45), NULL, "grow", err,
 							      sizeof(err));
 
 				core_expect_quiet(err, "grow");

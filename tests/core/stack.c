@@ -386,7 +386,7 @@ static void
 run(void (*fn)(void *), const char *what)
 {
 	char err[4096];
-	int status = core_run_watched(fn, (void *)what, 60, NULL, what, err, sizeof(err));
+	int status = core_run_watched(fn, (void *)what, nsbt_scaled(45), NULL, what, err, sizeof(err));
 
 	/* Asked to log, it says what it rescued, and nothing else. */
 	if (getenv("NOSIGBUS_LOG")) {

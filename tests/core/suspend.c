@@ -214,9 +214,7 @@ main(int argc, char **argv)
 
 	core_require_library();
 	ps = nsbt_page();
-	progress = mmap(NULL, sizeof(*progress), PROT_READ | PROT_WRITE,
-			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	NSBT_CHECK(progress != MAP_FAILED, "mmap: %s", strerror(errno));
+	progress = core_progress();
 	total_cycles = cycles;
 	budget = nsbt_budget_start(seconds);
 	status = core_run_watched(suspend_child, &cycles, nsbt_scaled(30), progress,

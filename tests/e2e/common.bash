@@ -28,6 +28,52 @@ unset LD_PRELOAD
 SIGBUS_STATUS=$((128 + $(kill -l SIGBUS)))
 export SIGBUS_STATUS
 
+# Deadlines, in seconds, scaled by NSB_TIMEOUT_MULTIPLIER (doc/testing.md): they only stop a hang, correctness never depends on them.
+scaled() {
+	awk -v s="$1" -v m="${NSB_TIMEOUT_MULTIPLIER:-1}" \
+		'BEGIN { if (!(m >= 1)) m = 1; printf "%d\n", s * m + 0.5 }'
+}
+
+# save_stacks PID NAME FILE: the threads' stacks of process PID (NAME in
+# the heading) into FILE, by gdb when it is installed, for a failed test
+# to show: a hang seen once in CI then says where the process was.
+# Bounded; never fails the caller.
+save_stacks() {
+	local pid=$1 name=$2 out=$3
+	if ! kill -0 "$pid" 2>/dev/null; then
+		echo "$name (pid $pid) is no longer running" >"$out"
+		return 0
+	fi
+	if ! command -v gdb >/dev/null; then
+		echo "(no gdb: no stacks of $name, pid $pid)" >"$out"
+		return 0
+	fi
+	{
+		echo "$name, pid $pid, thread by thread:"
+		timeout -k 5 "$(scaled 60)" gdb -batch -nx -p "$pid" \
+			-ex 'thread apply all bt' </dev/null 2>&1 |
+			grep -v '^\[New LWP' | tail -n 300
+	} >"$out" 3>&- || true
+}
+
+# show_tails FILE...: the last 40 lines of each file that exists (300 of
+# stacks, *stacks.log: every thread's), as TAP comments on fd 3 (a failed
+# test's teardown); an empty one is named.
+show_tails() {
+	local f n
+	for f in "$@"; do
+		[ -f "$f" ] || continue
+		n=40
+		[[ $f != *stacks.log ]] || n=300
+		if [ -s "$f" ]; then
+			echo "# --- $(basename "$f") (last $n lines)"
+			tail -n "$n" "$f" | cut -c 1-300 | sed 's/^/# /'
+		else
+			echo "# --- $(basename "$f"): empty"
+		fi
+	done >&3
+}
+
 # stop_pid PID TRIES [asked]: SIGTERM (not when the caller has asked it to
 # end some other way), up to TRIES polls of 50 ms for it to end (a bound
 # for a hang, nothing waits that long otherwise), then SIGKILL; reaps it

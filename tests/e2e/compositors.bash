@@ -40,12 +40,6 @@
 
 load common
 
-# Deadlines, in seconds, scaled by NSB_TIMEOUT_MULTIPLIER (doc/testing.md): they only stop a hang, correctness never depends on them.
-scaled() {
-	awk -v s="$1" -v m="${NSB_TIMEOUT_MULTIPLIER:-1}" \
-		'BEGIN { if (!(m >= 1)) m = 1; printf "%d\n", s * m + 0.5 }'
-}
-
 # The hostile client (hostile-client.c), in the build tree.
 HOSTILE=$E2E_BUILD/nsb-hostile-client
 
@@ -55,6 +49,7 @@ comp_setup() {
 	COMP=
 	COMP_PID=
 	COMP_STATUS=
+	COMP_RUNS=
 	XVFB_PID=
 	DBUS_PID=
 	COMP_DIR=
@@ -67,19 +62,31 @@ comp_setup() {
 }
 
 # comp_teardown: stops what is left (by pid), removes the private
-# directories, and shows what the compositor said when a test failed.
+# directories, and, when a test failed (a client's deadline included),
+# shows what was said: the tails of the compositor's output (and of its
+# earlier runs', Mir started again), the last client's stdout and stderr,
+# the helpers' stderr and the stacks taken at a hang (comp_show_tails).
 comp_teardown() {
-	local f
-	if [ -z "${BATS_TEST_COMPLETED-}" ] && [ -n "$COMP_DIR" ]; then
-		for f in "$COMP_DIR"/*.err "$COMP_DIR"/*.log; do
-			[ -s "$f" ] || continue
-			echo "# --- $(basename "$f") (last 40 lines)"
-			tail -n 40 "$f" | cut -c 1-300 | sed 's/^/# /'
-		done >&3
-	fi
+	[ -n "${BATS_TEST_COMPLETED-}" ] || comp_show_tails
 	[ -z "$COMP_PID" ] || stop_compositor
 	stop_helpers
 	[ -z "$COMP_DIR" ] || rm -rf "$COMP_DIR"
+}
+
+# comp_show_tails: the last 40 lines of every file the compositor, its
+# helpers and the last client wrote in the private directory, as TAP
+# comments; an empty file is named as such (Mir, say, said nothing).
+comp_show_tails() {
+	[ -n "$COMP_DIR" ] && [ -d "$COMP_DIR" ] || return 0
+	show_tails "$COMP_DIR"/*.err "$COMP_DIR"/*.out "$COMP_DIR"/*.log
+}
+
+# comp_show_stacks: the running compositor's threads' stacks into
+# $COMP_DIR/$COMP-stacks.log (shown by comp_show_tails), when gdb is
+# installed, so that a hang seen once in CI says where the compositor was.
+# Bounded; never fails the caller.
+comp_show_stacks() {
+	[ -z "$COMP_PID" ] || save_stacks "$COMP_PID" "$COMP" "$COMP_DIR/$COMP-stacks.log"
 }
 
 # comp_next: for a test that runs several compositors, one after the
@@ -208,6 +215,12 @@ start_compositor() {
 		pre=(LD_PRELOAD="$lib")
 	fi
 	COMP_ERR=$COMP_DIR/$COMP.err
+	# Started again (Mir, after it died): what the run before said is
+	# kept beside, for comp_show_tails.
+	if [ -s "$COMP_ERR" ]; then
+		COMP_RUNS=$((${COMP_RUNS:-0} + 1))
+		mv "$COMP_ERR" "$COMP_DIR/$COMP-run$COMP_RUNS.err"
+	fi
 	export WAYLAND_DISPLAY=nsb-e2e-$COMP
 	# A compositor that died leaves its socket behind (sway and cage:
 	# wayland-N, which wait_for_wlroots_socket would find at once).
@@ -429,7 +442,9 @@ wait_compositor_death() {
 
 # run_client [ARGS...]: runs the hostile client to its end (bounded by a
 # deadline that only stops a hang); sets CLIENT_STATUS, CLIENT_OUTPUT
-# (stdout) and CLIENT_ERR (stderr).
+# (stdout) and CLIENT_ERR (stderr), kept in client.out and client.err
+# for comp_show_tails.  At the deadline (not allowed by CLIENT_MAY_HANG)
+# the compositor's stacks are taken before the test fails.
 run_client() {
 	CLIENT_STATUS=0
 	timeout -k 5 "$CLIENT_DEADLINE" "$HOSTILE" "$@" </dev/null \
@@ -437,8 +452,10 @@ run_client() {
 		CLIENT_STATUS=$?
 	CLIENT_OUTPUT=$(cat "$COMP_DIR/client.out")
 	CLIENT_ERR=$(cat "$COMP_DIR/client.err")
-	[ "$CLIENT_STATUS" != 124 ] || [ -n "${CLIENT_MAY_HANG-}" ] ||
-		fail "the client did not end in $CLIENT_DEADLINE s: $CLIENT_OUTPUT"
+	if [ "$CLIENT_STATUS" = 124 ] && [ -z "${CLIENT_MAY_HANG-}" ]; then
+		comp_show_stacks
+		fail "the client ($*) did not end in $CLIENT_DEADLINE s (NSB_TIMEOUT_MULTIPLIER=${NSB_TIMEOUT_MULTIPLIER:-1}): $CLIENT_OUTPUT"
+	fi
 }
 
 # The hostile client with the library's part done: every frame after the

@@ -58,13 +58,15 @@ teardown() {
 	if [ -n "${BATS_TEST_COMPLETED-}" ]; then
 		return
 	fi
-	# On failure, show what weston said.
-	for f in weston.log weston.err client.err; do
-		if [ -s "$BATS_TEST_TMPDIR/$f" ]; then
-			echo "# --- $f"
-			sed 's/^/# /' "$BATS_TEST_TMPDIR/$f"
-		fi
-	done >&3
+	# On failure (a deadline included), show what weston and the client
+	# said, and the stacks taken at a hang.
+	show_tails "$BATS_TEST_TMPDIR"/weston.log "$BATS_TEST_TMPDIR"/weston.out \
+		"$BATS_TEST_TMPDIR"/weston.err "$BATS_TEST_TMPDIR"/client.err \
+		"$BATS_TEST_TMPDIR"/weston-stacks.log
+	if [ -n "${CLIENT_OUTPUT-}" ]; then
+		echo "# --- the client's stdout (last 40 lines)"
+		printf '%s' "$CLIENT_OUTPUT" | tail -n 40 | sed 's/^/# /'
+	fi >&3
 }
 
 # Starts weston, prefixed by "$@" (the wrapper, env settings...), and waits
@@ -87,8 +89,8 @@ start_weston() {
 		2>"$BATS_TEST_TMPDIR/weston.err" 3>&- &
 	WESTON_PID=$!
 	# Bounded wait for the socket (not a timing assertion: a slow machine
-	# only waits longer, up to 20 s).
-	for ((tries = 0; tries < 400; tries++)); do
+	# only waits longer, up to 20 s, scaled).
+	for ((tries = 0; tries < $(scaled 20) * 20; tries++)); do
 		[ -S "$XDG_RUNTIME_DIR/$WAYLAND_DISPLAY" ] && break
 		kill -0 "$WESTON_PID" 2>/dev/null ||
 			fail "weston exited before creating its socket"
@@ -117,7 +119,7 @@ wait_for_desktop() {
 # Stops weston by pid (SIGTERM, which it handles); sets WESTON_STATUS.
 stop_weston() {
 	[ -n "$WESTON_PID" ] || return 0
-	stop_pid "$WESTON_PID" 200
+	stop_pid "$WESTON_PID" $(($(scaled 10) * 20))
 	WESTON_STATUS=$STOP_STATUS
 	WESTON_PID=
 }
@@ -143,11 +145,13 @@ start_client() {
 # Reads client lines up to one equal to $1; fails if the client ends first.
 client_expect() {
 	local line
-	# The timeout only stops a hung test; correctness never depends on it.
-	while IFS= read -r -t 20 -u "$CLIENT_OUT" line; do
+	# The timeout (scaled) only stops a hung test; correctness never
+	# depends on it.
+	while IFS= read -r -t "$(scaled 20)" -u "$CLIENT_OUT" line; do
 		CLIENT_OUTPUT+="$line"$'\n'
 		[ "$line" = "$1" ] && return 0
 	done
+	[ -z "$WESTON_PID" ] || save_stacks "$WESTON_PID" weston "$BATS_TEST_TMPDIR/weston-stacks.log"
 	fail "hostile client never printed '$1'; it printed:
 $CLIENT_OUTPUT$(cat "$BATS_TEST_TMPDIR/client.err")"
 }

@@ -48,16 +48,18 @@ teardown() {
 		kill -KILL "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
 	done
+	[ -n "${BATS_TEST_COMPLETED-}" ] || show_tails "$RUNS"/*.out
 }
 
 # start_wlcs NAME [ENV...]: one whole run in the background, its output in
-# $RUNS/NAME.out, its pid appended to PIDS.
+# $RUNS/NAME.out, its pid appended to PIDS; stopped after 720 s (scaled),
+# inside meson's 900 s, so that a hang says which run it was.
 start_wlcs() {
 	local name=$1
 	shift
 	mkdir -m 0700 "$RUNS/$name.xdg"
 	env XDG_RUNTIME_DIR="$RUNS/$name.xdg" "$@" \
-		timeout -k 10 "$(scaled 900)" \
+		timeout -k 10 "$(scaled 720)" \
 		"$WLCS" "$MIR_WLCS" --gtest_also_run_disabled_tests \
 		--gtest_color=no </dev/null >"$RUNS/$name.out" 2>&1 3>&- &
 	PIDS+=($!)
@@ -66,6 +68,8 @@ start_wlcs() {
 # A run's exit status: gtest exits 1 when a test failed; never killed.
 assert_run_ended() {
 	local status=$1 name=$2
+	[ "$status" != 124 ] ||
+		fail "wlcs ($name) did not end in $(scaled 720) s: $(tail -n 20 "$RUNS/$name.out")"
 	[ "$status" = 0 ] || [ "$status" = 1 ] ||
 		fail "wlcs ($name) ended with status $status: $(tail -n 20 "$RUNS/$name.out")"
 }

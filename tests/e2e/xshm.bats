@@ -113,8 +113,15 @@ stop_x() {
 	X_PID=
 }
 
+# The X client, bounded by the client's deadline (scaled); at the deadline
+# the X server's stacks are taken (shown by comp_teardown) and the test
+# fails.
 run_xshm() {
 	run timeout -k 5 "$CLIENT_DEADLINE" "$XSHM" "$@"
+	if [ "$status" = 124 ]; then
+		save_stacks "$X_PID" "${X_ARGS[0]}" "$COMP_DIR/x-stacks.log"
+		fail "the X client ($*) did not end in $CLIENT_DEADLINE s: $output"
+	fi
 }
 
 # The lines that do not depend on the library.
