@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Adversarial: MAP_HUGETLB without a size (MAP_HUGE_SHIFT bits 0) means
+ * the default huge page size, /proc/meminfo's Hugepagesize: 2 MiB on
+ * x86-64, 32 MiB on aarch64 with 16 KiB pages, 512 MiB with 64 KiB pages.
+ * The kernel rounds such a mapping's length up to it.  An unprotected
+ * anonymous MAP_HUGETLB mapping placed MAP_FIXED over a protected memfd
+ * mapping replaces a whole huge page of it; the library must cut its
+ * records over all of that, or a record of the memfd outlives its
+ * mapping inside the huge page.
+ *
+ * Layout: a protected memfd mapping of one default huge page, aligned to
+ * it; over its start, mmap(ps, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB |
+ * MAP_NORESERVE | MAP_FIXED) (no huge page is needed: none is touched).
+ * /proc/self/maps must then show one hugetlb mapping over the whole huge
+ * page.
+ *
+ * "probe": the hugetlb mapping is unmapped with a raw munmap (which keeps
+ * the library's records as they are: whatever is recorded there was left
+ * by the mmap the library saw), and an empty memfd mapped with a raw mmap
+ * at the last page of the huge page is read: it must die of SIGBUS (no
+ * record there), as it does at the first page.
+ *
+ * Passes on x86-64 (the default huge page is 2 MiB, what mman.c
+ * new_unit() assumes); written for aarch64 with 16 KiB pages, where the
+ * default is 32 MiB.  Skips without hugetlbfs.
+ */
+#include "core.h"
+
+#include <sys/mman.h>
+
+static size_t
+huge_default(void)
+{
+	char line[256];
+	unsigned long kb = 0;
+	FILE *f = fopen("/proc/meminfo", "re");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Hugepagesize: %lu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (size_t)kb * 1024;
+}
+
+static void
+probe(void *arg)
+{
+	size_t ps = nsbt_page(), hp = huge_default();
+	int fd = memfd_create("nsbtest-atk6-huge", MFD_CLOEXEC);
+	char *area, *a, *p, *h;
+	const char *line;
+
+	(void)arg;
+	NSBT_CHECK(fd >= 0 && ftruncate(fd, (off_t)hp) == 0, "memfd: %s", strerror(errno));
+	area = mmap(NULL, 2 * hp, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	NSBT_CHECK(area != MAP_FAILED, "mmap: %s", strerror(errno));
+	a = (char *)(((uintptr_t)area + hp - 1) & ~(uintptr_t)(hp - 1));
+	p = mmap(a, hp, CORE_PROT_RW, MAP_SHARED | MAP_FIXED, fd, 0);
+	NSBT_CHECK(p == a, "mmap of the memfd: %s", strerror(errno));
+	h = mmap(a, ps, CORE_PROT_RW,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_NORESERVE | MAP_FIXED, -1, 0);
+	if (h == MAP_FAILED) {
+		printf("skip: MAP_HUGETLB: %s\n", strerror(errno));
+		_exit(77);
+	}
+	NSBT_CHECK(h == a, "MAP_HUGETLB | MAP_FIXED at %p gave %p", (void *)a, (void *)h);
+	line = core_maps_line(a + hp - ps);
+	NSBT_CHECK(line && strstr(line, "anon_hugepage"),
+		   "the last page of the huge page is not the hugetlb mapping: %s",
+		   line ? line : "(unmapped)");
+	NSBT_CHECK(syscall(SYS_munmap, a, hp) == 0, "raw munmap: %s", strerror(errno));
+	core_expect_no_record(a, "first page of the huge page");
+	core_expect_no_record(a + hp / 2, "middle of the huge page");
+	core_expect_no_record(a + hp - ps, "last page of the huge page");
+	printf("ok: default huge page %zu KiB: no record left in it\n", hp >> 10);
+	fflush(NULL);
+	_exit(0);
+}
+
+int
+main(void)
+{
+	size_t hp = huge_default();
+
+	if (hp == 0 || access("/sys/kernel/mm/hugepages", F_OK) != 0) {
+		printf("skip: no hugetlbfs (no Hugepagesize in /proc/meminfo)\n");
+		return 77;
+	}
+	printf("default huge page: %zu KiB, page %zu\n", hp >> 10, nsbt_page());
+	return core_run_case_watched(probe, NULL, 60, "probe");
+}
