@@ -41,6 +41,11 @@
  * regular file received (received.c nsb_identity_of) waits in recvmsg,
  * before the program has even decided to map it.
  *
+ * "silent-close": the server stops answering once page 0 was read, and
+ * the program closes the descriptor it mapped (close makes no request
+ * of FUSE; the library's check of the number before it keeps a
+ * descriptor of its own does).
+ *
  * Fails today in every "silent" scenario: the child waits in
  * request_wait_answer (its kernel stack is shown) under fstat (the
  * fault: files.c size_by_descriptor), statx (mmap: policy.c; recvmsg:
@@ -61,13 +66,13 @@
 struct shared {
 	atomic_int ready;	/* 1 mounted, -errno failed */
 	atomic_int armed;	/* the server leaves GETATTR of the file unanswered */
-	atomic_int asked;	/* GETATTRs of the file left unanswered */
+	atomic_int asked;	/* GETATTRs (and LOOKUPs) of the file left unanswered */
 	atomic_int done;	/* the child read both pages */
 	atomic_int phase;	/* how far the reader got (phases[]) */
 };
 
 /* Where the server stops answering GETATTR of the file. */
-enum arm { NEVER, AT_FAULT, AT_MAP, AT_SEND };
+enum arm { NEVER, AT_FAULT, AT_MAP, AT_SEND, AT_CLOSE };
 
 struct how {
 	const char *name;
@@ -79,6 +84,7 @@ static const struct how hows[] = {
 	{ "answered", NEVER, false },
 	{ "silent", AT_FAULT, false },
 	{ "silent-mmap", AT_MAP, false },
+	{ "silent-close", AT_CLOSE, false },
 	{ "received-answered", NEVER, true },
 	{ "received-silent", AT_FAULT, true },
 	{ "received-silent-mmap", AT_MAP, true },
@@ -87,7 +93,7 @@ static const struct how hows[] = {
 
 static const char *const phases[] = {
 	"in open or recvmsg", "in mmap", "reading page 0", "reading page 1 (the fault past the end)",
-	"done",
+	"done", "in close (of the descriptor mapped)",
 };
 
 static struct shared *sh;
@@ -178,6 +184,10 @@ serve(void)
 				reply(fd, in->unique, -ENOENT, NULL, 0);
 				break;
 			}
+			if (sh->armed) {
+				sh->asked++;	/* left unanswered, as GETATTR */
+				break;
+			}
 			memset(&e, 0, sizeof(e));
 			e.nodeid = FILE_INO;
 			e.generation = 1;
@@ -239,6 +249,24 @@ serve(void)
 	}
 }
 
+/*
+ * From now on the server answers no GETATTR or LOOKUP of the file.  The
+ * attributes it gave expire at once (attr_valid 0), but the kernel keeps
+ * them until the jiffy they were given in has passed (fuse_update_get_attr:
+ * time_before64(i_time, jiffies)): a nap of 20 ms (two jiffies at
+ * HZ=100) makes every later stat of the file a request to the server.
+ * Not a timing assertion: a longer nap changes nothing.
+ */
+static void
+arm_server(void)
+{
+	struct timespec nap = { 0, 20 * 1000 * 1000 };
+
+	sh->armed = 1;
+	while (nanosleep(&nap, &nap) != 0 && errno == EINTR)
+		;
+}
+
 /* A grandchild opens the file and hands it over (SCM_RIGHTS), as a
  * compositor's client does; the reader receives it through recvmsg. */
 static int
@@ -265,7 +293,7 @@ received(const char *path, bool arm)
 		if (f < 0)
 			_exit(2);
 		if (arm)
-			sh->armed = 1;	/* from before the reader receives it */
+			arm_server();	/* from before the reader receives it */
 		m.msg_iov = &iov;
 		m.msg_iovlen = 1;
 		m.msg_control = u.buf;
@@ -304,15 +332,22 @@ reader(const struct how *h)
 	NSBT_CHECK(fd >= 0, "open(%s): %s", path, strerror(errno));
 	sh->phase = 1;
 	if (h->arm == AT_MAP)
-		sh->armed = 1;
+		arm_server();
 	/* A received file is protected by the default policy: no flag. */
 	p = mmap(NULL, 2 * ps, PROT_READ, MAP_SHARED | (h->received ? 0 : MAP_NOSIGBUS), fd, 0);
 	NSBT_CHECK(p != MAP_FAILED, "mmap: %s", strerror(errno));
+	sh->phase = 2;
 	if (h->received)
 		close(fd);	/* as a compositor does */
 	NSBT_CHECK(p[0] == 'a', "page 0 reads %d, not 'a'", p[0]);
+	if (h->arm == AT_CLOSE) {
+		sh->phase = 5;
+		arm_server();
+		close(fd);
+	}
+	sh->phase = 3;
 	if (h->arm == AT_FAULT)
-		sh->armed = 1;	/* no GETATTR of the file answered from now on */
+		arm_server();	/* no GETATTR of the file answered from now on */
 	NSBT_CHECK(p[ps] == 0, "page 1 (past the end) reads %d, not 0", p[ps]);
 	sh->done = 1;
 	sh->phase = 4;
