@@ -376,7 +376,9 @@ run(const struct how *h)
 {
 	const char *what = h->name;
 	pid_t server, child;
-	int status = 0, limit = nsbt_scaled(10);
+	int status = 0, limit = nsbt_scaled(10), efd;
+	char err[4096];
+	ssize_t n;
 	double asked_at = 0, start = core_now();
 
 	snprintf(dir, sizeof(dir), "/tmp/nsb-atk6-fuse-XXXXXX");
@@ -397,9 +399,12 @@ run(const struct how *h)
 		return 77;
 	}
 	fflush(NULL);
+	efd = memfd_create("nsbtest-atk6-stderr", MFD_CLOEXEC);
+	NSBT_CHECK(efd >= 0, "memfd_create: %s", strerror(errno));
 	child = fork();
 	NSBT_CHECK(child >= 0, "fork: %s", strerror(errno));
 	if (child == 0) {
+		dup2(efd, STDERR_FILENO);
 		reader(h);
 	}
 	for (;;) {
@@ -419,6 +424,10 @@ run(const struct how *h)
 			waitpid(child, &status, 0);
 			umount2(dir, MNT_DETACH);
 			rmdir(dir);
+			n = pread(efd, err, sizeof(err) - 1, 0);
+			err[n > 0 ? n : 0] = '\0';
+			close(efd);
+			fprintf(stderr, "%s: the reader's stderr:\n%s", what, err);
 			fprintf(stderr, "FAIL: %s: the reader was still %s %d s after the server got %d "
 				  "GETATTR of its file that it leaves unanswered (the program "
 				  "asked for none: a FUSE fault past the cached size, an mmap, "
@@ -436,8 +445,14 @@ run(const struct how *h)
 	kill(server, SIGKILL);
 	waitpid(server, NULL, 0);
 	rmdir(dir);
+	n = pread(efd, err, sizeof(err) - 1, 0);
+	err[n > 0 ? n : 0] = '\0';
+	close(efd);
+	if (n > 0)
+		fprintf(stderr, "%s: the reader's stderr:\n%s", what, err);
 	nsbt_expect_exit(status, 0, what);
 	NSBT_CHECK(sh->done, "%s: the child did not read both pages", what);
+	core_expect_quiet(err, what);
 	printf("ok: %s: page 1 read zeros (%d GETATTR left unanswered)\n", what, sh->asked);
 	return 0;
 }
