@@ -27,8 +27,15 @@
  * 2 MiB when it cannot open /proc/meminfo.
  *
  * Passes on x86-64 (the default huge page is 2 MiB, what mman.c
- * new_unit() and policy.c's fallback assume); written for aarch64 with
- * 16 KiB pages, where the default is 32 MiB.  Skips without hugetlbfs.
+ * new_unit() and policy.c's fallback assume).  Fails on aarch64 with
+ * 16 KiB pages, where the default is 32 MiB (tests/vm/run,
+ * bookworm-backports/arm64/linux-image-arm64-16k, Linux 6.12):
+ *   nofile: "cannot replace the page at 0x7fff7a004000 (mmap failed);
+ *            passing SIGBUS on", killed by SIGBUS;
+ *   probe:  "middle of the huge page: a fault past the end of an empty
+ *            file mapped at 0x7fffb7000000 was rescued: the library has
+ *            a record there".
+ * Skips without hugetlbfs.
  *
  * Usage: core-atk6-hugedefault [probe|nofile]
  */
