@@ -524,7 +524,7 @@ new_unit(int flags, int fd, const struct nsb_decision *d)
 	if ((flags & MAP_HUGETLB) ||
 	    (!(flags & MAP_ANONYMOUS) && fd >= 0 && nsb_unfiltered() && fstatfs(fd, &fs) == 0 &&
 	     fs.f_type == HUGETLBFS_MAGIC))
-		return (flags & MAP_HUGETLB) ? (size_t)2 << 20 : (size_t)fs.f_bsize;
+		return (flags & MAP_HUGETLB) ? (size_t)1 << nsb_default_huge_shift() : (size_t)fs.f_bsize;
 	return nsb_config.page_size;
 }
 

@@ -1184,6 +1184,7 @@ struct nsb_decision {
 			 * nsb_files_get keeps it, nsb_policy_drop closes it */
 };
 void nsb_policy_decide(int prot, int flags, int fd, struct nsb_decision *d);
+unsigned nsb_default_huge_shift(void);	/* policy.c: MAP_HUGETLB without a size */
 void nsb_policy_drop_fd(struct nsb_decision *d);
 static inline void
 nsb_policy_drop(struct nsb_decision *d)

@@ -83,22 +83,41 @@
 #define MAP_HUGE_MASK 0x3f
 #endif
 
-/* The default huge page size, for MAP_HUGETLB without a size. */
-static unsigned
-default_huge_shift(void)
+/*
+ * The default huge page size, for MAP_HUGETLB without a size (policy.c,
+ * mman.c's unit of a mapping that replaces records): the kernel's
+ * Hugepagesize, read from /proc/meminfo once and kept (it does not change
+ * while the system runs).  Where it cannot be read (no /proc, no
+ * descriptor free: then asked again next time), the kernel's usual
+ * default on x86-64 and aarch64, a page table's worth of pages (page
+ * size / 8 of them): 2 MiB with 4 KiB pages, 32 MiB with 16 KiB, 512 MiB
+ * with 64 KiB, never a fixed 2 MiB (core-atk6-hugedefault).  A kernel
+ * booted with another default_hugepagesz= is then taken for its usual
+ * one (libnosigbus(7), BUGS).  Not in signal context.
+ */
+unsigned
+nsb_default_huge_shift(void)
 {
+	static _Atomic unsigned known;
 	unsigned long kb = 0;
+	unsigned shift = atomic_load_explicit(&known, memory_order_relaxed);
 	char line[128];
 	FILE *f;
 
+	if (shift)
+		return shift;
 	f = fopen("/proc/meminfo", "re");
-	if (!f)
-		return 21;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Hugepagesize: %lu kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb ? nsb_log2(kb * 1024) : 21;
+	if (f) {
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "Hugepagesize: %lu kB", &kb) == 1)
+				break;
+		fclose(f);
+	}
+	if (!kb)	/* PMD_SHIFT: a page's shift and its entries' (8 bytes each) */
+		return 2 * nsb_log2(nsb_config.page_size) - 3;
+	shift = nsb_log2(kb * 1024);
+	atomic_store_explicit(&known, shift, memory_order_relaxed);
+	return shift;
 }
 
 #ifndef STATX_MNT_ID
@@ -397,7 +416,7 @@ decide(int prot, int flags, int fd, struct nsb_decision *d)
 		if (flags & MAP_HUGETLB) {
 			unsigned s = ((unsigned)flags >> MAP_HUGE_SHIFT) & MAP_HUGE_MASK;
 
-			shift = s ? s : default_huge_shift();
+			shift = s ? s : nsb_default_huge_shift();
 		}
 		d->meta = NSB_META_ANON;
 	} else if (seals_usable()) {
