@@ -43,26 +43,10 @@
 
 #include <sys/mman.h>
 
-static size_t
-huge_default(void)
-{
-	char line[256];
-	unsigned long kb = 0;
-	FILE *f = fopen("/proc/meminfo", "re");
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Hugepagesize: %lu kB", &kb) == 1)
-			break;
-	fclose(f);
-	return (size_t)kb * 1024;
-}
-
 static void
 probe(void *arg)
 {
-	size_t ps = nsbt_page(), hp = huge_default();
+	size_t ps = nsbt_page(), hp = nsbt_huge_page_size();
 	int fd = memfd_create("nsbtest-atk6-huge", MFD_CLOEXEC);
 	char *area, *a, *p, *h;
 	const char *line;
@@ -97,20 +81,11 @@ probe(void *arg)
 	_exit(0);
 }
 
+/* Free huge pages: a count (nsbt_proc_bytes takes every value for kB). */
 static size_t
 meminfo_free(void)
 {
-	char line[256];
-	unsigned long n = 0;
-	FILE *f = fopen("/proc/meminfo", "re");
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "HugePages_Free: %lu", &n) == 1)
-			break;
-	fclose(f);
-	return n;
+	return nsbt_proc_bytes("/proc/meminfo", "HugePages_Free") / 1024;
 }
 
 /*
@@ -126,7 +101,7 @@ meminfo_free(void)
 static void
 nofile(void *arg)
 {
-	size_t ps = nsbt_page(), hp = huge_default(), n = meminfo_free();
+	size_t ps = nsbt_page(), hp = nsbt_huge_page_size(), n = meminfo_free();
 	int fd = memfd_create("nsbtest-atk6-first", MFD_CLOEXEC), last = -1;
 	volatile char *p;
 	char *first;
@@ -180,7 +155,7 @@ nofile(void *arg)
 int
 main(int argc, char **argv)
 {
-	size_t hp = huge_default();
+	size_t hp = nsbt_huge_page_size();
 	const char *only = argc > 1 ? argv[1] : NULL;
 
 	if (hp == 0 || access("/sys/kernel/mm/hugepages", F_OK) != 0) {
